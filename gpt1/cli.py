@@ -1,0 +1,27 @@
+"""The ``gpt1`` console script: ``gpt1 <command> [hydra overrides]``, each command a Hydra app of its own."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+COMMANDS = {
+    "pretrain": "pre-train GPT-1 on a corpus (default: the quickstart on the sample books)",
+    "evaluate": "token perplexity of a checkpoint on a corpus",
+    "generate": "sample text from a checkpoint",
+    "convert": "import/export Hugging Face openai-gpt checkpoints (from-hf SRC DST | to-hf SRC DST)",
+}
+
+
+def main() -> None:
+    if len(sys.argv) < 2 or sys.argv[1] not in COMMANDS:
+        lines = [f"  {name:<10} {text}" for name, text in COMMANDS.items()]
+        print("usage: gpt1 <command> [key=value ...] [-m] [--cfg job] [--help]\n\ncommands:\n" + "\n".join(lines))
+        sys.exit(0 if len(sys.argv) > 1 and sys.argv[1] in ("-h", "--help") else 2)
+    command = sys.argv.pop(1)
+    sys.argv[0] = f"gpt1 {command}"
+    importlib.import_module(f"gpt1.{command}").main()
+
+
+if __name__ == "__main__":
+    main()

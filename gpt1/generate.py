@@ -1,0 +1,49 @@
+"""``gpt1 generate``: sample text from a checkpoint.
+
+    gpt1 generate ckpt=PATH prompt="it is a truth universally acknowledged" temperature=0.8 top_k=40
+    gpt1 generate ckpt=PATH prompt="..." temperature=0 max_new_tokens=50     # greedy
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import hydra
+import torch
+from omegaconf import DictConfig
+
+from gpt1.checkpoint import load_checkpoint
+from gpt1.config import GenerateConfig  # noqa: F401  (registers the schemas with Hydra)
+from gpt1.tokenizer import SPECIAL_TOKENS
+
+
+def generate(cfg: DictConfig) -> list[str]:
+    """``cfg.num_samples`` continuations of ``cfg.prompt``, printed and written to <run dir>/samples.txt."""
+    device = torch.device("cuda" if cfg.device == "auto" and torch.cuda.is_available() else
+                          "cpu" if cfg.device == "auto" else cfg.device)
+    loaded = load_checkpoint(cfg.ckpt, map_location=device)
+    tokenizer, model = loaded.tokenizer, loaded.model.to(device)
+    prompt = tokenizer.encode(cfg.prompt).ids
+    if not prompt:
+        start = tokenizer.token_to_id(SPECIAL_TOKENS["start"])
+        if start is None:
+            raise ValueError(f"{cfg.ckpt}'s vocab has no start token: give a prompt (prompt=\"...\")")
+        prompt = [start]
+    generator = torch.Generator(device).manual_seed(cfg.seed)
+    idx = torch.tensor([prompt] * cfg.num_samples, device=device)  # (num_samples, T)
+    out = model.generate(idx, cfg.max_new_tokens, cfg.temperature, cfg.top_k, cfg.use_cache, generator)
+    texts = [tokenizer.decode(row.tolist()) for row in out]
+    for i, text in enumerate(texts):
+        print(f"--- sample {i} ---\n{text}")
+    Path(cfg.paths.output_dir).mkdir(parents=True, exist_ok=True)
+    (Path(cfg.paths.output_dir) / "samples.txt").write_text("\n\n".join(texts) + "\n")
+    return texts
+
+
+@hydra.main(version_base="1.3", config_path="pkg://gpt1.conf", config_name="generate")
+def main(cfg: DictConfig) -> None:
+    generate(cfg)
+
+
+if __name__ == "__main__":
+    main()

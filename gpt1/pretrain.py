@@ -1,0 +1,96 @@
+"""``gpt1 pretrain``: train the GPT-1 decoder with the language-modelling objective.
+
+    gpt1 pretrain                                    # experiment=quickstart: small model, sample books, CPU
+    gpt1 pretrain data=files data.train_files='[corpus/*.txt]' data.valid_files='[held_out.txt]'
+    gpt1 pretrain experiment=paper trainer=ddp       # the paper's recipe on every GPU of the node
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import hydra
+import lightning as L
+from omegaconf import DictConfig, OmegaConf
+
+from gpt1.callbacks import SampleText, build_callbacks
+from gpt1.checkpoint import Loaded, load_checkpoint
+from gpt1.data.pretrain import PretrainDataModule, unigram_perplexity
+from gpt1.model import GPT
+from gpt1.module import GPT1Module
+from gpt1.run import build_loggers, build_trainer, log_config, resolve_resume, write_metrics
+from gpt1.tokenizer import add_special_tokens
+
+
+def load_init(path: str) -> Loaded:
+    """The checkpoint to start from, with the special tokens added (the document separator may be new)."""
+    init = load_checkpoint(path)
+    init.model.resize_token_embeddings(add_special_tokens(init.tokenizer))
+    print(f"initialised from {path}: its model and tokenizer replace the model and tokenizer groups")
+    return init
+
+
+def train(cfg: DictConfig) -> dict[str, Any]:
+    """Pre-train as ``cfg`` (a ``PretrainConfig``) says; return the final metrics, also in <run dir>/metrics.json."""
+    start = time.perf_counter()
+    output_dir = Path(cfg.paths.output_dir)
+    L.seed_everything(cfg.seed, workers=True)
+
+    init = load_init(cfg.init_from) if cfg.init_from else None
+    data = PretrainDataModule(
+        OmegaConf.to_object(cfg.data),
+        init.tokenizer if init else OmegaConf.to_object(cfg.tokenizer),
+        n_ctx=init.model.config.n_ctx if init else cfg.model.n_ctx,
+        seed=cfg.seed,
+        cache_dir=cfg.paths.cache_dir,
+    )
+    data.prepare_data()  # trains or loads the tokenizer, tokenises and packs (cached): the model needs its vocab
+    data.setup("fit")
+    vocab_size = data.tokenizer.get_vocab_size()
+    model = init.model if init else GPT(replace(OmegaConf.to_object(cfg.model), vocab_size=vocab_size))
+    module = GPT1Module(model, data.tokenizer, OmegaConf.to_object(cfg.optim))
+
+    loggers = build_loggers(cfg.logger, output_dir, run_name=f"{cfg.task_name}-{output_dir.name}")
+    callbacks = build_callbacks(OmegaConf.to_object(cfg.callbacks), output_dir, with_loggers=bool(loggers))
+    trainer = build_trainer(cfg.trainer, output_dir, loggers, callbacks)
+    log_config(trainer, cfg)
+    print(f"run directory: {output_dir.resolve()}")
+    print(f"model: {model.num_params():,} parameters, vocab {vocab_size}, context {model.config.n_ctx}")
+    trainer.fit(module, datamodule=data, ckpt_path=resolve_resume(cfg.resume, output_dir))
+
+    train_metrics = {k: float(v) for k, v in trainer.callback_metrics.items() if k.startswith("train/")}
+    valid = trainer.validate(module, datamodule=data, verbose=False)[0] if data.valid_tokens is not None else {}
+    tokens_per_step = cfg.data.batch_size * model.config.n_ctx * cfg.trainer.accumulate_grad_batches
+    sample = next((c.last_text for c in callbacks if isinstance(c, SampleText)), None)
+    metrics = {
+        "train_loss": train_metrics.get("train/loss"),
+        "train_ppl": train_metrics.get("train/ppl"),
+        "val_loss": valid.get("val/loss"),
+        "val_ppl": valid.get("val/ppl"),
+        "val_unigram_ppl": unigram_perplexity(data.train_tokens, data.valid_tokens, vocab_size)
+        if data.valid_tokens is not None
+        else None,
+        "steps": trainer.global_step,
+        "tokens_seen": trainer.global_step * tokens_per_step * trainer.world_size,
+        "params": model.num_params(),
+        "wall_time_s": round(time.perf_counter() - start, 1),
+        "last_checkpoint": str(output_dir / "checkpoints" / "last.ckpt"),
+        "sample": sample,
+    }
+    if trainer.is_global_zero:
+        path = write_metrics(output_dir, metrics)
+        print(f"validation perplexity {metrics['val_ppl']} (unigram baseline {metrics['val_unigram_ppl']})")
+        print(f"metrics: {path}")
+    return metrics
+
+
+@hydra.main(version_base="1.3", config_path="pkg://gpt1.conf", config_name="pretrain")
+def main(cfg: DictConfig) -> None:
+    train(cfg)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,116 @@
+"""The GPT-1 decoder: architecture facts, init, vocab growth and padding, KV-cache decoding."""
+
+from dataclasses import replace
+
+import pytest
+import torch
+
+from gpt1.model import GPT, PRESETS, GPTConfig, LayerCache
+
+TINY = PRESETS["tiny"]
+
+
+def test_paper_model_has_the_papers_parameter_count_and_flops():
+    model = GPT(PRESETS["gpt1"])
+    assert model.num_params() == 116_534_784  # 12 x 7,087,872 + 40,478 x 768 + 512 x 768
+    assert round(model.flops_per_token() / 1e6) == 753  # 6 N + 12 L C T at T = 512
+    assert not any("ln_f" in name for name, _ in model.named_parameters())  # GPT-1 has no final LayerNorm
+
+
+def test_init_is_normal_002_with_zero_biases_and_unit_gains():
+    model = GPT(replace(PRESETS["gpt1"], n_layer=2))
+    w = model.h[0].mlp.c_fc.weight
+    assert abs(w.std().item() - 0.02) < 1e-3 and abs(w.mean().item()) < 1e-3
+    assert abs(model.tokens_embed.weight.std().item() - 0.02) < 1e-3
+    assert torch.count_nonzero(model.h[1].attn.c_attn.bias) == 0
+    assert torch.all(model.h[0].ln_1.weight == 1) and torch.all(model.h[0].ln_2.bias == 0)
+
+
+def test_block_is_post_ln():
+    """The output of every block is LayerNorm-ed: per-position mean 0 and std 1 (gain 1, bias 0 at init)."""
+    model = GPT(TINY).eval()
+    h = model(torch.randint(0, TINY.vocab_size, (2, 8)))
+    assert torch.allclose(h.mean(-1), torch.zeros(2, 8), atol=1e-5)
+    assert torch.allclose(h.std(-1, unbiased=False), torch.ones(2, 8), atol=1e-3)
+
+
+def test_lm_head_is_tied_to_the_token_embedding():
+    model = GPT(TINY).eval()
+    h = torch.randn(3, TINY.n_embd)
+    assert torch.allclose(model.lm_logits(h), h @ model.tokens_embed.weight.T)
+    assert sum(p.numel() for p in model.parameters()) == model.num_params()  # no separate head matrix
+
+
+def test_model_is_causal():
+    model = GPT(TINY).eval()
+    x = torch.randint(0, TINY.vocab_size, (1, 10))
+    y = x.clone()
+    y[0, 7] = (x[0, 7] + 1) % TINY.vocab_size
+    hx, hy = model(x), model(y)
+    assert torch.allclose(hx[:, :7], hy[:, :7], atol=1e-6)
+    assert not torch.allclose(hx[:, 7:], hy[:, 7:], atol=1e-3)
+
+
+def test_context_longer_than_n_ctx_is_refused():
+    with pytest.raises(ValueError, match="exceeds the context"):
+        GPT(TINY)(torch.zeros(1, TINY.n_ctx + 1, dtype=torch.long))
+
+
+def test_vocab_padding_keeps_logits_to_the_real_vocab():
+    config = replace(TINY, vocab_size=500, pad_vocab_to_multiple=64)
+    model = GPT(config)
+    assert model.tokens_embed.weight.shape[0] == 512
+    assert model.lm_logits(model(torch.zeros(1, 4, dtype=torch.long))).shape == (1, 4, 500)
+    assert model.num_params() == GPT(replace(config, pad_vocab_to_multiple=1)).num_params()
+
+
+def test_resize_token_embeddings_keeps_old_rows_and_draws_new_ones():
+    torch.manual_seed(0)
+    model = GPT(replace(TINY, vocab_size=1000))
+    old = model.tokens_embed.weight.detach().clone()
+    model.resize_token_embeddings(1500)
+    new = model.tokens_embed.weight.detach()
+    assert new.shape == (1500, TINY.n_embd) and model.config.vocab_size == 1500
+    assert torch.equal(new[:1000], old)
+    assert abs(new[1000:].std().item() - 0.02) < 2e-3
+    with pytest.raises(ValueError, match="shrink"):
+        model.resize_token_embeddings(10)
+
+
+def test_kv_cache_gives_the_same_hidden_states_as_a_full_pass():
+    model = GPT(TINY).eval()
+    x = torch.randint(0, TINY.vocab_size, (2, 12))
+    full = model(x)
+    cache = model.new_cache()
+    parts = [model(x[:, :5], cache), model(x[:, 5:9], cache), model(x[:, 9:10], cache), model(x[:, 10:], cache)]
+    assert torch.allclose(torch.cat(parts, dim=1), full, atol=1e-5)
+    assert isinstance(cache[0], LayerCache) and cache[0].length == 12
+
+
+def test_greedy_generation_is_identical_with_and_without_the_cache():
+    torch.manual_seed(0)
+    model = GPT(TINY).eval()
+    prompt = torch.randint(0, TINY.vocab_size, (3, 5))
+    # 40 new tokens run past n_ctx = 32, so the cached path must also switch to a sliding window correctly
+    with_cache = model.generate(prompt, 40, temperature=0, use_cache=True)
+    without = model.generate(prompt, 40, temperature=0, use_cache=False)
+    assert with_cache.shape == (3, 45)
+    assert torch.equal(with_cache, without)
+    assert torch.equal(with_cache[:, :5], prompt)
+
+
+def test_sampling_is_reproducible_with_a_seeded_generator_and_respects_top_k():
+    model = GPT(TINY).eval()
+    prompt = torch.zeros(4, 1, dtype=torch.long)
+    a = model.generate(prompt, 10, temperature=1.0, top_k=5, generator=torch.Generator().manual_seed(1))
+    b = model.generate(prompt, 10, temperature=1.0, top_k=5, generator=torch.Generator().manual_seed(1))
+    assert torch.equal(a, b)
+    top1 = model.generate(prompt, 10, temperature=1.0, top_k=1)
+    assert torch.equal(top1, model.generate(prompt, 10, temperature=0))
+
+
+def test_config_errors_name_the_field():
+    with pytest.raises(ValueError, match="model.n_head"):
+        GPTConfig(n_embd=100, n_head=12)
+    with pytest.raises(ValueError, match="model.activation"):
+        GPTConfig(activation="swish")
