@@ -87,6 +87,8 @@ def build_callbacks(cfg: CallbacksConfig, output_dir: Path, with_loggers: bool) 
     ]
     if with_loggers:
         callbacks.append(LearningRateMonitor(logging_interval="step"))
-        if cfg.throughput:  # train/items_per_sec is tokens/s: an item is a token
-            callbacks.append(ThroughputMonitor(lambda b: b["input_ids"].size(0), lambda b: b["input_ids"].numel()))
+        if cfg.throughput:  # train/items_per_sec is tokens/s (an item is a token), averaged over 10 steps
+            callbacks.append(
+                ThroughputMonitor(lambda b: b["input_ids"].size(0), lambda b: b["input_ids"].numel(), window_size=10)
+            )
     return callbacks

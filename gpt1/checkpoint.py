@@ -80,7 +80,8 @@ def load_checkpoint(path: str | os.PathLike, map_location: str | torch.device = 
         )
     if meta.get("format") != FORMAT:
         raise ValueError(f"{path}: checkpoint format {meta.get('format')} is not supported (expected {FORMAT})")
-    model = GPT(GPTConfig(**meta["model_config"]))
+    with torch.device("meta"):  # no random init of weights about to be overwritten
+        model = GPT(GPTConfig(**meta["model_config"]))
     state = {k[len(MODEL_PREFIX) :]: v for k, v in raw["state_dict"].items() if k.startswith(MODEL_PREFIX)}
-    model.load_state_dict(state)
+    model.load_state_dict(state, assign=True)
     return Loaded(model=model.eval(), tokenizer=Tokenizer.from_str(meta["tokenizer"]), raw=raw)

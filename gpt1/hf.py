@@ -1,0 +1,191 @@
+"""Import and export of Hugging Face ``openai-gpt`` checkpoints, in pure torch: conversion needs no transformers.
+
+An HF directory, as ``save_pretrained`` writes it, holds ``config.json``, ``model.safetensors`` (or the older
+``pytorch_model.bin``) and the tokenizer (``tokenizer.json`` and/or ``vocab.json`` + ``merges.txt``). The gpt1
+model keeps HF's parameter names, so the mapping is small: strip or add the ``transformer.`` prefix, transpose the
+``Conv1D`` weights (stored (in, out), ours (out, in)), drop the buffers and the tied ``lm_head``. It lives in
+``from_hf_state_dict`` / ``to_hf_state_dict`` and ``config_from_hf`` / ``config_to_hf``, used by both directions.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors.torch import load_file, save_file
+from tokenizers import Tokenizer
+
+from gpt1.checkpoint import load_checkpoint, save_checkpoint
+from gpt1.model import GPT, GPTConfig
+from gpt1.tokenizer import load_tokenizer
+
+HF_PREFIX = "transformer."
+HF_LM_HEAD = "lm_head.weight"
+CONV1D = re.compile(r"h\.\d+\.(attn\.c_attn|attn\.c_proj|mlp\.c_fc|mlp\.c_proj)\.weight")
+"""GPT parameters that HF stores in Conv1D's (in, out) layout."""
+BUFFERS = re.compile(r"h\.\d+\.attn\.bias|position_ids")
+"""HF buffers (the 4-D causal mask, the position ids) that older checkpoints saved beside the weights."""
+AFN_TO_ACTIVATION = {"gelu": "gelu_tanh", "gelu_new": "gelu_tanh", "relu": "relu"}  # HF's "gelu" is gelu_new
+ACTIVATION_TO_AFN = {"gelu_tanh": "gelu", "relu": "relu"}
+HF_DEFAULTS: dict[str, Any] = {  # OpenAIGPTConfig's defaults, for config.json files that leave fields out
+    "vocab_size": 40478, "n_positions": 512, "n_embd": 768, "n_layer": 12, "n_head": 12, "afn": "gelu",
+    "resid_pdrop": 0.1, "embd_pdrop": 0.1, "attn_pdrop": 0.1, "layer_norm_epsilon": 1e-5, "initializer_range": 0.02,
+}  # fmt: skip
+
+
+def config_from_hf(hf: Mapping[str, Any]) -> GPTConfig:
+    """An HF ``openai-gpt`` config.json dict -> GPTConfig (HF has no n_inner: its MLP is always 4 x n_embd)."""
+    if hf.get("model_type", "openai-gpt") != "openai-gpt":
+        raise ValueError(f"config.json has model_type {hf['model_type']!r}: only 'openai-gpt' checkpoints import")
+    hf = {**HF_DEFAULTS, **hf}
+    if hf["afn"] not in AFN_TO_ACTIVATION:
+        raise ValueError(f"config.json afn={hf['afn']!r} has no gpt1 equivalent (one of {sorted(AFN_TO_ACTIVATION)})")
+    return GPTConfig(
+        vocab_size=hf["vocab_size"],
+        n_ctx=hf["n_positions"],
+        n_layer=hf["n_layer"],
+        n_head=hf["n_head"],
+        n_embd=hf["n_embd"],
+        n_inner=4 * hf["n_embd"],
+        embd_pdrop=hf["embd_pdrop"],
+        attn_pdrop=hf["attn_pdrop"],
+        resid_pdrop=hf["resid_pdrop"],
+        layer_norm_eps=hf["layer_norm_epsilon"],
+        activation=AFN_TO_ACTIVATION[hf["afn"]],
+        init_std=hf["initializer_range"],
+    )
+
+
+def config_to_hf(config: GPTConfig) -> dict[str, Any]:
+    """GPTConfig -> an HF ``openai-gpt`` config.json dict; refuses what OpenAIGPTModel cannot express."""
+    if config.n_inner != 4 * config.n_embd:
+        raise ValueError(
+            f"model.n_inner={config.n_inner} is not 4 x n_embd={4 * config.n_embd}: HF's openai-gpt cannot express it"
+        )
+    if config.activation not in ACTIVATION_TO_AFN:
+        raise ValueError(
+            f"model.activation={config.activation!r} has no HF openai-gpt equivalent "
+            f"(exportable: {sorted(ACTIVATION_TO_AFN)})"
+        )
+    return {
+        "architectures": ["OpenAIGPTLMHeadModel"],
+        "model_type": "openai-gpt",
+        "vocab_size": config.vocab_size,
+        "n_positions": config.n_ctx,
+        "n_embd": config.n_embd,
+        "n_layer": config.n_layer,
+        "n_head": config.n_head,
+        "afn": ACTIVATION_TO_AFN[config.activation],
+        "resid_pdrop": config.resid_pdrop,
+        "embd_pdrop": config.embd_pdrop,
+        "attn_pdrop": config.attn_pdrop,
+        "layer_norm_epsilon": config.layer_norm_eps,
+        "initializer_range": config.init_std,
+        "tie_word_embeddings": True,
+    }
+
+
+def _maybe_transpose(key: str, tensor: torch.Tensor) -> torch.Tensor:
+    # Transposing is its own inverse, so both directions share this; contiguous because safetensors requires it.
+    return tensor.t().contiguous() if CONV1D.fullmatch(key) else tensor
+
+
+def from_hf_state_dict(state: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """HF weights (``transformer.``-prefixed or not) -> GPT parameter names and layouts; buffers and the tied
+    ``lm_head`` are dropped (the latter only if it equals the token embedding: GPT-1 has no untied head)."""
+    out = {}
+    for key, tensor in state.items():
+        name = key.removeprefix(HF_PREFIX)
+        if name != HF_LM_HEAD and not BUFFERS.fullmatch(name):
+            out[name] = _maybe_transpose(name, tensor)
+    head = state.get(HF_LM_HEAD)
+    if head is not None and not torch.equal(head, out.get("tokens_embed.weight", torch.empty(0))):
+        raise ValueError(f"{HF_LM_HEAD} differs from tokens_embed.weight: GPT-1's LM head is tied to the embedding")
+    return out
+
+
+def to_hf_state_dict(state: Mapping[str, torch.Tensor], config: GPTConfig) -> dict[str, torch.Tensor]:
+    """GPT weights -> HF's LM-head-model layout as save_pretrained writes it: ``transformer.``-prefixed, Conv1D
+    weights (in, out), the token embedding cut to the real vocabulary, the tied ``lm_head`` left out."""
+    out = {}
+    for name, tensor in state.items():
+        if name == "tokens_embed.weight":
+            tensor = tensor[: config.vocab_size].contiguous()  # rows added by pad_vocab_to_multiple are not tokens
+        out[HF_PREFIX + name] = _maybe_transpose(name, tensor)
+    return out
+
+
+def _read_hf_weights(src: Path) -> dict[str, torch.Tensor]:
+    if (src / "model.safetensors").is_file():
+        return load_file(src / "model.safetensors")
+    if (src / "pytorch_model.bin").is_file():
+        return torch.load(src / "pytorch_model.bin", map_location="cpu", weights_only=True)
+    raise FileNotFoundError(
+        f"{src} has neither model.safetensors nor pytorch_model.bin: pass a directory written by save_pretrained "
+        "(a sharded checkpoint must be merged first)"
+    )
+
+
+def _read_tokenizer(src: Path, tokenizer: str | os.PathLike | None) -> Tokenizer:
+    if tokenizer is not None:
+        return load_tokenizer(tokenizer)
+    if (src / "tokenizer.json").is_file() or ((src / "vocab.json").is_file() and (src / "merges.txt").is_file()):
+        return load_tokenizer(src)
+    raise FileNotFoundError(
+        f"{src} has no tokenizer (tokenizer.json, or vocab.json + merges.txt): pass the tokenizer's path explicitly"
+    )
+
+
+def import_hf(src: str | os.PathLike, dst: str | os.PathLike, tokenizer: str | os.PathLike | None = None) -> None:
+    """Convert the HF ``openai-gpt`` directory ``src`` into the gpt1 checkpoint file ``dst``.
+
+    The tokenizer comes from ``tokenizer`` (a tokenizer.json, or a directory holding it or vocab.json + merges.txt)
+    if given, else from ``src``. No special tokens are added: the model stays exactly the original, and consumers
+    that need them grow the embeddings later (GPT.resize_token_embeddings).
+    """
+    src = Path(src)
+    if not (src / "config.json").is_file():
+        raise FileNotFoundError(f"{src}/config.json does not exist: pass a Hugging Face openai-gpt model directory")
+    config = config_from_hf(json.loads((src / "config.json").read_text()))
+    state = from_hf_state_dict(_read_hf_weights(src))
+    tok = _read_tokenizer(src, tokenizer)
+
+    with torch.device("meta"):  # skip the random init that the checkpoint's weights replace anyway
+        model = GPT(config)
+    expected = model.state_dict().keys()
+    missing, unexpected = sorted(expected - state.keys()), sorted(state.keys() - expected)
+    if missing or unexpected:  # e.g. a checkpoint of another architecture, or one with task heads (not imported)
+        raise ValueError(
+            f"{src} does not hold the openai-gpt model its config.json describes: "
+            f"{len(missing)} weights missing {missing[:5]}, {len(unexpected)} unexpected {unexpected[:5]}"
+        )
+    rows = state["tokens_embed.weight"].size(0)
+    if rows != config.vocab_size:
+        raise ValueError(f"{src}: tokens_embed.weight has {rows} rows but config.json vocab_size={config.vocab_size}")
+    if tok.get_vocab_size() != config.vocab_size:
+        raise ValueError(
+            f"the tokenizer ({tokenizer or src}) has {tok.get_vocab_size()} tokens but the model in {src} "
+            f"{config.vocab_size}: pass the tokenizer the model was trained with"
+        )
+    model.load_state_dict(state, assign=True)  # shapes are checked here
+    save_checkpoint(dst, model, tok)
+
+
+def export_hf(src: str | os.PathLike, dst: str | os.PathLike) -> None:
+    """Write the gpt1 checkpoint ``src`` as an HF ``openai-gpt`` directory ``dst`` (config.json, model.safetensors,
+    tokenizer.json, vocab.json + merges.txt) that ``OpenAIGPTLMHeadModel.from_pretrained`` loads."""
+    loaded = load_checkpoint(src)
+    config = loaded.model.config
+    hf_config = config_to_hf(config)  # before writing anything: an unexportable config leaves no half directory
+    dst = Path(dst)
+    dst.mkdir(parents=True, exist_ok=True)
+    (dst / "config.json").write_text(json.dumps(hf_config, indent=2) + "\n")
+    save_file(to_hf_state_dict(loaded.model.state_dict(), config), dst / "model.safetensors", metadata={"format": "pt"})
+    loaded.tokenizer.save(str(dst / "tokenizer.json"))
+    loaded.tokenizer.model.save(str(dst))  # vocab.json + merges.txt, for HF's slow OpenAIGPTTokenizer
+

@@ -1,0 +1,107 @@
+"""The ``gpt1`` console script as a user runs it: subcommands, Hydra flags, errors, and HF round trips."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from gpt1.checkpoint import load_checkpoint
+from gpt1.convert import positional_to_overrides
+from tests.conftest import TINY_RUN
+
+ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
+
+
+def gpt1(*args: str, cwd: Path, check: bool = True) -> subprocess.CompletedProcess:
+    proc = subprocess.run(["gpt1", *args], cwd=cwd, env=ENV, capture_output=True, text=True, timeout=300)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"gpt1 {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+def test_help_lists_the_commands(tmp_path):
+    out = gpt1("--help", cwd=tmp_path).stdout
+    for command in ("pretrain", "evaluate", "generate", "convert"):
+        assert command in out
+    assert gpt1("nonsense", cwd=tmp_path, check=False).returncode == 2
+
+
+def test_cfg_job_prints_the_composed_config_of_an_experiment(tmp_path):
+    out = gpt1("pretrain", "experiment=paper", "--cfg", "job", cwd=tmp_path).stdout
+    assert "n_layer: 12" in out and "lr: 0.00025" in out and "warmup_steps: 2000" in out
+
+
+def test_a_misspelt_key_fails_at_start_up_naming_it(tmp_path):
+    proc = gpt1("pretrain", "model.n_layr=3", cwd=tmp_path, check=False)
+    assert proc.returncode != 0
+    assert "n_layr" in proc.stderr and "Traceback" not in proc.stderr  # Hydra's message, not a stack dump
+
+
+def test_pretrain_then_evaluate_and_generate_from_the_command_line(tmp_path, cache_dir):
+    run = tmp_path / "run"
+    gpt1("pretrain", *TINY_RUN, "debug=fast", f"hydra.run.dir={run}", f"paths.cache_dir={cache_dir}", cwd=tmp_path)
+    metrics = json.loads((run / "metrics.json").read_text())
+    assert metrics["steps"] == 4 and (run / ".hydra" / "config.yaml").is_file()
+    ckpt = run / "checkpoints" / "last.ckpt"
+    out = gpt1("evaluate", f"ckpt={ckpt}", "data.max_valid_windows=8", f"paths.cache_dir={cache_dir}",
+               f"hydra.run.dir={tmp_path / 'eval'}", "trainer.enable_progress_bar=false", cwd=tmp_path).stdout
+    assert "perplexity" in out
+    out = gpt1("generate", f"ckpt={ckpt}", "prompt=she said", "max_new_tokens=5", f"hydra.run.dir={tmp_path / 'gen'}",
+               cwd=tmp_path).stdout
+    assert "she said" in out
+
+
+def test_python_dash_m_runs_a_command(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "gpt1.generate", "--cfg", "job"], cwd=tmp_path, env=ENV,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and "max_new_tokens: 100" in proc.stdout
+
+
+def test_multirun_sweeps_over_overrides(tmp_path, cache_dir):
+    sweep = tmp_path / "sweep"
+    gpt1("pretrain", "-m", *TINY_RUN, "debug=fast", "optim.lr=1e-3,3e-3", "callbacks.samples.every_n_steps=0",
+         f"hydra.sweep.dir={sweep}", f"paths.cache_dir={cache_dir}", cwd=tmp_path)
+    for job in ("0", "1"):
+        assert json.loads((sweep / job / "metrics.json").read_text())["steps"] == 4
+
+
+def test_positional_convert_arguments_become_overrides():
+    assert positional_to_overrides(["from-hf", "a/b", "c.ckpt", "tokenizer=t"]) == [
+        "direction='from-hf'", "src='a/b'", "dst='c.ckpt'", "tokenizer=t"
+    ]
+    assert positional_to_overrides(["to-hf", "x", "y", "--cfg", "job"])[-2:] == ["--cfg", "job"]
+
+
+def test_convert_from_hf_then_generate_then_back_to_hf(tmp_path):
+    """Converted OpenAI-format weights work with every command, and survive the round trip exactly."""
+    transformers = pytest.importorskip("transformers")
+    from gpt1.tokenizer import train_bpe
+
+    tokenizer = train_bpe(["the quick brown fox jumps over the lazy dog"] * 20, vocab_size=60)
+    tokenizer.model.save(str(tmp_path))  # vocab.json + merges.txt without special tokens, as openai-gpt's
+    vocab_size = len(json.loads((tmp_path / "vocab.json").read_text()))
+    config = transformers.OpenAIGPTConfig(vocab_size=vocab_size, n_positions=32, n_embd=32, n_layer=2, n_head=2)
+    torch.manual_seed(0)
+    hf = transformers.OpenAIGPTLMHeadModel(config).eval()
+    hf.save_pretrained(tmp_path / "hf")
+    for name in ("vocab.json", "merges.txt"):
+        (tmp_path / "hf" / name).write_bytes((tmp_path / name).read_bytes())
+
+    gpt1("convert", "from-hf", str(tmp_path / "hf"), str(tmp_path / "model.ckpt"), cwd=tmp_path)
+    out = gpt1("generate", "ckpt=model.ckpt", "prompt=the quick", "temperature=0", "max_new_tokens=4", cwd=tmp_path)
+    loaded = load_checkpoint(tmp_path / "model.ckpt")
+    ids = torch.tensor([loaded.tokenizer.encode("the quick").ids])
+    with torch.no_grad():
+        for _ in range(4):  # HF's greedy decoding, by hand
+            ids = torch.cat([ids, hf(ids).logits[:, -1].argmax(-1, keepdim=True)], dim=1)
+    assert loaded.tokenizer.decode(ids[0].tolist()) in out.stdout  # gpt1 generate picks the same tokens
+
+    gpt1("convert", "to-hf", "model.ckpt", str(tmp_path / "back"), cwd=tmp_path)
+    back = transformers.OpenAIGPTLMHeadModel.from_pretrained(tmp_path / "back").eval()
+    x = torch.randint(0, vocab_size, (2, 10))
+    with torch.no_grad():
+        assert torch.allclose(back(x).logits, hf(x).logits, atol=1e-5)

@@ -1,0 +1,82 @@
+"""Hydra configuration: every command and experiment composes into its typed schema; mistakes fail at start-up."""
+
+from pathlib import Path
+
+import pytest
+from hydra.errors import ConfigCompositionException
+from omegaconf import OmegaConf
+from omegaconf.errors import ConfigAttributeError, ValidationError
+
+from gpt1.config import EvaluateConfig, PretrainConfig, Schedule
+from gpt1.model import PRESETS, GPTConfig
+
+CONF = Path(__file__).resolve().parents[1] / "conf"
+EXPERIMENTS = sorted(p.stem for p in (CONF / "experiment").glob("*.yaml"))
+DEBUGS = sorted(p.stem for p in (CONF / "debug").glob("*.yaml"))
+
+
+def test_default_pretrain_is_the_quickstart(make_cfg, sample_data):
+    cfg = make_cfg("pretrain")
+    obj = OmegaConf.to_object(cfg)
+    assert isinstance(obj, PretrainConfig) and isinstance(obj.model, GPTConfig)
+    assert cfg.task_name == "quickstart" and obj.model == PRESETS["small"]
+    assert obj.trainer.accelerator == "cpu"
+    assert Path(obj.data.train_files[0]).parent == sample_data / "books" / "train"
+
+
+@pytest.mark.parametrize("experiment", EXPERIMENTS)
+def test_every_experiment_composes_into_the_schema(make_cfg, experiment):
+    obj = OmegaConf.to_object(make_cfg("pretrain", [f"experiment={experiment}"]))
+    assert isinstance(obj, PretrainConfig) and obj.task_name == experiment
+
+
+@pytest.mark.parametrize("debug", DEBUGS)
+def test_every_debug_config_composes(make_cfg, debug):
+    assert isinstance(OmegaConf.to_object(make_cfg("pretrain", [f"debug={debug}"])), PretrainConfig)
+
+
+def test_paper_experiment_holds_the_papers_recipe(make_cfg):
+    obj = OmegaConf.to_object(make_cfg("pretrain", ["experiment=paper"]))
+    assert obj.model == PRESETS["gpt1"]
+    assert (obj.data.batch_size, obj.tokenizer.vocab_size, obj.trainer.max_epochs) == (64, 40478, 100)
+    assert (obj.optim.lr, obj.optim.warmup_steps, obj.optim.weight_decay) == (2.5e-4, 2000, 0.01)
+    assert obj.optim.schedule is Schedule.cosine and obj.model.n_ctx == 512
+
+
+@pytest.mark.parametrize(
+    "config_name, overrides", [("evaluate", ["ckpt=x.ckpt"]), ("generate", ["ckpt=x.ckpt"]), ("convert", [])]
+)
+def test_every_command_config_composes(make_cfg, config_name, overrides):
+    cfg = make_cfg(config_name, overrides)
+    assert cfg.task_name == config_name
+    if config_name == "evaluate":
+        assert isinstance(OmegaConf.to_object(cfg), EvaluateConfig)
+
+
+@pytest.mark.parametrize(
+    "override, error, names",
+    [
+        ("model.n_layr=3", ConfigCompositionException, "n_layr"),  # misspelt key
+        ("model.n_layer=twelve", ConfigCompositionException, "n_layer"),  # wrong type
+        ("optim.schedule=cosin", ConfigCompositionException, "schedule"),  # not one of the enum's values
+        ("model=huge", ConfigCompositionException, "huge"),  # unknown preset
+    ],
+)
+def test_mistakes_fail_at_composition_naming_the_key(make_cfg, override, error, names):
+    with pytest.raises(error) as info:
+        make_cfg("pretrain", [override])
+    assert names in str(info.value) + str(info.value.__cause__)
+
+
+def test_missing_required_value_is_named(make_cfg):
+    cfg = make_cfg("evaluate")
+    with pytest.raises(Exception, match="ckpt"):
+        OmegaConf.to_object(cfg)
+
+
+def test_the_config_tree_is_typed_against_assignment_too(make_cfg):
+    cfg = make_cfg("pretrain")
+    with pytest.raises(ValidationError):
+        cfg.model.n_embd = "wide"
+    with pytest.raises(ConfigAttributeError, match="train_filez"):
+        cfg.data.train_filez = []
