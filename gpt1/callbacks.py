@@ -87,7 +87,7 @@ def build_callbacks(cfg: CallbacksConfig, output_dir: Path, with_loggers: bool) 
     ]
     if with_loggers:
         callbacks.append(LearningRateMonitor(logging_interval="step"))
-        if cfg.throughput:  # train/items_per_sec is tokens/s (an item is a token), averaged over 10 steps
+        if cfg.throughput:  # train/device/items_per_sec is tokens/s per device (an item is a token), over 10 steps
             callbacks.append(
                 ThroughputMonitor(lambda b: b["input_ids"].size(0), lambda b: b["input_ids"].numel(), window_size=10)
             )

@@ -121,7 +121,7 @@ class CallbacksConfig:
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
     samples: SamplesConfig = field(default_factory=SamplesConfig)
     throughput: bool = True
-    """Log tokens/s (train/items_per_sec) and, on GPUs with a known peak, MFU."""
+    """Log tokens/s per device (train/device/items_per_sec) and, on GPUs with a known peak, MFU (train/device/mfu)."""
 
 
 @dataclass

@@ -11,6 +11,7 @@ vocabulary, as the original appended them after its 40,478 entries; a model grow
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -78,8 +79,25 @@ def train_bpe(texts: Iterable[str], vocab_size: int, min_frequency: int = 2) -> 
         show_progress=False,
     )
     tokenizer.train_from_iterator(texts, trainer=trainer)
+    tokenizer = _canonical_ids(tokenizer)
     add_special_tokens(tokenizer)
     return tokenizer
+
+
+def _canonical_ids(tokenizer: Tokenizer) -> Tokenizer:
+    """Renumber a trained BPE: <unk>, the sorted alphabet, then each merge's result in merge order.
+
+    The trainer numbers the alphabet in hash order, so the same corpus would otherwise give different ids per run.
+    """
+    model = json.loads(tokenizer.to_str())["model"]
+    merges = [tuple(m.split(" ")) if isinstance(m, str) else tuple(m) for m in model["merges"]]
+    merged = [a + b for a, b in merges]
+    alphabet = sorted(set(model["vocab"]) - set(merged) - {UNK_TOKEN})
+    vocab = {token: i for i, token in enumerate(dict.fromkeys([UNK_TOKEN, *alphabet, *merged]))}
+    bpe = models.BPE(vocab, merges, unk_token=UNK_TOKEN, end_of_word_suffix=END_OF_WORD)
+    canonical = _gpt1_pipeline(Tokenizer(bpe))
+    canonical.add_special_tokens([UNK_TOKEN])
+    return canonical
 
 
 def load_tokenizer(path: str | Path) -> Tokenizer:

@@ -81,3 +81,9 @@ def test_missing_special_tokens_are_reported(tmp_path, tokenizer):
     tokenizer.model.save(str(tmp_path))
     with pytest.raises(ValueError, match="add_special_tokens"):
         special_token_ids(load_tokenizer(tmp_path))
+
+
+def test_training_is_deterministic(sample_data):
+    """Same corpus, same ids: the trainer's hash-ordered alphabet is renumbered canonically."""
+    text = (sample_data / "books" / "train" / "the_war_of_the_worlds.txt").read_text()
+    assert train_bpe([text], vocab_size=600).to_str() == train_bpe([text], vocab_size=600).to_str()

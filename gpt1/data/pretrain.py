@@ -1,0 +1,430 @@
+"""Pre-training data: raw documents -> BPE tokens -> one packed token stream per split -> random windows.
+
+``PretrainDataModule.prepare_data`` (idempotent; everything cached under ``cache_dir``):
+
+1. raw documents from ``gpt1.data.sources``: a .txt file, or a row of a table / hub dataset, is one document;
+2. the tokenizer: the one given, the one at ``tokenizer.path``, or a BPE trained on the training documents and
+   kept in ``tokenizers/<key>.json`` (key: the training corpus + the tokenizer config);
+3. tokenisation with ``datasets.map`` (batched, ``num_proc`` processes), cached in ``datasets/``;
+4. packing: the documents concatenated, each followed by the eod token, into ``tokens/<key>/<split>.bin``, a
+   flat uint16 array (uint32 for vocabularies past 65,536) streamed batch by batch, written under a temporary name
+   then renamed; key: the split's files (paths, sizes, mtimes) or hub fingerprint, the tokenizer's JSON and
+   separate_documents.
+
+A rerun with the same inputs finds the .bin files and neither tokenises nor loads the raw data (local files).
+Training reads random contiguous windows of n_ctx + 1 tokens (the paper); validation reads the stream in
+consecutive windows (every token but the first predicted once). T = n_ctx below.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass, field, fields
+from functools import cached_property
+from pathlib import Path
+from typing import IO, Any, Optional
+
+import datasets
+import lightning as L
+import numpy as np
+import pyarrow.compute as pc
+import torch
+from tokenizers import Tokenizer
+from torch.utils.data import DataLoader, Dataset, Sampler
+
+from gpt1.data.sources import files_key, load_files, load_hub, resolve_files
+from gpt1.tokenizer import TokenizerConfig, build_tokenizer, special_token_ids
+
+log = logging.getLogger(__name__)
+
+PACK_VERSION = 1  # part of every .bin key: bump when the packed layout changes
+
+
+@dataclass
+class DataConfig:
+    """The pre-training corpus (local files or a Hugging Face hub dataset) and how it is batched."""
+
+    train_files: list[str] = field(default_factory=list)
+    """Globs of training files, relative to the current directory: .txt (a document per file), .jsonl/.json,
+    .csv, .tsv, .parquet (a document per row, in text_column)."""
+    valid_files: list[str] = field(default_factory=list)
+    """Globs of validation files, same formats; they take precedence over hf_valid_split and valid_fraction."""
+    hf_dataset: Optional[str] = None
+    """A hub dataset to train on instead of train_files (e.g. Salesforce/wikitext); downloaded once, then cached."""
+    hf_config: Optional[str] = None
+    """The hub dataset's configuration (e.g. wikitext-103-raw-v1)."""
+    hf_train_split: Optional[str] = "train"
+    """The hub split to train on (slices such as train[:10%] work); None: none (evaluation)."""
+    hf_valid_split: Optional[str] = "validation"
+    """The hub split to validate on when valid_files is empty; None: valid_fraction instead."""
+    text_column: str = "text"
+    """Column that holds the documents in tables and hub datasets (.txt files need none)."""
+    valid_fraction: float = 0.0
+    """With no validation files nor hub split: hold out this last fraction of the packed training stream. With no
+    validation data at all and 0 here, the data module refuses to start (pre-training needs a held-out loss)."""
+    separate_documents: bool = True
+    """Follow each document with the eod token in the packed stream (off for corpora whose rows are not whole
+    documents, e.g. the lines of WikiText)."""
+    batch_size: int = 64
+    """Windows per batch (64 in the paper), per device."""
+    num_workers: int = 0
+    """DataLoader worker processes (windows are memory-mapped slices: 0 is usually fast enough)."""
+    num_proc: int = 2
+    """Processes tokenising the corpus (datasets.map), capped at the number of documents."""
+    samples_per_epoch: Optional[int] = None
+    """Random training windows per epoch; None: n_train_tokens // n_ctx (each token seen about once)."""
+    max_valid_windows: Optional[int] = None
+    """Use only the first this many validation windows (quick runs); None: all."""
+
+
+@dataclass(frozen=True)
+class TokenStream:
+    """Tokens [start, stop) of a packed .bin file, memory-mapped on ``open`` (so it pickles into workers cheaply)."""
+
+    path: str
+    dtype: str
+    start: int
+    stop: int
+
+    def __len__(self) -> int:
+        return self.stop - self.start
+
+    def open(self) -> np.ndarray:
+        return np.memmap(self.path, dtype=self.dtype, mode="r")[self.start : self.stop]
+
+
+class WindowDataset(Dataset):
+    """Window ``i`` = tokens [i * stride, i * stride + T + 1) of a stream, as ``{"input_ids": (T,), "targets": (T,)}``
+    int64 tensors, targets being the inputs shifted left by one. ``limit`` keeps only the first windows."""
+
+    def __init__(self, stream: TokenStream, n_ctx: int, stride: int, limit: Optional[int] = None) -> None:
+        self.stream, self.n_ctx, self.stride = stream, n_ctx, stride
+        n = max(0, (len(stream) - 1 - n_ctx) // stride + 1)  # starts s with s + T + 1 <= len(stream)
+        self.length = n if limit is None else min(n, limit)
+        self._tokens: Optional[np.ndarray] = None
+
+    def __len__(self) -> int:
+        return self.length
+
+    def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
+        if not 0 <= i < self.length:
+            raise IndexError(f"window {i} out of range [0, {self.length})")
+        if self._tokens is None:
+            self._tokens = self.stream.open()
+        start = i * self.stride
+        window = torch.from_numpy(self._tokens[start : start + self.n_ctx + 1].astype(np.int64))  # (T + 1,)
+        return {"input_ids": window[:-1], "targets": window[1:]}
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_tokens": None}  # workers map the file themselves
+
+
+class WindowSampler(Sampler[int]):
+    """``num_samples`` window starts drawn uniformly (with replacement) from [0, n_windows), a function of
+    (seed, epoch) only: runs repeat exactly, and each epoch (``set_epoch``, called by Lightning) draws anew."""
+
+    def __init__(self, n_windows: int, num_samples: int, seed: int) -> None:
+        if n_windows < 1 or num_samples < 1:
+            raise ValueError(f"WindowSampler needs n_windows >= 1 and num_samples >= 1, got {n_windows}, {num_samples}")
+        self.n_windows, self.num_samples, self.seed, self.epoch = n_windows, num_samples, seed, 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def __len__(self) -> int:
+        return self.num_samples
+
+    def __iter__(self) -> Iterator[int]:
+        rng = np.random.default_rng([self.seed, self.epoch])
+        return iter(rng.integers(0, self.n_windows, self.num_samples).tolist())
+
+
+class _Source:
+    """One split's raw documents (local files or a hub split), loaded on first use, and a key that changes with them."""
+
+    def __init__(self, cfg: DataConfig, split: str, cache_dir: Path) -> None:
+        files = cfg.train_files if split == "train" else cfg.valid_files
+        self.files = resolve_files(files, f"data.{split}_files") if files else None
+        self.hub = (cfg.hf_dataset, cfg.hf_config, cfg.hf_train_split if split == "train" else cfg.hf_valid_split)
+        self.column, self.cache_dir = cfg.text_column, str(cache_dir / "datasets")
+
+    @cached_property
+    def dataset(self) -> datasets.Dataset:
+        """The documents, in one column: ``self.column``."""
+        if self.files is not None:
+            return load_files(self.files, [self.column], self.cache_dir, txt_column=self.column)
+        name, config, split = self.hub
+        return load_hub(name, config, split, [self.column], self.cache_dir)
+
+    @cached_property
+    def key(self) -> str:
+        origin = files_key(self.files) if self.files is not None else self.dataset._fingerprint
+        return _hash(origin, self.column)
+
+    def texts(self) -> Iterator[str]:
+        for batch in self.dataset.iter(batch_size=256):
+            yield from filter(None, batch[self.column])
+
+
+class PretrainDataModule(L.LightningDataModule):
+    """The pre-training corpus as packed token streams (``train_tokens``, ``valid_tokens``) and LM batches.
+
+    tokenizer: a ``Tokenizer`` (e.g. a checkpoint's) used as is, or a ``TokenizerConfig`` to load or train one.
+    cache_dir: where the datasets cache, trained tokenizers and packed streams live, shared across runs.
+    With no training data (data.train_files empty and no hub train split: evaluation) only the validation stream
+    is prepared, which then needs a given or loadable tokenizer and validation files or a hub split.
+    """
+
+    def __init__(
+        self,
+        cfg: DataConfig,
+        tokenizer: TokenizerConfig | Tokenizer,
+        n_ctx: int,
+        seed: int,
+        cache_dir: str | os.PathLike,
+    ) -> None:
+        super().__init__()
+        if cfg.train_files and cfg.hf_dataset:
+            raise ValueError("data.train_files and data.hf_dataset are both set: train on one of them")
+        if not 0.0 <= cfg.valid_fraction < 1.0:
+            raise ValueError(f"data.valid_fraction={cfg.valid_fraction} must be in [0, 1)")
+        self.cfg, self.n_ctx, self.seed, self.cache_dir = cfg, n_ctx, seed, Path(cache_dir)
+        self.tokenizer: Optional[Tokenizer] = tokenizer if isinstance(tokenizer, Tokenizer) else None
+        self._tokenizer_cfg = None if isinstance(tokenizer, Tokenizer) else tokenizer
+        self.train_tokens: Optional[np.ndarray] = None
+        """The packed training stream, (N_train,) uint16/uint32 memmap; set by ``setup`` (None: no training data)."""
+        self.valid_tokens: Optional[np.ndarray] = None
+        """The packed validation stream, (N_valid,); set by ``setup``."""
+        self._train: Optional[TokenStream] = None
+        self._valid: Optional[TokenStream] = None
+
+        has_train = bool(cfg.train_files) or bool(cfg.hf_dataset and cfg.hf_train_split)
+        has_valid = bool(cfg.valid_files) or bool(cfg.hf_dataset and cfg.hf_valid_split)
+        if not has_valid and cfg.valid_fraction == 0:
+            raise ValueError(
+                "no validation data: set data.valid_files, data.hf_valid_split (with data.hf_dataset), "
+                "or data.valid_fraction > 0 to hold out the end of the training stream"
+            )
+        if not has_train and not has_valid:
+            raise ValueError(
+                "data.valid_fraction holds out the end of the training data, but there is none: "
+                "set data.train_files or data.hf_dataset, or give data.valid_files"
+            )
+        if not has_train and self._tokenizer_cfg is not None and self._tokenizer_cfg.path is None:
+            raise ValueError(
+                "tokenizer.path is not set, so a BPE is to be trained on the training data, but there is none: "
+                "set data.train_files or data.hf_dataset, or tokenizer.path"
+            )
+        self._train_src = _Source(cfg, "train", self.cache_dir) if has_train else None
+        self._valid_src = _Source(cfg, "valid", self.cache_dir) if has_valid else None
+
+    # -- preparation ------------------------------------------------------------------------------------------
+
+    def prepare_data(self) -> None:
+        """Build (or find in the cache) the tokenizer and the packed .bin stream of every split."""
+        tokenizer = self._get_tokenizer(create=True)
+        for split, src in self._sources():
+            path = self._bin_path(split, src, tokenizer)
+            if not path.is_file():
+                self._tokenise_and_pack(src, tokenizer, path)
+        self.tokenizer = tokenizer
+
+    def setup(self, stage: Optional[str] = None) -> None:
+        """Map the packed streams (cheap, and a no-op the second time); ``prepare_data`` must have run."""
+        if self._valid is not None:
+            return
+        tokenizer = self.tokenizer or self._get_tokenizer(create=False)
+        streams = {}
+        for split, src in self._sources():
+            path = self._bin_path(split, src, tokenizer)
+            if not path.is_file():
+                raise FileNotFoundError(f"{path} does not exist: call prepare_data() before setup()")
+            n = path.stat().st_size // np.dtype(_dtype(tokenizer)).itemsize
+            streams[split] = TokenStream(str(path), _dtype(tokenizer), 0, n)
+        if self._valid_src is None:  # hold out the end of the training stream
+            whole = streams["train"]
+            n_valid = int(len(whole) * self.cfg.valid_fraction)
+            if n_valid < self.n_ctx + 1:
+                raise ValueError(
+                    f"data.valid_fraction={self.cfg.valid_fraction} holds out {n_valid} of {len(whole)} tokens, "
+                    f"fewer than one window of n_ctx + 1 = {self.n_ctx + 1}: raise it or give data.valid_files"
+                )
+            streams["train"] = TokenStream(whole.path, whole.dtype, 0, whole.stop - n_valid)
+            streams["valid"] = TokenStream(whole.path, whole.dtype, whole.stop - n_valid, whole.stop)
+        for split, stream in streams.items():
+            if len(stream) < self.n_ctx + 1:
+                raise ValueError(
+                    f"the {split} stream has {len(stream)} tokens, fewer than one window of n_ctx + 1 = "
+                    f"{self.n_ctx + 1}: give more data or use a smaller model.n_ctx"
+                )
+        self._train, self._valid = streams.get("train"), streams["valid"]
+        self.train_tokens = self._train.open() if self._train is not None else None
+        self.valid_tokens = self._valid.open()
+        self.tokenizer = tokenizer
+
+    def _sources(self) -> list[tuple[str, _Source]]:
+        return [(s, src) for s, src in (("train", self._train_src), ("valid", self._valid_src)) if src is not None]
+
+    def _get_tokenizer(self, create: bool) -> Tokenizer:
+        """The given tokenizer, the one at tokenizer.path, or the BPE trained on the training corpus (cached)."""
+        if self.tokenizer is not None:
+            return self.tokenizer
+        cfg = self._tokenizer_cfg
+        if cfg.path is not None:
+            return build_tokenizer(cfg)
+        settings = {f.name: getattr(cfg, f.name) for f in fields(TokenizerConfig)}  # cfg may be an OmegaConf node
+        path = self.cache_dir / "tokenizers" / f"{_hash(self._train_src.key, settings)}.json"
+        if path.is_file():
+            return Tokenizer.from_file(str(path))
+        if not create:
+            raise FileNotFoundError(f"{path} does not exist: call prepare_data() before setup()")
+        start = time.perf_counter()
+        tokenizer = build_tokenizer(cfg, self._train_src.texts)
+        with _atomic_file(path) as f:
+            f.write(tokenizer.to_str().encode())
+        log.info("trained a %d-token BPE in %.1fs -> %s", tokenizer.get_vocab_size(), time.perf_counter() - start, path)
+        return tokenizer
+
+    def _bin_path(self, split: str, src: _Source, tokenizer: Tokenizer) -> Path:
+        key = _hash(PACK_VERSION, src.key, tokenizer.to_str(), self.cfg.separate_documents)
+        return self.cache_dir / "tokens" / key / f"{split}.bin"
+
+    def _tokenise_and_pack(self, src: _Source, tokenizer: Tokenizer, path: Path) -> None:
+        start = time.perf_counter()
+        ds = src.dataset
+        fingerprint = _hash(src.key, tokenizer.to_str())
+        num_proc = min(self.cfg.num_proc, len(ds))
+        with _serial_tokenizers() if num_proc > 1 else nullcontext():  # forked workers: one thread each, no warning
+            ids = ds.map(
+                _encode,
+                batched=True,
+                batch_size=256,
+                remove_columns=ds.column_names,
+                fn_kwargs={"tokenizer": tokenizer, "column": src.column},
+                features=datasets.Features({"ids": datasets.List(datasets.Value("int32"))}),
+                num_proc=num_proc if num_proc > 1 else None,
+                cache_file_name=str(self.cache_dir / "datasets" / f"tokens-{fingerprint}.arrow"),
+                new_fingerprint=fingerprint,
+                desc="tokenising",
+            )
+        eod = special_token_ids(tokenizer)["eod"] if self.cfg.separate_documents else None
+        n = pack(ids, path, _dtype(tokenizer), eod)
+        log.info("packed %d documents into %d tokens in %.1fs -> %s", len(ds), n, time.perf_counter() - start, path)
+
+    # -- loaders ----------------------------------------------------------------------------------------------
+
+    def train_dataloader(self) -> DataLoader:
+        if self._train is None:
+            raise RuntimeError("no training stream: call setup() first, and give data.train_files or data.hf_dataset")
+        ds = WindowDataset(self._train, self.n_ctx, stride=1)
+        num_samples = self.cfg.samples_per_epoch or len(self._train) // self.n_ctx
+        return self._loader(ds, WindowSampler(len(ds), num_samples, self.seed))
+
+    def val_dataloader(self) -> DataLoader:
+        if self._valid is None:
+            raise RuntimeError("no validation stream: call setup() first")
+        return self._loader(WindowDataset(self._valid, self.n_ctx, stride=self.n_ctx, limit=self.cfg.max_valid_windows))
+
+    def test_dataloader(self) -> DataLoader:
+        """The validation windows (``gpt1 evaluate`` reports their perplexity)."""
+        return self.val_dataloader()
+
+    def _loader(self, ds: WindowDataset, sampler: Optional[Sampler] = None) -> DataLoader:
+        return DataLoader(
+            ds,
+            batch_size=self.cfg.batch_size,
+            sampler=sampler,  # None: in order
+            num_workers=self.cfg.num_workers,
+            persistent_workers=self.cfg.num_workers > 0,
+            pin_memory=torch.cuda.is_available(),
+        )
+
+
+def pack(ds: datasets.Dataset, path: str | os.PathLike, dtype: str, eod: Optional[int], batch_size: int = 1024) -> int:
+    """Write the ``ids`` lists of ``ds`` end to end to ``path`` as one flat ``dtype`` array, each non-empty
+    document followed by ``eod`` (None: nothing); return the number of tokens. Streams ``batch_size`` documents at
+    a time; the file appears complete or not at all."""
+    n = 0
+    with _atomic_file(Path(path)) as f:
+        for batch in ds.with_format("arrow").iter(batch_size):
+            docs = batch.column("ids").combine_chunks()
+            tokens = pc.list_flatten(docs).to_numpy()  # (tokens in the batch,)
+            if eod is not None:
+                ends = np.cumsum(pc.list_value_length(docs).to_numpy())  # (docs,) end of each document in tokens
+                nonempty = np.diff(ends, prepend=0) > 0
+                tokens = np.insert(tokens, ends[nonempty], eod)  # eod right after each document
+            tokens.astype(dtype).tofile(f)
+            n += len(tokens)
+    return n
+
+
+def unigram_perplexity(train_tokens: np.ndarray, valid_tokens: np.ndarray, vocab_size: int) -> float:
+    """Perplexity on ``valid_tokens`` of the add-one smoothed unigram model of ``train_tokens``: the baseline any
+    language model must beat (the best that ignores context)."""
+    if len(valid_tokens) == 0:
+        raise ValueError("unigram_perplexity: valid_tokens is empty")
+    counts = _bincount(train_tokens, vocab_size) + 1
+    log_p = np.log(counts) - np.log(counts.sum())  # (V,)
+    return float(np.exp(-(_bincount(valid_tokens, vocab_size) * log_p).sum() / len(valid_tokens)))
+
+
+def _bincount(tokens: np.ndarray, vocab_size: int, chunk: int = 1 << 24) -> np.ndarray:
+    """Occurrences of each id, counted in chunks (a memmap is never copied whole into int64)."""
+    counts = np.zeros(vocab_size, dtype=np.int64)
+    for i in range(0, len(tokens), chunk):
+        c = np.bincount(tokens[i : i + chunk], minlength=vocab_size)
+        if len(c) > vocab_size:
+            raise ValueError(f"token id {len(c) - 1} is out of the vocabulary of {vocab_size}")
+        counts += c
+    return counts
+
+
+def _encode(batch: dict[str, list], tokenizer: Tokenizer, column: str) -> dict[str, list]:
+    encodings = tokenizer.encode_batch_fast([text or "" for text in batch[column]], add_special_tokens=False)
+    return {"ids": [np.asarray(e.ids, dtype=np.int32) for e in encodings]}
+
+
+def _dtype(tokenizer: Tokenizer) -> str:
+    return "uint16" if tokenizer.get_vocab_size() <= 1 << 16 else "uint32"
+
+
+def _hash(*parts: Any) -> str:
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+@contextmanager
+def _atomic_file(path: Path) -> Iterator[IO[bytes]]:
+    """A binary file that appears at ``path`` only once written in full (temporary name beside it, then rename)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+@contextmanager
+def _serial_tokenizers() -> Iterator[None]:
+    """TOKENIZERS_PARALLELISM=false for the duration: processes forked meanwhile encode on one thread each (they
+    would anyway, after warning that the parent's thread pool cannot survive a fork)."""
+    old = os.environ.get("TOKENIZERS_PARALLELISM")
+    os.environ["TOKENIZERS_PARALLELISM"] = "false"
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop("TOKENIZERS_PARALLELISM", None)
+        else:
+            os.environ["TOKENIZERS_PARALLELISM"] = old

@@ -1,0 +1,154 @@
+"""Raw text sources as ``datasets.Dataset``s: local files given by globs, or a Hugging Face hub dataset.
+
+Shared by pre-training (a document per .txt file or per row) and fine-tuning (an example per row). The format of
+a local file comes from its extension (``FORMATS``); rows keep the order of the files and, within a file, their own.
+"""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import itertools
+import json
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Optional
+
+import datasets
+import pandas as pd
+import pyarrow.parquet as pq
+
+FORMATS: dict[str, str] = {
+    ".txt": "text",
+    ".jsonl": "json",
+    ".json": "json",  # JSON Lines, or one array of objects
+    ".csv": "csv",
+    ".tsv": "tsv",
+    ".parquet": "parquet",
+}
+"""File extension -> format."""
+_BUILDERS: dict[str, tuple[str, dict[str, Any]]] = {
+    "text": ("text", {"sample_by": "document"}),  # one row per file: its whole text, line breaks kept
+    "json": ("json", {}),
+    "csv": ("csv", {}),
+    "tsv": ("csv", {"sep": "\t"}),
+    "parquet": ("parquet", {}),
+}
+TXT_COLUMN = "text"
+"""The column a .txt file's text lands in (unless ``load_files(txt_column=...)`` says otherwise)."""
+
+
+def resolve_files(patterns: Sequence[str], field: str) -> list[Path]:
+    """Expand globs (relative to the current directory, ``**`` recursing) into absolute paths: the sorted matches
+    of each pattern, in pattern order, each file once. ``field`` (e.g. ``data.train_files``) names the setting in
+    errors."""
+    files: dict[Path, None] = {}  # ordered set
+    for pattern in patterns:
+        matches = sorted(p for p in glob.glob(os.path.expanduser(pattern), recursive=True) if os.path.isfile(p))
+        if not matches:
+            raise FileNotFoundError(f"{field}: {pattern!r} matches no file (relative paths start at {Path.cwd()})")
+        files.update((Path(m).resolve(), None) for m in matches)
+    return list(files)
+
+
+def file_format(path: str | os.PathLike) -> str:
+    """The format of ``path`` from its extension; a ``ValueError`` listing the supported ones if unknown."""
+    suffix = Path(path).suffix.lower()
+    if suffix not in FORMATS:
+        raise ValueError(f"{path}: unsupported file type {suffix!r}; supported: {', '.join(FORMATS)}")
+    return FORMATS[suffix]
+
+
+def file_columns(path: str | os.PathLike) -> list[str]:
+    """Column names of a data file, from its header only (the first record for JSON); [TXT_COLUMN] for .txt."""
+    fmt, path = file_format(path), Path(path)
+    if fmt == "text":
+        return [TXT_COLUMN]
+    if fmt == "parquet":
+        return pq.read_schema(path).names
+    if fmt in ("csv", "tsv"):
+        try:
+            return [str(c) for c in pd.read_csv(path, sep="\t" if fmt == "tsv" else ",", nrows=0).columns]
+        except pd.errors.EmptyDataError:
+            return []
+    with open(path, encoding="utf-8") as f:
+        first = next((line for line in f if line.strip()), "")
+    try:
+        record = json.loads(first)
+    except json.JSONDecodeError:  # not JSON Lines: a (pretty-printed) array of records
+        with open(path, encoding="utf-8") as f:
+            records = json.load(f)
+        record = records[0] if isinstance(records, list) and records else {}
+    return list(record) if isinstance(record, dict) else []
+
+
+def _check_columns(where: str, have: Sequence[str], want: Sequence[str]) -> None:
+    missing = [c for c in want if c not in have]
+    if missing:
+        raise KeyError(f"{where} has no column {', '.join(map(repr, missing))}; its columns are {list(have)}")
+
+
+def load_files(
+    files: Sequence[str | os.PathLike],
+    columns: Optional[Sequence[str]] = None,
+    cache_dir: str | os.PathLike | None = None,
+    txt_column: str = TXT_COLUMN,
+) -> datasets.Dataset:
+    """Load ``files`` (any mix of ``FORMATS``) into one Dataset, rows in file order.
+
+    columns: keep only these, checked file by file from the headers (a missing one names the file and the columns
+    it has); needed to mix formats whose other columns differ. txt_column: the column a .txt file's text lands in,
+    so that .txt files line up with tabular ones. cache_dir: datasets' cache (None: its default).
+    """
+    if not files:
+        raise ValueError("load_files: no files given")
+    parts = []
+    for fmt, group in itertools.groupby(map(Path, files), key=file_format):  # one builder per run of a format
+        group = list(group)
+        if columns is not None:
+            for path in group:
+                have = [txt_column] if fmt == "text" else file_columns(path)
+                _check_columns(str(path), have, columns)
+        builder, kwargs = _BUILDERS[fmt]
+        ds = datasets.load_dataset(
+            builder, data_files=[str(p) for p in group], split="train", cache_dir=_str(cache_dir), **kwargs
+        )
+        if fmt == "text" and txt_column != TXT_COLUMN:
+            ds = ds.rename_column(TXT_COLUMN, txt_column)
+        parts.append(ds if columns is None else ds.select_columns(list(columns)))
+    if len(parts) == 1:
+        return parts[0]
+    # Formats infer types independently (e.g. string vs large_string): align them on the first part's.
+    features = parts[0].features
+    return datasets.concatenate_datasets([p if p.features == features else p.cast(features) for p in parts])
+
+
+def load_hub(
+    name: str,
+    config: Optional[str] = None,
+    split: str = "train",
+    columns: Optional[Sequence[str]] = None,
+    cache_dir: str | os.PathLike | None = None,
+) -> datasets.Dataset:
+    """Load one split of a Hugging Face hub dataset (downloaded once, then read from ``cache_dir``), keeping only
+    ``columns`` when given."""
+    ds = datasets.load_dataset(name, config, split=split, cache_dir=_str(cache_dir))
+    if columns is None:
+        return ds
+    _check_columns(f"hub dataset {name!r} (config {config!r}, split {split!r})", ds.column_names, columns)
+    return ds.select_columns(list(columns))
+
+
+def files_key(files: Sequence[str | os.PathLike]) -> str:
+    """A hash of the paths, sizes and modification times of ``files``: changes whenever one of them does, without
+    reading them (what datasets' own fingerprint of local files rests on too)."""
+    h = hashlib.sha256()
+    for path in files:
+        st = os.stat(path)
+        h.update(f"{Path(path).resolve()}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+    return h.hexdigest()[:16]
+
+
+def _str(path: str | os.PathLike | None) -> Optional[str]:
+    return None if path is None else str(path)

@@ -1,0 +1,67 @@
+"""Shared fixtures: the sample data, Hydra composition of gpt1's configs, and a GPU marker that skips cleanly."""
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import torch
+
+# Tests never reach the network: the hub libraries must fail loudly instead of downloading.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+os.environ.setdefault("WANDB_MODE", "offline")
+
+from hydra import compose, initialize_config_module  # noqa: E402
+from omegaconf import DictConfig  # noqa: E402
+
+import gpt1.config  # noqa: E402,F401  (registers the schemas)
+from gpt1.config import default_sample_data  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not torch.cuda.is_available():
+        for item in items:
+            if "gpu" in item.keywords:
+                item.add_marker(pytest.mark.skip(reason="needs a CUDA device"))
+
+
+@pytest.fixture(scope="session")
+def sample_data() -> Path:
+    """The shared sample data (env GPT1_SAMPLE_DATA, else ../shared/data beside the checkout)."""
+    path = Path(os.environ.get("GPT1_SAMPLE_DATA", default_sample_data()))
+    assert (path / "books").is_dir(), f"sample data not found at {path}: set GPT1_SAMPLE_DATA"
+    return path
+
+
+@pytest.fixture(scope="session")
+def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One data cache for the session, so each corpus is tokenised once across tests."""
+    return tmp_path_factory.mktemp("cache")
+
+
+@pytest.fixture
+def make_cfg(tmp_path: Path, cache_dir: Path) -> Callable[..., DictConfig]:
+    """Compose a command's config as the CLI would, writing under tmp_path: make_cfg("pretrain", ["k=v", ...])."""
+
+    def _make(config_name: str = "pretrain", overrides: list[str] = ()) -> DictConfig:
+        paths = [f"paths.output_dir={tmp_path / 'run'}", f"paths.cache_dir={cache_dir}"]
+        with initialize_config_module(config_module="gpt1.conf", version_base="1.3"):
+            return compose(config_name=config_name, overrides=[*paths, *overrides])
+
+    return _make
+
+
+TINY_RUN = [
+    "model=tiny",
+    "tokenizer.vocab_size=512",
+    "data.train_files=[${paths.sample_data}/books/train/northanger_abbey.txt]",
+    "data.batch_size=8",
+    "data.max_valid_windows=32",
+    "logger=csv",
+    "trainer.enable_progress_bar=false",
+    "trainer.num_sanity_val_steps=0",
+]
+"""Overrides for a pretrain run of seconds: the tiny model on one novel, validated on 32 windows of another."""

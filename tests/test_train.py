@@ -1,0 +1,136 @@
+"""Pre-training end to end on the sample books (tiny model, CPU, seconds), and what a run leaves behind."""
+
+import csv
+import json
+import math
+from pathlib import Path
+
+import pytest
+import torch
+
+from gpt1.checkpoint import load_checkpoint, save_checkpoint
+from gpt1.evaluate import evaluate
+from gpt1.generate import generate
+from gpt1.config import Schedule
+from gpt1.module import lr_factor
+from gpt1.pretrain import train
+from tests.conftest import TINY_RUN
+
+
+def train_losses(run_dir: Path) -> list[float]:
+    with open(run_dir / "csv" / "metrics.csv") as f:
+        return [float(row["train/loss"]) for row in csv.DictReader(f) if row.get("train/loss")]
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory, cache_dir):
+    """One tiny pre-training run shared by the tests below: 400 steps on one novel."""
+    from hydra import compose, initialize_config_module
+
+    run = tmp_path_factory.mktemp("pretrain")
+    overrides = [
+        f"paths.output_dir={run}", f"paths.cache_dir={cache_dir}", *TINY_RUN,
+        "trainer.max_steps=400", "trainer.log_every_n_steps=1", "trainer.val_check_interval=200", "data.batch_size=16",
+        "optim.lr=3e-3", "optim.warmup_steps=20",
+        "callbacks.checkpoint.every_n_steps=200", "callbacks.samples.every_n_steps=200",
+    ]
+    with initialize_config_module(config_module="gpt1.conf", version_base="1.3"):
+        cfg = compose(config_name="pretrain", overrides=overrides)
+    return run, train(cfg)
+
+
+def test_pretraining_lowers_the_loss_below_the_unigram_baseline(trained):
+    run, metrics = trained
+    losses = train_losses(run)
+    assert len(losses) == 400
+    assert sum(losses[-20:]) / 20 < sum(losses[:5]) / 5 - 1.0  # it learns
+    assert metrics["val_ppl"] < 0.8 * metrics["val_unigram_ppl"]  # it uses the context: far better than unigram
+    assert metrics["val_unigram_ppl"] < 517  # and unigram beats uniform over the vocabulary
+    assert math.isclose(metrics["val_ppl"], math.exp(metrics["val_loss"]), rel_tol=1e-5)
+
+
+def test_the_run_writes_metrics_checkpoints_logs_and_a_sample(trained):
+    run, metrics = trained
+    on_disk = json.loads((run / "metrics.json").read_text())
+    assert on_disk == pytest.approx(metrics)
+    assert on_disk["steps"] == 400 and on_disk["tokens_seen"] == 400 * 16 * 32
+    assert on_disk["params"] > 0 and on_disk["wall_time_s"] > 0 and on_disk["sample"]
+    assert {p.name for p in (run / "checkpoints").glob("*.ckpt")} == {"step0000200.ckpt", "step0000400.ckpt", "last.ckpt"}
+    assert not list((run / "checkpoints").glob("*.tmp"))  # atomic writes leave no temporary files
+    header = (run / "csv" / "metrics.csv").read_text().splitlines()[0]
+    for column in ("train/loss", "train/ppl", "val/ppl", "lr-AdamW/pg1", "train/device/items_per_sec"):
+        assert column in header
+
+
+def test_the_checkpoint_carries_its_tokenizer_and_reloads(trained, tmp_path):
+    run, _ = trained
+    loaded = load_checkpoint(run / "checkpoints" / "last.ckpt")
+    assert loaded.tokenizer.get_vocab_size() == loaded.model.config.vocab_size == 512 + 5  # base + special tokens
+    assert loaded.raw["global_step"] == 400
+    # save/load round trip of a standalone checkpoint keeps weights, config and tokenizer
+    save_checkpoint(tmp_path / "copy.ckpt", loaded.model, loaded.tokenizer)
+    again = load_checkpoint(tmp_path / "copy.ckpt")
+    assert again.model.config == loaded.model.config
+    assert again.tokenizer.to_str() == loaded.tokenizer.to_str()
+    for (name, a), (_, b) in zip(loaded.model.state_dict().items(), again.model.state_dict().items()):
+        assert torch.equal(a, b), name
+
+
+def test_evaluate_reproduces_the_runs_validation_perplexity(trained, make_cfg):
+    run, metrics = trained
+    cfg = make_cfg("evaluate", [f"ckpt={run / 'checkpoints' / 'last.ckpt'}", "data.max_valid_windows=32",
+                                "trainer.enable_progress_bar=false"])
+    result = evaluate(cfg)
+    assert result["ppl"] == pytest.approx(metrics["val_ppl"], rel=1e-4)
+    assert json.loads((Path(cfg.paths.output_dir) / "metrics.json").read_text())["ppl"] == pytest.approx(result["ppl"])
+
+
+def test_generate_samples_from_the_checkpoint(trained, make_cfg):
+    run, _ = trained
+    ckpt = f"ckpt={run / 'checkpoints' / 'last.ckpt'}"
+    greedy = make_cfg("generate", [ckpt, "prompt=it is a truth", "temperature=0", "max_new_tokens=12", "num_samples=2"])
+    texts = generate(greedy)
+    assert len(texts) == 2 and texts[0] == texts[1] and texts[0].startswith("it is a truth")
+    no_cache = generate(make_cfg("generate", [ckpt, "prompt=it is a truth", "temperature=0", "max_new_tokens=12",
+                                              "use_cache=false"]))
+    assert no_cache[0] == texts[0]
+    assert (Path(greedy.paths.output_dir) / "samples.txt").read_text().startswith("it is a truth")
+
+
+def test_pretraining_continues_from_init_from(trained, make_cfg):
+    run, _ = trained
+    cfg = make_cfg("pretrain", [*TINY_RUN, f"init_from={run / 'checkpoints' / 'last.ckpt'}", "trainer.max_steps=2",
+                                "callbacks.samples.every_n_steps=0", "model=small"])
+    metrics = train(cfg)  # model=small is ignored: the checkpoint's model and tokenizer are used
+    assert metrics["params"] == load_checkpoint(run / "checkpoints" / "last.ckpt").model.num_params()
+
+
+def test_resume_continues_a_run_to_max_steps(trained, make_cfg):
+    run, _ = trained
+    cfg = make_cfg("pretrain", [*TINY_RUN, f"resume={run / 'checkpoints' / 'step0000200.ckpt'}",
+                                "trainer.max_steps=204", "callbacks.samples.every_n_steps=0"])
+    assert train(cfg)["steps"] == 204
+
+
+def test_lr_schedule_warms_up_linearly_then_decays_to_zero():
+    total = 1000
+    assert lr_factor(0, 100, total, Schedule.cosine) == pytest.approx(0.01)
+    assert lr_factor(99, 100, total, Schedule.cosine) == pytest.approx(0.5 * (1 + math.cos(math.pi * 0.099)))
+    assert lr_factor(500, 100, total, Schedule.cosine) == pytest.approx(0.5)
+    assert lr_factor(total, 100, total, Schedule.cosine) == pytest.approx(0.0, abs=1e-12)
+    assert lr_factor(500, 100, total, Schedule.linear) == pytest.approx(0.5)
+    assert lr_factor(500, 100, total, Schedule.constant) == 1.0
+
+
+def test_weight_decay_applies_to_matrices_only(trained, make_cfg):
+    from gpt1.config import OptimConfig
+    from gpt1.module import GPT1Module
+
+    run, _ = trained
+    loaded = load_checkpoint(run / "checkpoints" / "last.ckpt")
+    module = GPT1Module(loaded.model, loaded.tokenizer, OptimConfig())
+    module.trainer = type("T", (), {"estimated_stepping_batches": 10})()  # all configure_optimizers reads
+    decay, no_decay = module.configure_optimizers()["optimizer"].param_groups
+    assert decay["weight_decay"] == 0.01 and no_decay["weight_decay"] == 0.0
+    assert all(p.ndim > 1 for p in decay["params"]) and all(p.ndim == 1 for p in no_decay["params"])
+    assert len(decay["params"]) + len(no_decay["params"]) == len(list(loaded.model.parameters()))
