@@ -25,6 +25,14 @@ class AtomicCheckpointIO(TorchCheckpointIO):
         atomic_save(checkpoint, path)
 
 
+class PeriodicCheckpoint(ModelCheckpoint):
+    """ModelCheckpoint that also saves ``last.ckpt`` when training stops off the interval (max_steps, max_time)."""
+
+    def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if trainer.global_step != self._last_global_step_saved:
+            trainer.save_checkpoint(Path(self.dirpath) / f"{self.CHECKPOINT_NAME_LAST}{self.FILE_EXTENSION}")
+
+
 class SampleText(Callback):
     """Every ``every_n_steps`` updates and at the end of training, continue a prompt and log the text.
 
@@ -73,7 +81,7 @@ def build_callbacks(cfg: CallbacksConfig, output_dir: Path, with_loggers: bool) 
     """The callbacks ``cfg`` asks for; checkpoints go to ``output_dir/checkpoints``."""
     keep = cfg.checkpoint.keep_last
     callbacks: list[Callback] = [
-        ModelCheckpoint(
+        PeriodicCheckpoint(
             dirpath=output_dir / "checkpoints",
             filename="step{step:07d}",
             auto_insert_metric_name=False,

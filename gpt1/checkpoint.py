@@ -10,7 +10,6 @@ so every command accepts either:
 from __future__ import annotations
 
 import os
-import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,7 @@ from typing import Any
 import torch
 from tokenizers import Tokenizer
 
+from gpt1.io import atomic_file
 from gpt1.model import GPT, GPTConfig
 
 FORMAT = 1
@@ -30,19 +30,9 @@ def metadata(config: GPTConfig, tokenizer: Tokenizer) -> dict[str, Any]:
 
 
 def atomic_save(obj: Any, path: str | os.PathLike) -> None:
-    """torch.save to a temporary file beside ``path``, then rename: a crash never leaves a torn checkpoint."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            torch.save(obj, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """torch.save that never leaves a torn checkpoint (see ``gpt1.io.atomic_file``)."""
+    with atomic_file(path) as f:
+        torch.save(obj, f)
 
 
 def save_checkpoint(path: str | os.PathLike, model: GPT, tokenizer: Tokenizer) -> None:

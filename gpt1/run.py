@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +14,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from gpt1.callbacks import AtomicCheckpointIO
 from gpt1.config import LoggerConfig
+from gpt1.io import atomic_file
 
 
 def build_loggers(cfg: LoggerConfig, output_dir: Path, run_name: str) -> list[Logger]:
@@ -72,9 +71,6 @@ def log_config(trainer: L.Trainer, cfg: DictConfig) -> None:
 def write_metrics(output_dir: Path, metrics: dict[str, Any]) -> Path:
     """Write ``metrics.json`` (atomically) in the run directory and return its path."""
     path = output_dir / "metrics.json"
-    output_dir.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=output_dir, prefix=".metrics.", suffix=".json")
-    with os.fdopen(fd, "w") as f:
+    with atomic_file(path, "w") as f:
         json.dump(metrics, f, indent=2, sort_keys=True)
-    os.replace(tmp, path)
     return path

@@ -134,3 +134,22 @@ def test_weight_decay_applies_to_matrices_only(trained, make_cfg):
     assert decay["weight_decay"] == 0.01 and no_decay["weight_decay"] == 0.0
     assert all(p.ndim > 1 for p in decay["params"]) and all(p.ndim == 1 for p in no_decay["params"])
     assert len(decay["params"]) + len(no_decay["params"]) == len(list(loaded.model.parameters()))
+
+
+def test_last_checkpoint_holds_the_final_step_off_the_checkpoint_interval(make_cfg):
+    cfg = make_cfg("pretrain", [*TINY_RUN, "trainer.max_steps=5", "callbacks.checkpoint.every_n_steps=2",
+                                "callbacks.checkpoint.keep_last=1", "callbacks.samples.every_n_steps=0"])
+    train(cfg)
+    checkpoints = Path(cfg.paths.output_dir) / "checkpoints"
+    assert load_checkpoint(checkpoints / "last.ckpt").raw["global_step"] == 5
+    assert {p.name for p in checkpoints.glob("step*.ckpt")} == {"step0000004.ckpt"}  # keep_last=1 keeps the newest
+
+
+def test_wandb_logs_offline_without_an_account(make_cfg, monkeypatch):
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    cfg = make_cfg("pretrain", [*TINY_RUN, "debug=fast", "logger=wandb", "logger.wandb.mode=offline",
+                                "callbacks.samples.every_n_steps=0"])
+    train(cfg)
+    runs = list((Path(cfg.paths.output_dir) / "wandb").glob("offline-run-*"))
+    assert len(runs) == 1 and list(runs[0].glob("*.wandb"))

@@ -22,14 +22,13 @@ import hashlib
 import json
 import logging
 import os
-import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field, fields
 from functools import cached_property
 from pathlib import Path
-from typing import IO, Any, Optional
+from typing import Any, Optional
 
 import datasets
 import lightning as L
@@ -40,6 +39,7 @@ from tokenizers import Tokenizer
 from torch.utils.data import DataLoader, Dataset, Sampler
 
 from gpt1.data.sources import files_key, load_files, load_hub, resolve_files
+from gpt1.io import atomic_file
 from gpt1.tokenizer import TokenizerConfig, build_tokenizer, special_token_ids
 
 log = logging.getLogger(__name__)
@@ -287,7 +287,7 @@ class PretrainDataModule(L.LightningDataModule):
             raise FileNotFoundError(f"{path} does not exist: call prepare_data() before setup()")
         start = time.perf_counter()
         tokenizer = build_tokenizer(cfg, self._train_src.texts)
-        with _atomic_file(path) as f:
+        with atomic_file(path) as f:
             f.write(tokenizer.to_str().encode())
         log.info("trained a %d-token BPE in %.1fs -> %s", tokenizer.get_vocab_size(), time.perf_counter() - start, path)
         return tokenizer
@@ -352,7 +352,7 @@ def pack(ds: datasets.Dataset, path: str | os.PathLike, dtype: str, eod: Optiona
     document followed by ``eod`` (None: nothing); return the number of tokens. Streams ``batch_size`` documents at
     a time; the file appears complete or not at all."""
     n = 0
-    with _atomic_file(Path(path)) as f:
+    with atomic_file(Path(path)) as f:
         for batch in ds.with_format("arrow").iter(batch_size):
             docs = batch.column("ids").combine_chunks()
             tokens = pc.list_flatten(docs).to_numpy()  # (tokens in the batch,)
@@ -397,22 +397,6 @@ def _dtype(tokenizer: Tokenizer) -> str:
 
 def _hash(*parts: Any) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:16]
-
-
-@contextmanager
-def _atomic_file(path: Path) -> Iterator[IO[bytes]]:
-    """A binary file that appears at ``path`` only once written in full (temporary name beside it, then rename)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            yield f
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 @contextmanager
