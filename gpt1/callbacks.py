@@ -46,7 +46,7 @@ class SampleText(Callback):
 
     def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, *args: Any) -> None:
         every, step = self.cfg.every_n_steps, trainer.global_step
-        if every > 0 and step % every == 0 and not trainer.fit_loop._should_accumulate():
+        if every > 0 and step > 0 and step % every == 0 and step != self.last_step:  # once per update
             self.sample(trainer, pl_module)
 
     def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:

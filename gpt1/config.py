@@ -48,28 +48,48 @@ class OptimConfig:
 
 @dataclass
 class TrainerConfig:
-    """Arguments of ``lightning.Trainer`` (see its docs); scale by choosing the ``trainer`` group, not by code."""
+    """Arguments of ``lightning.Trainer`` (its docs give every detail); scale by choosing the ``trainer`` group."""
 
     accelerator: str = "auto"
+    """cpu, gpu, or auto."""
     devices: Any = "auto"
+    """How many devices per node (-1: all), or which ones."""
     strategy: str = "auto"
+    """ddp, fsdp, deepspeed_stage_2, ... (auto: single device)."""
     num_nodes: int = 1
+    """Nodes of a multi-node run (e.g. under SLURM)."""
     precision: str = "32-true"
+    """32-true, bf16-mixed, 16-mixed, ..."""
     max_steps: int = -1
+    """Optimizer updates to run (-1: bounded by max_epochs); the lr schedule decays to 0 at the end."""
     max_epochs: Optional[int] = None
+    """Epochs of data.samples_per_epoch windows each, when max_steps is -1."""
     max_time: Optional[str] = None
+    """Wall-clock limit, "DD:HH:MM:SS"."""
     gradient_clip_val: Optional[float] = 1.0
+    """Clip the global gradient norm to this (the original code's max_grad_norm); None: no clipping."""
     accumulate_grad_batches: int = 1
+    """Batches per optimizer update."""
     val_check_interval: Optional[Any] = None
+    """Validate every this many training batches (int) or fraction of an epoch (float)."""
     check_val_every_n_epoch: Optional[int] = 1
+    """Validate every this many epochs (None with an integer val_check_interval: count across epochs)."""
     limit_train_batches: Optional[Any] = None
+    """Train on only this many batches (int) or fraction (float) of each epoch."""
     limit_val_batches: Optional[Any] = None
+    """Validate on only this many batches (int) or fraction (float)."""
     num_sanity_val_steps: int = 2
+    """Validation batches run before training, to catch errors early."""
     log_every_n_steps: int = 50
+    """Log training metrics every this many updates."""
     enable_progress_bar: bool = True
+    """Show a progress bar (turn off for log files)."""
     deterministic: bool = False
+    """Force deterministic kernels (slower)."""
     fast_dev_run: Any = False
+    """Run n batches of train/val/test as a smoke test (True: 1)."""
     overfit_batches: float = 0.0
+    """Train and validate on this many (int) or fraction of batches only (debug=overfit)."""
 
 
 @dataclass
@@ -77,12 +97,17 @@ class WandbConfig:
     """Weights & Biases logging; mode=offline needs no account (sync later with `wandb sync`)."""
 
     enabled: bool = False
+    """Log to W&B too (logger=wandb sets it)."""
     project: str = "gpt1"
+    """W&B project."""
     entity: Optional[str] = None
+    """W&B team or user (None: your default)."""
     name: Optional[str] = None
+    """Run name (None: <task>-<run dir name>)."""
     mode: str = "online"
     """online, offline or disabled."""
     tags: list[str] = field(default_factory=list)
+    """Tags to filter runs by."""
 
 
 @dataclass
@@ -111,13 +136,19 @@ class SamplesConfig:
     every_n_steps: int = 1000
     """Sample every this many optimizer steps, and once at the end of training (0: never)."""
     prompt: str = "the"
+    """Text to continue (empty: the start token)."""
     max_new_tokens: int = 48
+    """Tokens to sample."""
     temperature: float = 0.8
+    """Softmax temperature; 0 decodes greedily."""
     top_k: Optional[int] = 40
+    """Sample among the k most likely tokens only (None: all)."""
 
 
 @dataclass
 class CallbacksConfig:
+    """What runs alongside training: checkpoints, text samples, throughput."""
+
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
     samples: SamplesConfig = field(default_factory=SamplesConfig)
     throughput: bool = True
@@ -166,6 +197,7 @@ class EvaluateConfig:
     ckpt: str = MISSING
     """The gpt1 checkpoint to evaluate."""
     seed: int = 1234
+    """Seeds everything (evaluation itself is deterministic)."""
     data: DataConfig = field(default_factory=DataConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
     paths: PathsConfig = field(default_factory=PathsConfig)
@@ -181,12 +213,15 @@ class GenerateConfig:
     prompt: str = ""
     """Text to continue; empty starts from the start token."""
     max_new_tokens: int = 100
+    """Tokens to sample after the prompt (past model.n_ctx the context slides)."""
     temperature: float = 1.0
     """Softmax temperature; 0 decodes greedily."""
     top_k: Optional[int] = 40
     """Sample among the k most likely tokens only (None: all)."""
     num_samples: int = 1
+    """Continuations to sample (one batch)."""
     seed: int = 1234
+    """Seeds the sampling generator: the same seed gives the same text."""
     use_cache: bool = True
     """Decode incrementally with a KV cache (same tokens, faster)."""
     device: str = "auto"
@@ -202,7 +237,9 @@ class ConvertConfig:
     direction: str = MISSING
     """from-hf (HF directory -> gpt1 checkpoint) or to-hf (gpt1 checkpoint -> HF directory)."""
     src: str = MISSING
+    """from-hf: an HF model directory; to-hf: a gpt1 checkpoint."""
     dst: str = MISSING
+    """from-hf: the gpt1 checkpoint to write; to-hf: the HF directory to write."""
     tokenizer: Optional[str] = None
     """from-hf: tokenizer to attach when SRC has none (tokenizer.json, or a dir with vocab.json + merges.txt)."""
     paths: PathsConfig = field(default_factory=PathsConfig)

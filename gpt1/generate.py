@@ -19,8 +19,8 @@ from gpt1.tokenizer import SPECIAL_TOKENS
 
 def generate(cfg: DictConfig) -> list[str]:
     """``cfg.num_samples`` continuations of ``cfg.prompt``, printed and written to <run dir>/samples.txt."""
-    device = torch.device("cuda" if cfg.device == "auto" and torch.cuda.is_available() else
-                          "cpu" if cfg.device == "auto" else cfg.device)
+    auto = "cuda" if torch.cuda.is_available() else "cpu"
+    device = torch.device(auto if cfg.device == "auto" else cfg.device)
     loaded = load_checkpoint(cfg.ckpt, map_location=device)
     tokenizer, model = loaded.tokenizer, loaded.model.to(device)
     prompt = tokenizer.encode(cfg.prompt).ids

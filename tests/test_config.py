@@ -1,5 +1,6 @@
 """Hydra configuration: every command and experiment composes into its typed schema; mistakes fail at start-up."""
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -19,7 +20,7 @@ def test_default_pretrain_is_the_quickstart(make_cfg, sample_data):
     cfg = make_cfg("pretrain")
     obj = OmegaConf.to_object(cfg)
     assert isinstance(obj, PretrainConfig) and isinstance(obj.model, GPTConfig)
-    assert cfg.task_name == "quickstart" and obj.model == PRESETS["small"]
+    assert cfg.task_name == "quickstart" and obj.model == replace(PRESETS["small"], init_std=0.05)
     assert obj.trainer.accelerator == "cpu"
     assert Path(obj.data.train_files[0]).parent == sample_data / "books" / "train"
 
@@ -80,3 +81,16 @@ def test_the_config_tree_is_typed_against_assignment_too(make_cfg):
         cfg.model.n_embd = "wide"
     with pytest.raises(ConfigAttributeError, match="train_filez"):
         cfg.data.train_filez = []
+
+
+GROUPS = {g.name: sorted(p.stem for p in g.glob("*.yaml")) for g in CONF.iterdir() if g.is_dir()}
+GROUPS["model"] = sorted(PRESETS)  # registered from gpt1.model.PRESETS, not YAML
+
+
+@pytest.mark.parametrize(
+    "group, option",
+    [(g, o) for g, options in GROUPS.items() if g not in ("experiment", "debug", "hydra") for o in options],
+)
+def test_every_group_option_composes(make_cfg, group, option):
+    cfg = make_cfg("pretrain", [f"{group}={option}"])
+    assert OmegaConf.is_missing(cfg.tokenizer, "path") or isinstance(OmegaConf.to_object(cfg), PretrainConfig)
