@@ -105,3 +105,19 @@ def test_convert_from_hf_then_generate_then_back_to_hf(tmp_path):
     x = torch.randint(0, vocab_size, (2, 10))
     with torch.no_grad():
         assert torch.allclose(back(x).logits, hf(x).logits, atol=1e-5)
+
+
+def test_pretrain_on_a_corpus_it_has_never_seen(tmp_path, sample_data):
+    """The issue's command, verbatim in form: a bare glob of .txt files and a validation file."""
+    stories = [json.loads(line)["context"] for line in (sample_data / "tasks/story/train.jsonl").open()]
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for i in range(0, 600, 100):  # six documents of a hundred narratives each
+        (corpus / f"part{i // 100}.txt").write_text("\n".join(stories[i : i + 100]))
+    (tmp_path / "held_out.txt").write_text("\n".join(stories[600:]))
+    run = tmp_path / "run"
+    gpt1("pretrain", "data.train_files=corpus/*.txt", "data.valid_files=held_out.txt", "model=tiny",
+         "tokenizer.vocab_size=400", "debug=fast", f"hydra.run.dir={run}", "paths.cache_dir=cache", cwd=tmp_path)
+    metrics = json.loads((run / "metrics.json").read_text())
+    assert metrics["steps"] == 4 and metrics["val_ppl"] > 0 and metrics["val_unigram_ppl"] > 0
+    assert len(list((tmp_path / "cache" / "tokenizers").glob("*.json"))) == 1  # a BPE trained on this corpus

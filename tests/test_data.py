@@ -340,3 +340,10 @@ def test_unigram_perplexity_by_hand():
     assert uniform == pytest.approx(7)
     with pytest.raises(ValueError, match="out of the vocabulary"):
         unigram_perplexity(np.array([0, 5]), np.array([0]), 3)
+
+
+def test_file_fields_take_one_glob_or_a_list():
+    assert DataConfig(train_files="corpus/*.txt").train_files == ["corpus/*.txt"]
+    assert DataConfig(valid_files=["a.txt", "b/*.txt"]).valid_files == ["a.txt", "b/*.txt"]
+    with pytest.raises(TypeError, match="data.train_files"):
+        DataConfig(train_files=[1, 2])

@@ -51,11 +51,12 @@ PACK_VERSION = 1  # part of every .bin key: bump when the packed layout changes
 class DataConfig:
     """The pre-training corpus (local files or a Hugging Face hub dataset) and how it is batched."""
 
-    train_files: list[str] = field(default_factory=list)
-    """Globs of training files, relative to the current directory: .txt (a document per file), .jsonl/.json,
-    .csv, .tsv, .parquet (a document per row, in text_column)."""
-    valid_files: list[str] = field(default_factory=list)
-    """Globs of validation files, same formats; they take precedence over hf_valid_split and valid_fraction."""
+    train_files: Any = field(default_factory=list)
+    """A glob or a list of globs of training files, relative to the current directory: .txt (a document per
+    file), .jsonl/.json, .csv, .tsv, .parquet (a document per row, in text_column)."""
+    valid_files: Any = field(default_factory=list)
+    """A glob or a list of globs of validation files, same formats; they take precedence over hf_valid_split and
+    valid_fraction."""
     hf_dataset: Optional[str] = None
     """A hub dataset to train on instead of train_files (e.g. Salesforce/wikitext); downloaded once, then cached."""
     hf_config: Optional[str] = None
@@ -82,6 +83,15 @@ class DataConfig:
     """Random training windows per epoch; None: n_train_tokens // n_ctx (each token seen about once)."""
     max_valid_windows: Optional[int] = None
     """Use only the first this many validation windows (quick runs); None: all."""
+
+    def __post_init__(self) -> None:
+        # One glob or many: `data.train_files=corpus/*.txt` and `data.train_files='[a/*.txt,b.txt]'` both work.
+        for name in ("train_files", "valid_files"):
+            value = getattr(self, name)
+            globs = [value] if isinstance(value, str) else list(value or [])
+            if not all(isinstance(g, str) for g in globs):
+                raise TypeError(f"data.{name}={value!r}: give a glob or a list of globs (strings)")
+            setattr(self, name, globs)
 
 
 @dataclass(frozen=True)
