@@ -153,3 +153,18 @@ def test_wandb_logs_offline_without_an_account(make_cfg, monkeypatch):
     train(cfg)
     runs = list((Path(cfg.paths.output_dir) / "wandb").glob("offline-run-*"))
     assert len(runs) == 1 and list(runs[0].glob("*.wandb"))
+
+
+@pytest.mark.parametrize("experiment", sorted(p.stem for p in (Path(__file__).parents[1] / "conf/experiment").glob("*.yaml")))
+def test_every_experiment_runs_a_few_steps(make_cfg, experiment):
+    """Each recipe's optimiser, schedule, trainer and callbacks, at toy scale on CPU with local data."""
+    cfg = make_cfg("pretrain", [f"experiment={experiment}", "data=books", "trainer=cpu", *TINY_RUN, "debug=fast",
+                                "data.num_workers=0", "tokenizer.vocab_size=512"])
+    metrics = train(cfg)
+    assert metrics["steps"] == 4 and math.isfinite(metrics["val_loss"])
+
+
+def test_resume_auto_continues_from_the_run_directorys_last_checkpoint(make_cfg):
+    base = [*TINY_RUN, "debug=fast", "callbacks.samples.every_n_steps=0", "resume=auto"]
+    assert train(make_cfg("pretrain", base))["steps"] == 4  # nothing to resume yet: starts fresh
+    assert train(make_cfg("pretrain", [*base, "trainer.max_steps=6"]))["steps"] == 6  # same run dir: continues
