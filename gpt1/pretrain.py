@@ -62,17 +62,15 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     trainer.fit(module, datamodule=data, ckpt_path=resolve_resume(cfg.resume, output_dir))
 
     train_metrics = {k: float(v) for k, v in trainer.callback_metrics.items() if k.startswith("train/")}
-    valid = trainer.validate(module, datamodule=data, verbose=False)[0] if data.valid_tokens is not None else {}
+    valid = trainer.validate(module, datamodule=data, verbose=False)[0]  # the whole (capped) validation set
     tokens_per_step = cfg.data.batch_size * model.config.n_ctx * cfg.trainer.accumulate_grad_batches
     sample = next((c.last_text for c in callbacks if isinstance(c, SampleText)), None)
     metrics = {
         "train_loss": train_metrics.get("train/loss"),
         "train_ppl": train_metrics.get("train/ppl"),
-        "val_loss": valid.get("val/loss"),
-        "val_ppl": valid.get("val/ppl"),
-        "val_unigram_ppl": unigram_perplexity(data.train_tokens, data.valid_tokens, vocab_size)
-        if data.valid_tokens is not None
-        else None,
+        "val_loss": valid["val/loss"],
+        "val_ppl": valid["val/ppl"],
+        "val_unigram_ppl": unigram_perplexity(data.train_tokens, data.valid_tokens, vocab_size),
         "steps": trainer.global_step,
         "tokens_seen": trainer.global_step * tokens_per_step * trainer.world_size,
         "params": model.num_params(),
@@ -82,8 +80,8 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     }
     if trainer.is_global_zero:
         path = write_metrics(output_dir, metrics)
-        print(f"validation perplexity {metrics['val_ppl']} (unigram baseline {metrics['val_unigram_ppl']})")
-        print(f"metrics: {path}")
+        print(f"validation perplexity {metrics['val_ppl']:.1f} (unigram baseline {metrics['val_unigram_ppl']:.1f})")
+        print(f"checkpoint: {metrics['last_checkpoint']}\nmetrics: {path}")
     return metrics
 
 
