@@ -54,17 +54,20 @@ class GPT1Module(L.LightningModule):
         self.val_nll = MeanMetric()
         self.test_nll = MeanMetric()
         self.flops_per_batch = 0  # read by Lightning's ThroughputMonitor to report MFU
+        self._flops_shape: tuple[int, int] | None = None
 
     def lm_loss(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
         """Mean next-token cross-entropy over every scored position, and the number of scored positions."""
         logits = self.model.lm_logits(self.model(batch["input_ids"]))  # (B, T, V)
         targets = batch["targets"]  # (B, T), IGNORE_INDEX where not scored
+        # fp32 softmax even under bf16 autocast: a 40k-way log-softmax loses too much in bf16
         loss = F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten(), ignore_index=IGNORE_INDEX)
         return loss, (targets != IGNORE_INDEX).sum()
 
     def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
         B, T = batch["input_ids"].shape
-        self.flops_per_batch = self.model.flops_per_token(T) * B * T
+        if self._flops_shape != (B, T):  # recount only when the shape changes
+            self.flops_per_batch, self._flops_shape = self.model.flops_per_token(T) * B * T, (B, T)
         loss, _ = self.lm_loss(batch)
         self.log("train/loss", loss, prog_bar=True)
         self.log("train/ppl", loss.exp())
