@@ -7,9 +7,11 @@ multiple choice) and keeps the LM loss as the auxiliary objective, so it adds he
 from __future__ import annotations
 
 import math
+import random
 from typing import Any
 
 import lightning as L
+import numpy as np
 import torch
 from tokenizers import Tokenizer
 from torch import nn
@@ -109,3 +111,28 @@ class GPT1Module(L.LightningModule):
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         checkpoint["gpt1"] = metadata(self.model.config, self.tokenizer)
+        checkpoint["rng"] = rng_state()  # Lightning keeps no RNG state: a resumed run draws the same dropout masks
+
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        if "rng" in checkpoint:
+            set_rng_state(checkpoint["rng"])
+
+
+def rng_state() -> dict[str, Any]:
+    """The state of every random generator training draws from (python, numpy, torch CPU and CUDA)."""
+    name, key, pos, has_gauss, gauss = np.random.get_state()
+    numpy = (name, torch.from_numpy(key.astype(np.int64)), pos, has_gauss, gauss)  # tensors: weights_only-loadable
+    state = {"python": random.getstate(), "numpy": numpy, "torch": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    """Restore what ``rng_state`` captured."""
+    random.setstate(state["python"])
+    name, key, pos, has_gauss, gauss = state["numpy"]
+    np.random.set_state((name, key.numpy().astype(np.uint32), pos, has_gauss, gauss))
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])

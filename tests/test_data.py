@@ -347,3 +347,13 @@ def test_file_fields_take_one_glob_or_a_list():
     assert DataConfig(valid_files=["a.txt", "b/*.txt"]).valid_files == ["a.txt", "b/*.txt"]
     with pytest.raises(TypeError, match="data.train_files"):
         DataConfig(train_files=[1, 2])
+
+
+def test_sampler_skip_resumes_an_epoch_and_only_that_epoch():
+    whole = list(WindowSampler(1000, 20, seed=3, epoch=2))
+    resumed = WindowSampler(1000, 20, seed=3, epoch=2, skip=8)
+    assert list(resumed) == whole[8:] and len(resumed) == 20  # length stays the epoch's
+    resumed.set_epoch(2)  # Lightning re-announces the same epoch: still skipping
+    assert list(resumed) == whole[8:]
+    resumed.set_epoch(3)
+    assert list(resumed) == list(WindowSampler(1000, 20, seed=3, epoch=3))

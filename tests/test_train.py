@@ -105,11 +105,21 @@ def test_pretraining_continues_from_init_from(trained, make_cfg):
     assert metrics["params"] == load_checkpoint(run / "checkpoints" / "last.ckpt").model.num_params()
 
 
-def test_resume_continues_a_run_to_max_steps(trained, make_cfg):
-    run, _ = trained
-    cfg = make_cfg("pretrain", [*TINY_RUN, f"resume={run / 'checkpoints' / 'step0000200.ckpt'}",
-                                "trainer.max_steps=204", "callbacks.samples.every_n_steps=0"])
-    assert train(cfg)["steps"] == 204
+@pytest.mark.parametrize("resume_step", [4, 6, 7])  # mid epoch 0, its end, mid epoch 1 (6 batches an epoch)
+def test_a_resumed_run_continues_exactly(make_cfg, tmp_path, resume_step):
+    """Same weights as the uninterrupted run, bit for bit: data order, dropout RNG and step counters restored."""
+    common = [*TINY_RUN, "data.samples_per_epoch=48", "trainer.max_steps=10", "trainer.val_check_interval=3",
+              "trainer.check_val_every_n_epoch=null", "callbacks.checkpoint.every_n_steps=1",
+              "callbacks.checkpoint.keep_last=-1", "callbacks.samples.every_n_steps=0"]
+    whole = make_cfg("pretrain", [*common, f"paths.output_dir={tmp_path / 'whole'}"])
+    train(whole)
+    checkpoints = Path(whole.paths.output_dir) / "checkpoints"
+    resumed = make_cfg("pretrain", [*common, f"resume={checkpoints / f'step{resume_step:07d}.ckpt'}"])
+    assert train(resumed)["steps"] == 10
+    expected = load_checkpoint(checkpoints / "last.ckpt").model.state_dict()
+    got = load_checkpoint(Path(resumed.paths.output_dir) / "checkpoints" / "last.ckpt").model.state_dict()
+    for name, tensor in expected.items():
+        assert torch.equal(tensor, got[name]), name
 
 
 def test_lr_schedule_warms_up_linearly_then_decays_to_zero():

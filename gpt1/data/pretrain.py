@@ -138,14 +138,20 @@ class WindowDataset(Dataset):
 
 class WindowSampler(Sampler[int]):
     """``num_samples`` window starts drawn uniformly (with replacement) from [0, n_windows), a function of
-    (seed, epoch) only: runs repeat exactly, and each epoch (``set_epoch``, called by Lightning) draws anew."""
+    (seed, epoch) only: runs repeat exactly, and each epoch (``set_epoch``, called by Lightning) draws anew.
 
-    def __init__(self, n_windows: int, num_samples: int, seed: int) -> None:
+    ``skip`` drops the first draws of ``epoch``: those a resumed run had trained on before its checkpoint. Its
+    length stays the whole epoch's, so Lightning's batch counters (restored from the checkpoint) stay right.
+    """
+
+    def __init__(self, n_windows: int, num_samples: int, seed: int, epoch: int = 0, skip: int = 0) -> None:
         if n_windows < 1 or num_samples < 1:
             raise ValueError(f"WindowSampler needs n_windows >= 1 and num_samples >= 1, got {n_windows}, {num_samples}")
-        self.n_windows, self.num_samples, self.seed, self.epoch = n_windows, num_samples, seed, 0
+        self.n_windows, self.num_samples, self.seed, self.epoch, self.skip = n_windows, num_samples, seed, epoch, skip
 
     def set_epoch(self, epoch: int) -> None:
+        if epoch != self.epoch:
+            self.skip = 0  # the skip belongs to the epoch a run resumed in
         self.epoch = epoch
 
     def __len__(self) -> int:
@@ -153,7 +159,7 @@ class WindowSampler(Sampler[int]):
 
     def __iter__(self) -> Iterator[int]:
         rng = np.random.default_rng([self.seed, self.epoch])
-        return iter(rng.integers(0, self.n_windows, self.num_samples).tolist())
+        return iter(rng.integers(0, self.n_windows, self.num_samples)[self.skip :].tolist())
 
 
 class _Source:
@@ -335,7 +341,12 @@ class PretrainDataModule(L.LightningDataModule):
             raise RuntimeError("no training stream: call setup() first, and give data.train_files or data.hf_dataset")
         ds = WindowDataset(self._train, self.n_ctx, stride=1)
         num_samples = self.cfg.samples_per_epoch or len(self._train) // self.n_ctx
-        return self._loader(ds, WindowSampler(len(ds), num_samples, self.seed))
+        epoch, skip = 0, 0
+        if self.trainer is not None:  # resumed: Lightning has restored its loops, so continue the epoch's draws
+            epoch = self.trainer.current_epoch
+            done = self.trainer.fit_loop.epoch_loop.batch_progress.current.processed  # batches of this epoch
+            skip = done * self.cfg.batch_size * self.trainer.world_size
+        return self._loader(ds, WindowSampler(len(ds), num_samples, self.seed, epoch, skip))
 
     def val_dataloader(self) -> DataLoader:
         if self._valid is None:
@@ -354,6 +365,7 @@ class PretrainDataModule(L.LightningDataModule):
             num_workers=self.cfg.num_workers,
             persistent_workers=self.cfg.num_workers > 0,
             pin_memory=torch.cuda.is_available(),
+            generator=torch.Generator().manual_seed(self.seed),  # worker seeds never draw from the global RNG
         )
 
 
