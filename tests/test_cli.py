@@ -1,6 +1,7 @@
 """The ``gpt1`` console script as a user runs it: subcommands, Hydra flags, errors, and HF round trips."""
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -11,6 +12,7 @@ import torch
 
 from gpt1.checkpoint import load_checkpoint
 from gpt1.convert import positional_to_overrides
+from gpt1.evaluate import evaluate
 from tests.conftest import TINY_RUN
 
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
@@ -76,7 +78,7 @@ def test_positional_convert_arguments_become_overrides():
     assert positional_to_overrides(["to-hf", "x", "y", "--cfg", "job"])[-2:] == ["--cfg", "job"]
 
 
-def test_convert_from_hf_then_generate_then_back_to_hf(tmp_path):
+def test_convert_from_hf_then_generate_then_back_to_hf(tmp_path, make_cfg):
     """Converted OpenAI-format weights work with every command, and survive the round trip exactly."""
     transformers = pytest.importorskip("transformers")
     from gpt1.tokenizer import train_bpe
@@ -99,6 +101,11 @@ def test_convert_from_hf_then_generate_then_back_to_hf(tmp_path):
         for _ in range(4):  # HF's greedy decoding, by hand
             ids = torch.cat([ids, hf(ids).logits[:, -1].argmax(-1, keepdim=True)], dim=1)
     assert loaded.tokenizer.decode(ids[0].tolist()) in out.stdout  # gpt1 generate picks the same tokens
+
+    # evaluate too: its vocab has no end-of-document token, so documents are joined without one
+    result = evaluate(make_cfg("evaluate", [f"ckpt={tmp_path / 'model.ckpt'}", "data.max_valid_windows=4",
+                                            "trainer.enable_progress_bar=false"]))
+    assert math.isfinite(result["ppl"]) and result["tokens"] == 4 * 32
 
     gpt1("convert", "to-hf", "model.ckpt", str(tmp_path / "back"), cwd=tmp_path)
     back = transformers.OpenAIGPTLMHeadModel.from_pretrained(tmp_path / "back").eval()

@@ -178,3 +178,21 @@ def test_resume_auto_continues_from_the_run_directorys_last_checkpoint(make_cfg)
     base = [*TINY_RUN, "debug=fast", "callbacks.samples.every_n_steps=0", "resume=auto"]
     assert train(make_cfg("pretrain", base))["steps"] == 4  # nothing to resume yet: starts fresh
     assert train(make_cfg("pretrain", [*base, "trainer.max_steps=6"]))["steps"] == 6  # same run dir: continues
+
+
+def test_pretraining_with_a_given_vocab_appends_the_special_tokens(make_cfg, tmp_path, sample_data):
+    """tokenizer=openai: a vocab.json + merges.txt directory (the original vocab's layout) is used as is, plus
+    the five special tokens after it."""
+    from gpt1.tokenizer import SPECIAL_TOKENS, train_bpe
+
+    vocab_dir = tmp_path / "vocab"
+    vocab_dir.mkdir()
+    text = (sample_data / "books" / "train" / "the_war_of_the_worlds.txt").read_text()
+    train_bpe([text], vocab_size=700).model.save(str(vocab_dir))  # vocab.json + merges.txt, no special tokens
+    base = len(json.loads((vocab_dir / "vocab.json").read_text()))
+    cfg = make_cfg("pretrain", [*TINY_RUN, "debug=fast", "tokenizer=openai", f"tokenizer.path={vocab_dir}",
+                                "callbacks.samples.every_n_steps=0"])
+    train(cfg)
+    loaded = load_checkpoint(Path(cfg.paths.output_dir) / "checkpoints" / "last.ckpt")
+    assert loaded.model.config.vocab_size == base + len(SPECIAL_TOKENS)
+    assert loaded.tokenizer.token_to_id(SPECIAL_TOKENS["start"]) == base
