@@ -119,7 +119,7 @@ def test_train_windows_are_shifted_slices_of_the_stream(tmp_path, tok, corpus):
     batches = list(loader)
     inputs, targets = torch.cat([b["input_ids"] for b in batches]), torch.cat([b["targets"] for b in batches])
     assert batches[0]["input_ids"].shape == (4, T) and inputs.dtype == torch.int64
-    for s, x, y in zip(starts, inputs, targets):
+    for s, x, y in zip(starts, inputs, targets, strict=True):
         assert torch.equal(x, stream[s : s + T]) and torch.equal(y, stream[s + 1 : s + T + 1])
     ds = loader.dataset
     assert len(ds[len(ds) - 1]["targets"]) == T  # the last window ends on the last token

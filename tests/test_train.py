@@ -72,7 +72,7 @@ def test_the_checkpoint_carries_its_tokenizer_and_reloads(trained, tmp_path):
     again = load_checkpoint(tmp_path / "copy.ckpt")
     assert again.model.config == loaded.model.config
     assert again.tokenizer.to_str() == loaded.tokenizer.to_str()
-    for (name, a), (_, b) in zip(loaded.model.state_dict().items(), again.model.state_dict().items()):
+    for (name, a), (_, b) in zip(loaded.model.state_dict().items(), again.model.state_dict().items(), strict=True):
         assert torch.equal(a, b), name
 
 
