@@ -88,8 +88,9 @@ class TrainerConfig:
     """Force deterministic kernels (slower)."""
     fast_dev_run: Any = False
     """Run n batches of train/val/test as a smoke test (True: 1)."""
-    overfit_batches: float = 0.0
-    """Train and validate on this many (int) or fraction of batches only (debug=overfit)."""
+    overfit_batches: Any = 0.0
+    """Train and validate on this many batches (int) or this fraction of them (float) only (debug=overfit).
+    Typed Any: under a float schema `1` (one batch) would become 1.0 (every batch)."""
 
 
 @dataclass
@@ -171,8 +172,8 @@ class PathsConfig:
 class PretrainConfig:
     """``gpt1 pretrain``: train the GPT-1 decoder with the LM objective on a corpus."""
 
-    task_name: str = "pretrain"
-    """Names the run directory under outputs/."""
+    run_name: str = "pretrain"
+    """Names the run directory: outputs/<run_name>/<time>."""
     seed: int = 1234
     """Seeds torch, numpy, python and the data order."""
     init_from: Optional[str] = None
@@ -193,7 +194,7 @@ class PretrainConfig:
 class EvaluateConfig:
     """``gpt1 evaluate``: token perplexity of a checkpoint on a corpus (data.valid_files or a hub split)."""
 
-    task_name: str = "evaluate"
+    run_name: str = "evaluate"
     ckpt: str = MISSING
     """The gpt1 checkpoint to evaluate."""
     seed: int = 1234
@@ -207,7 +208,7 @@ class EvaluateConfig:
 class GenerateConfig:
     """``gpt1 generate``: sample continuations of a prompt from a checkpoint."""
 
-    task_name: str = "generate"
+    run_name: str = "generate"
     ckpt: str = MISSING
     """The gpt1 checkpoint to sample from."""
     prompt: str = ""
@@ -233,7 +234,7 @@ class GenerateConfig:
 class ConvertConfig:
     """``gpt1 convert from-hf SRC DST`` / ``gpt1 convert to-hf SRC DST``: Hugging Face openai-gpt interop."""
 
-    task_name: str = "convert"
+    run_name: str = "convert"
     direction: str = MISSING
     """from-hf (HF directory -> gpt1 checkpoint) or to-hf (gpt1 checkpoint -> HF directory)."""
     src: str = MISSING

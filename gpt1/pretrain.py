@@ -54,7 +54,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     model = init.model if init else GPT(replace(OmegaConf.to_object(cfg.model), vocab_size=vocab_size))
     module = GPT1Module(model, data.tokenizer, OmegaConf.to_object(cfg.optim))
 
-    loggers = build_loggers(cfg.logger, output_dir, run_name=f"{cfg.task_name}-{output_dir.name}")
+    loggers = build_loggers(cfg.logger, output_dir, run_name=f"{cfg.run_name}-{output_dir.name}")
     callbacks = build_callbacks(OmegaConf.to_object(cfg.callbacks), output_dir, with_loggers=bool(loggers))
     trainer = build_trainer(cfg.trainer, output_dir, loggers, callbacks)
     log_config(trainer, cfg)

@@ -20,7 +20,7 @@ def test_default_pretrain_is_the_quickstart(make_cfg, sample_data):
     cfg = make_cfg("pretrain")
     obj = OmegaConf.to_object(cfg)
     assert isinstance(obj, PretrainConfig) and isinstance(obj.model, GPTConfig)
-    assert cfg.task_name == "quickstart" and obj.model == replace(PRESETS["small"], init_std=0.05)
+    assert cfg.run_name == "quickstart" and obj.model == replace(PRESETS["small"], init_std=0.05)
     assert obj.trainer.accelerator == "cpu"
     assert Path(obj.data.train_files[0]).parent == sample_data / "books" / "train"
 
@@ -28,7 +28,7 @@ def test_default_pretrain_is_the_quickstart(make_cfg, sample_data):
 @pytest.mark.parametrize("experiment", EXPERIMENTS)
 def test_every_experiment_composes_into_the_schema(make_cfg, experiment):
     obj = OmegaConf.to_object(make_cfg("pretrain", [f"experiment={experiment}"]))
-    assert isinstance(obj, PretrainConfig) and obj.task_name == experiment
+    assert isinstance(obj, PretrainConfig) and obj.run_name == experiment
 
 
 @pytest.mark.parametrize("debug", DEBUGS)
@@ -49,7 +49,7 @@ def test_paper_experiment_holds_the_papers_recipe(make_cfg):
 )
 def test_every_command_config_composes(make_cfg, config_name, overrides):
     cfg = make_cfg(config_name, overrides)
-    assert cfg.task_name == config_name
+    assert cfg.run_name == config_name
     if config_name == "evaluate":
         assert isinstance(OmegaConf.to_object(cfg), EvaluateConfig)
 
