@@ -15,7 +15,7 @@ from lightning.pytorch.utilities import rank_zero_only
 
 from gpt1.checkpoint import atomic_save
 from gpt1.config import CallbacksConfig, SamplesConfig
-from gpt1.tokenizer import SPECIAL_TOKENS
+from gpt1.tokenizer import prompt_ids
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):
@@ -56,7 +56,7 @@ class SampleText(Callback):
     @rank_zero_only
     def sample(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         tokenizer, model = pl_module.tokenizer, pl_module.model
-        prompt = tokenizer.encode(self.cfg.prompt).ids or [tokenizer.token_to_id(SPECIAL_TOKENS["start"])]
+        prompt = prompt_ids(tokenizer, self.cfg.prompt)
         generator = torch.Generator(pl_module.device).manual_seed(trainer.global_step)
         was_training = model.training
         model.eval()

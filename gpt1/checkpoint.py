@@ -1,32 +1,79 @@
-"""The gpt1 checkpoint: one torch file that carries the weights, the model config and the tokenizer.
+"""The gpt1 checkpoint: one torch file that carries the weights, the model's type and config, the tokenizer, and
+for fine-tuned models the task heads and the task spec.
 
-Lightning's checkpoints (written by ``gpt1 pretrain``) and ``gpt1 convert from-hf``'s output share the layout,
-so every command accepts either:
+Lightning's checkpoints (``gpt1 pretrain``, ``gpt1 finetune``) and ``save_checkpoint``'s (``gpt1 convert from-hf``)
+share the layout, so every command accepts either:
 
-    {"state_dict": {"model.<GPT parameter>": tensor, ...},   # plus "heads.*" and Lightning's own keys, if any
-     "gpt1": {"format": 1, "model_config": {...GPTConfig...}, "tokenizer": "<tokenizers JSON>"}}
+    {"state_dict": {"model.<parameter>": tensor, ..., "heads.<head name>.<parameter>": tensor, ...},
+     "gpt1": {"format": 2, "model_type": "gpt" | "lstm", "model_config": {...}, "tokenizer": Tokenizer.to_str(),
+              "task": {...TaskConfig...} | None},
+     ...Lightning's own keys (global_step, optimizer and loop states), if any}
+
+Format 1 (no model_type: a GPT; no task; the tokenizer a plain ``tokenizers`` JSON) still loads.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import enum
 import os
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 import torch
-from tokenizers import Tokenizer
+from omegaconf import DictConfig, OmegaConf
+from torch import nn
 
+from gpt1.errors import CheckpointError
 from gpt1.io import atomic_file
+from gpt1.lstm import LSTM, LSTMConfig
 from gpt1.model import GPT, GPTConfig
+from gpt1.tokenizer import Tokenizer
 
-FORMAT = 1
+FORMAT = 2
+READABLE_FORMATS = (1, 2)
 MODEL_PREFIX = "model."
+HEADS_PREFIX = "heads."
+MODELS: dict[str, tuple[type[nn.Module], type]] = {"gpt": (GPT, GPTConfig), "lstm": (LSTM, LSTMConfig)}
+"""model_type -> (model class, its config dataclass). A model class takes its config as its only argument and
+keeps it as ``.config``."""
 
 
-def metadata(config: GPTConfig, tokenizer: Tokenizer) -> dict[str, Any]:
-    """The "gpt1" block of a checkpoint: what is needed to rebuild the model and its tokenizer."""
-    return {"format": FORMAT, "model_config": asdict(config), "tokenizer": tokenizer.to_str()}
+def model_type(model: nn.Module) -> str:
+    """The ``MODELS`` name of ``model``'s class."""
+    for name, (cls, _) in MODELS.items():
+        if type(model) is cls:
+            return name
+    raise ValueError(f"{type(model).__name__} is not a registered model type ({list(MODELS)}): add it to MODELS")
+
+
+def metadata(model: nn.Module, tokenizer: Tokenizer, task: Any = None) -> dict[str, Any]:
+    """The "gpt1" block of a checkpoint: what rebuilds the model, its tokenizer and its task.
+
+    task: the ``TaskConfig`` (a dataclass, DictConfig or mapping; stored as a plain dict) of a fine-tuned model.
+    """
+    return {
+        "format": FORMAT,
+        "model_type": model_type(model),
+        "model_config": asdict(model.config),
+        "tokenizer": tokenizer.to_str(),
+        "task": None if task is None else _plain(task),
+    }
+
+
+def _plain(value: Any) -> Any:
+    """Dataclasses, DictConfigs and mappings as dicts, enums as their values: a checkpoint holds plain data."""
+    if isinstance(value, DictConfig):
+        value = OmegaConf.to_container(value, resolve=True)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        value = {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
+    if isinstance(value, Mapping):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value.value if isinstance(value, enum.Enum) else value
 
 
 def atomic_save(obj: Any, path: str | os.PathLike) -> None:
@@ -35,43 +82,92 @@ def atomic_save(obj: Any, path: str | os.PathLike) -> None:
         torch.save(obj, f)
 
 
-def save_checkpoint(path: str | os.PathLike, model: GPT, tokenizer: Tokenizer) -> None:
-    """Write a standalone gpt1 checkpoint of ``model`` and its ``tokenizer``."""
-    if tokenizer.get_vocab_size() != model.config.vocab_size:
+def save_checkpoint(
+    path: str | os.PathLike,
+    model: nn.Module,
+    tokenizer: Tokenizer,
+    heads: Optional[nn.Module] = None,
+    task: Any = None,
+) -> None:
+    """Write a standalone gpt1 checkpoint of ``model`` (a ``MODELS`` class), its ``tokenizer`` and, for a
+    fine-tuned model, its ``heads`` (a module whose state dict is saved under "heads.", e.g. an ``nn.ModuleDict``)
+    and ``task`` spec."""
+    if tokenizer.vocab_size != model.config.vocab_size:
         raise ValueError(
-            f"tokenizer has {tokenizer.get_vocab_size()} tokens but the model {model.config.vocab_size}: "
-            "resize the model's embeddings first (GPT.resize_token_embeddings)"
+            f"tokenizer has {tokenizer.vocab_size} tokens but the model {model.config.vocab_size}: "
+            "resize the model's embeddings first (resize_token_embeddings)"
         )
     state = {MODEL_PREFIX + k: v for k, v in model.state_dict().items()}
-    atomic_save({"state_dict": state, "gpt1": metadata(model.config, tokenizer)}, path)
+    if heads is not None:
+        state.update({HEADS_PREFIX + k: v for k, v in heads.state_dict().items()})
+    atomic_save({"state_dict": state, "gpt1": metadata(model, tokenizer, task)}, path)
 
 
 @dataclass
 class Loaded:
-    """What a gpt1 checkpoint holds: the model (weights loaded, eval mode) and its tokenizer."""
+    """What a gpt1 checkpoint holds."""
 
-    model: GPT
+    model: nn.Module
+    """The model (a ``MODELS`` class), weights loaded, in eval mode."""
     tokenizer: Tokenizer
     raw: dict[str, Any]
-    """The whole checkpoint dict, for callers that need more (heads, Lightning's loop state)."""
+    """The whole checkpoint dict, for callers that need more (Lightning's ``global_step``, loop states)."""
+    task: Optional[dict[str, Any]] = None
+    """The task spec of a fine-tuned model (a ``TaskConfig`` as a plain dict); None for a language model."""
+    heads: dict[str, torch.Tensor] = dataclasses.field(default_factory=dict)
+    """The task heads' weights ("<head name>.<parameter>", the "heads." prefix stripped): load them with
+    ``module.heads.load_state_dict(loaded.heads)``. Empty for a language model."""
 
 
 def load_checkpoint(path: str | os.PathLike, map_location: str | torch.device = "cpu") -> Loaded:
-    """Load a gpt1 checkpoint (from ``gpt1 pretrain`` or ``gpt1 convert from-hf``)."""
+    """Load a gpt1 checkpoint (from ``gpt1 pretrain``, ``gpt1 finetune`` or ``gpt1 convert from-hf``).
+
+    Raises ``CheckpointError`` naming ``path`` if it is missing, unreadable, not a gpt1 checkpoint, of an unknown
+    format or model type, or inconsistent (tokenizer and model vocabularies differ, weights do not fit).
+    """
     path = Path(path)
     if not path.is_file():
-        raise FileNotFoundError(f"checkpoint {path} does not exist (pass the path of a .ckpt file)")
-    raw = torch.load(path, map_location=map_location, weights_only=False)
+        raise CheckpointError(f"checkpoint {path} does not exist (pass the path of a .ckpt file)")
+    try:
+        raw = torch.load(path, map_location=map_location, weights_only=False)
+    except Exception as e:
+        raise CheckpointError(f"{path} cannot be read as a checkpoint (truncated or corrupt?): {_one_line(e)}") from e
     meta = raw.get("gpt1") if isinstance(raw, dict) else None
-    if meta is None:
-        raise ValueError(
+    if not isinstance(meta, dict):
+        raise CheckpointError(
             f"{path} is not a gpt1 checkpoint (no 'gpt1' block); "
             "for a Hugging Face openai-gpt directory run `gpt1 convert from-hf SRC DST` first"
         )
-    if meta.get("format") != FORMAT:
-        raise ValueError(f"{path}: checkpoint format {meta.get('format')} is not supported (expected {FORMAT})")
+    if meta.get("format") not in READABLE_FORMATS:
+        raise CheckpointError(f"{path}: checkpoint format {meta.get('format')} is not supported {READABLE_FORMATS}")
+    kind = meta.get("model_type", "gpt")  # format 1: always a GPT
+    if kind not in MODELS:
+        raise CheckpointError(f"{path}: unknown model_type {kind!r} (known: {list(MODELS)})")
+    try:
+        tokenizer = Tokenizer.from_str(meta["tokenizer"])
+    except Exception as e:
+        raise CheckpointError(f"{path}: its tokenizer cannot be read: {_one_line(e)}") from e
+    cls, config_cls = MODELS[kind]
+    config = config_cls(**meta["model_config"])
+    if tokenizer.vocab_size != config.vocab_size:
+        raise CheckpointError(
+            f"{path}: its tokenizer has {tokenizer.vocab_size} tokens but its model {config.vocab_size}"
+        )
+    state, heads = {}, {}
+    for key, value in raw["state_dict"].items():
+        if key.startswith(MODEL_PREFIX):
+            state[key.removeprefix(MODEL_PREFIX)] = value
+        elif key.startswith(HEADS_PREFIX):
+            heads[key.removeprefix(HEADS_PREFIX)] = value
     with torch.device("meta"):  # no random init of weights about to be overwritten
-        model = GPT(GPTConfig(**meta["model_config"]))
-    state = {k[len(MODEL_PREFIX) :]: v for k, v in raw["state_dict"].items() if k.startswith(MODEL_PREFIX)}
-    model.load_state_dict(state, assign=True)
-    return Loaded(model=model.eval(), tokenizer=Tokenizer.from_str(meta["tokenizer"]), raw=raw)
+        model = cls(config)
+    try:
+        model.load_state_dict(state, assign=True)
+    except RuntimeError as e:
+        raise CheckpointError(f"{path}: its weights do not fit its model config: {_one_line(e)}") from e
+    return Loaded(model=model.eval(), tokenizer=tokenizer, raw=raw, task=meta.get("task"), heads=heads)
+
+
+def _one_line(error: Exception, limit: int = 400) -> str:
+    text = " ".join(f"{type(error).__name__}: {error}".split())
+    return text if len(text) <= limit else text[:limit] + " ..."

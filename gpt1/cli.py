@@ -7,7 +7,9 @@ import sys
 
 COMMANDS = {
     "pretrain": "pre-train GPT-1 on a corpus (default: the quickstart on the sample books)",
-    "evaluate": "token perplexity of a checkpoint on a corpus",
+    "finetune": "fine-tune a checkpoint on a task (task=NAME init_from=CKPT)",
+    "zeroshot": "zero-shot task heuristics over checkpoints (ckpts=[...] task=NAME)",
+    "evaluate": "a fine-tuned checkpoint's task metrics, or a checkpoint's perplexity on a corpus",
     "generate": "sample text from a checkpoint",
     "convert": "import/export Hugging Face openai-gpt checkpoints (from-hf SRC DST | to-hf SRC DST)",
 }

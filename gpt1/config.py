@@ -2,7 +2,8 @@
 
 Each command's primary YAML (``conf/<command>.yaml``) lists its schema first in its defaults, so every config
 group and command-line override is merged into a typed node: a misspelt key or a wrong type fails at start-up
-with the offending key named. The ``model`` group's options are the presets of ``gpt1.model.PRESETS``.
+with the offending key named. The ``model`` group's options are the presets of ``gpt1.model.PRESETS`` and, for
+``gpt1 finetune``, ``checkpoint`` (the starting checkpoint's architecture) and ``lstm`` (the LSTM baseline).
 """
 
 from __future__ import annotations
@@ -13,9 +14,12 @@ from pathlib import Path
 from typing import Any, Optional
 
 from hydra.core.config_store import ConfigStore
-from omegaconf import MISSING, OmegaConf
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import MISSING, DictConfig, OmegaConf
 
 from gpt1.data.pretrain import DataConfig
+from gpt1.data.tasks import TaskConfig
+from gpt1.lstm import LSTMConfig
 from gpt1.model import PRESETS, GPTConfig
 from gpt1.tokenizer import TokenizerConfig
 
@@ -42,6 +46,9 @@ class OptimConfig:
     """Adam's epsilon."""
     warmup_steps: int = 2000
     """Optimizer steps of linear warm-up from 0 to lr."""
+    warmup_fraction: Optional[float] = None
+    """Warm up over this fraction of all the updates instead (fine-tuning: 0.002, the paper's 0.2%); when set it
+    overrides warmup_steps."""
     schedule: Schedule = Schedule.cosine
     """Decay after the warm-up, to 0 at trainer.max_steps (or at the end of trainer.max_epochs)."""
 
@@ -137,7 +144,7 @@ class SamplesConfig:
     every_n_steps: int = 1000
     """Sample every this many optimizer steps, and once at the end of training (0: never)."""
     prompt: str = "the"
-    """Text to continue (empty: the start token)."""
+    """Text to continue (empty: the eod token, as at the start of a document)."""
     max_new_tokens: int = 48
     """Tokens to sample."""
     temperature: float = 0.8
@@ -191,12 +198,75 @@ class PretrainConfig:
 
 
 @dataclass
+class CheckpointModelConfig:
+    """``model=checkpoint``, the default of ``gpt1 finetune``: the architecture of the checkpoint fine-tuning starts
+    from (init_from, or tokenizer_from with init_from=random); only its dropouts can change."""
+
+    embd_pdrop: Optional[float] = None
+    """Dropout on the embeddings (None: the checkpoint's)."""
+    attn_pdrop: Optional[float] = None
+    """Dropout on the attention probabilities (None: the checkpoint's; transformers only)."""
+    resid_pdrop: Optional[float] = None
+    """Dropout on the residual branches (None: the checkpoint's)."""
+
+
+@dataclass
+class FinetuneConfig:
+    """``gpt1 finetune task=NAME init_from=CKPT``: fine-tune a pre-trained decoder on a supervised task (paper
+    section 3.2); the defaults are the paper's recipe (experiment=finetune)."""
+
+    run_name: str = "finetune"
+    """Names the run directory: outputs/<run_name>/<time> (finetune.yaml: finetune/<task>)."""
+    task: TaskConfig = MISSING
+    """The task: task=NAME reads conf/task/NAME.yaml, or DIR/task/NAME.yaml with --config-dir DIR."""
+    init_from: str = MISSING
+    """The gpt1 checkpoint to start from (gpt1 pretrain, gpt1 convert from-hf), or "random" for the
+    no-pre-training ablation (needs tokenizer_from)."""
+    tokenizer_from: Optional[str] = None
+    """With init_from=random: the checkpoint whose tokenizer, and with model=checkpoint whose architecture, the
+    randomly initialised model takes (use init_from's checkpoint for a like-for-like ablation)."""
+    aux_lm_weight: float = 0.5
+    """The paper's lambda: weight of the auxiliary LM loss over the input tokens (0: task loss only)."""
+    n_transfer: int = -1
+    """How many of the checkpoint's blocks are transferred (embeddings always; -1: all); the others start fresh."""
+    head_pdrop: float = 0.1
+    """Dropout before the task head's linear layer."""
+    predict: bool = False
+    """Write test-split predictions to <run dir>/predictions/test.tsv (index<TAB>prediction, GLUE style)."""
+    batch_size: int = 32
+    """Examples per optimizer update, over all devices (32 in the paper)."""
+    micro_batch_size: Optional[int] = None
+    """Examples per device per forward pass (None: batch_size); gradients accumulate over
+    batch_size / (micro_batch_size x devices) passes. Also the evaluation batch size."""
+    num_workers: int = 0
+    """DataLoader worker processes."""
+    seed: int = 1234
+    """Seeds torch, numpy, python, the fresh weights and the data order."""
+    resume: Optional[str] = None
+    """Continue an interrupted run: a checkpoint path, or "auto" for last.ckpt of this run directory."""
+    model: Any = MISSING
+    """model=checkpoint (default: the checkpoint's architecture, dropouts overridable), model=lstm (the paper's
+    LSTM baseline, taking the checkpoint's token embeddings), or a preset with init_from=random."""
+    optim: OptimConfig = field(
+        default_factory=lambda: OptimConfig(lr=6.25e-5, warmup_fraction=0.002, schedule=Schedule.linear)
+    )
+    trainer: TrainerConfig = field(default_factory=TrainerConfig)
+    logger: LoggerConfig = field(default_factory=LoggerConfig)
+    callbacks: CallbacksConfig = field(default_factory=CallbacksConfig)
+    paths: PathsConfig = field(default_factory=PathsConfig)
+
+
+@dataclass
 class EvaluateConfig:
-    """``gpt1 evaluate``: token perplexity of a checkpoint on a corpus (data.valid_files or a hub split)."""
+    """``gpt1 evaluate``: a fine-tuned checkpoint's task metrics on its task's validation (and labelled test)
+    splits, or a language model's token perplexity on a corpus (data.valid_files or a hub split)."""
 
     run_name: str = "evaluate"
     ckpt: str = MISSING
     """The gpt1 checkpoint to evaluate."""
+    task: Optional[TaskConfig] = None
+    """The task to score a fine-tuned checkpoint on (task=NAME; None: the task the checkpoint carries), in
+    batches of data.batch_size examples. A checkpoint without a task is scored by perplexity on data."""
     seed: int = 1234
     """Seeds everything (evaluation itself is deterministic)."""
     data: DataConfig = field(default_factory=DataConfig)
@@ -212,7 +282,7 @@ class GenerateConfig:
     ckpt: str = MISSING
     """The gpt1 checkpoint to sample from."""
     prompt: str = ""
-    """Text to continue; empty starts from the start token."""
+    """Text to continue; empty starts from the eod token (as a document would)."""
     max_new_tokens: int = 100
     """Tokens to sample after the prompt (past model.n_ctx the context slides)."""
     temperature: float = 1.0
@@ -246,26 +316,64 @@ class ConvertConfig:
     paths: PathsConfig = field(default_factory=PathsConfig)
 
 
+@dataclass
+class ZeroshotCommandConfig:
+    """``gpt1 zeroshot ckpts=[A,B,...] task=NAME``: the paper's zero-shot heuristics (section 5) over checkpoints."""
+
+    run_name: str = "zeroshot"
+    """Names the run directory: outputs/<run_name>/<time> (zeroshot.yaml: zeroshot/<task>)."""
+    ckpts: list[str] = MISSING
+    """The gpt1 checkpoints to score, in order: paths or globs (a glob's matches sorted, e.g. every
+    run/checkpoints/step*.ckpt of a pre-training run)."""
+    task: TaskConfig = MISSING
+    """The task: task=NAME reads conf/task/NAME.yaml; its zeroshot block picks the heuristic."""
+    batch_size: int = 32
+    """Sequences per forward pass."""
+    seed: int = 1234
+    """Draws the training examples that fit mean_logprob's threshold (at most task.zeroshot.max_fit_examples)."""
+    device: str = "auto"
+    """cpu, cuda, or auto (cuda when available)."""
+    paths: PathsConfig = field(default_factory=PathsConfig)
+
+
 def default_sample_data() -> str:
     """``shared/data`` beside the checkout holding this package, else beside the current directory."""
     beside_checkout = Path(__file__).resolve().parents[2] / "shared" / "data"
     return str(beside_checkout if beside_checkout.is_dir() else Path.cwd().parent / "shared" / "data")
 
 
+def group_choice(group: str) -> Optional[str]:
+    """The option chosen for a config group in this Hydra run (task=sentiment: "sentiment"); None outside a run
+    (e.g. a config composed by ``hydra.compose``)."""
+    return HydraConfig.get().runtime.choices.get(group) if HydraConfig.initialized() else None
+
+
+def _choice(group: str, *, _root_: DictConfig) -> str:
+    """The option chosen for ``group``, from the config's own hydra node (which Hydra's launchers see) or the
+    running job's; else the group's name."""
+    return OmegaConf.select(_root_, f"hydra.runtime.choices.{group}", default=None) or group_choice(group) or group
+
+
 def register() -> None:
-    """Register the schemas and model presets with Hydra (idempotent)."""
+    """Register the schemas, the model presets and the resolvers with Hydra (idempotent)."""
     if not OmegaConf.has_resolver("gpt1.default_sample_data"):
         OmegaConf.register_new_resolver("gpt1.default_sample_data", default_sample_data)
+    if not OmegaConf.has_resolver("gpt1.choice"):  # ${gpt1.choice:task}: the group's option, else the group's name
+        OmegaConf.register_new_resolver("gpt1.choice", _choice)
     cs = ConfigStore.instance()
     for name, schema in [
         ("pretrain_schema", PretrainConfig),
+        ("finetune_schema", FinetuneConfig),
         ("evaluate_schema", EvaluateConfig),
         ("generate_schema", GenerateConfig),
         ("convert_schema", ConvertConfig),
+        ("zeroshot_schema", ZeroshotCommandConfig),
     ]:
         cs.store(name=name, node=schema)
     for name, preset in PRESETS.items():
         cs.store(group="model", name=name, node=preset)
+    cs.store(group="model", name="lstm", node=LSTMConfig)  # gpt1 finetune only, as model=checkpoint
+    cs.store(group="model", name="checkpoint", node=CheckpointModelConfig)
 
 
 register()

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import sys
 
-import hydra
 from omegaconf import DictConfig
 
 from gpt1.config import ConvertConfig  # noqa: F401  (registers the schemas with Hydra)
+from gpt1.errors import ConfigError, command
 from gpt1.hf import export_hf, import_hf
 
 
@@ -24,7 +24,7 @@ def convert(cfg: DictConfig) -> None:
     elif cfg.direction == "to-hf":
         export_hf(cfg.src, cfg.dst)
     else:
-        raise ValueError(f"direction={cfg.direction!r}: use from-hf or to-hf")
+        raise ConfigError(f"direction={cfg.direction!r}: use from-hf or to-hf")
     print(f"wrote {cfg.dst}")
 
 
@@ -37,7 +37,7 @@ def positional_to_overrides(argv: list[str]) -> list[str]:
     return out + args
 
 
-@hydra.main(version_base="1.3", config_path="pkg://gpt1.conf", config_name="convert")
+@command("convert")
 def _hydra_main(cfg: DictConfig) -> None:
     convert(cfg)
 

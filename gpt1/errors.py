@@ -1,9 +1,10 @@
-"""The error type for problems a user can fix (bad input, bad configuration), and the command-boundary handler.
+"""Errors a user can fix, and the one place they are reported: the ``command`` decorator of every gpt1 command.
 
 Raise ``UserError`` (or a subclass) where the problem is known, with a message that names the file (and line),
-column, config key or checkpoint and says what to do. Each command's Hydra function is wrapped by
-``user_errors``: a ``UserError`` prints ``error: <message>`` on stderr and exits with status 2, without a
-traceback; ``HYDRA_FULL_ERROR=1`` re-raises it with the traceback. Anything else is a bug and keeps its traceback.
+column, config key or checkpoint and says what to do. ``command`` turns it, and Hydra's configuration errors (a
+misspelt key, a wrong type, a missing value, an unknown group option), into one line on stderr, ``error: ...``,
+and exit status 2. ``HYDRA_FULL_ERROR=1`` shows the traceback instead. Anything else is a bug and keeps its
+traceback.
 """
 
 from __future__ import annotations
@@ -11,10 +12,16 @@ from __future__ import annotations
 import functools
 import os
 import sys
-from collections.abc import Callable
-from typing import Any, TypeVar
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
 
-F = TypeVar("F", bound=Callable[..., Any])
+import hydra
+from hydra._internal import utils as hydra_utils
+from hydra.errors import HydraException
+from omegaconf.errors import OmegaConfBaseException
+
+EXIT_USER_ERROR = 2
 
 
 class UserError(Exception):
@@ -33,17 +40,78 @@ class CheckpointError(UserError, ValueError):
     """A missing, corrupt, foreign or mismatched checkpoint (names the path)."""
 
 
-def user_errors(fn: F) -> F:
-    """Wrap a command's entry function: a ``UserError`` becomes one line on stderr and exit status 2."""
+def user_message(e: BaseException) -> str | None:
+    """The one-line report of a user-fixable error, or None for a bug (which keeps its traceback)."""
+    if isinstance(e, UserError):
+        return " ".join(str(e).split())
+    cause = e.__cause__ if isinstance(e.__cause__, OmegaConfBaseException) else e
+    if isinstance(cause, OmegaConfBaseException):  # e.g. Key 'n_layr' not in 'GPTConfig' / cannot convert 'abc'
+        first = str(cause).splitlines()[0] if str(cause) else type(cause).__name__
+        key = getattr(cause, "full_key", None)
+        hint = " (`--cfg job` prints every key)" if "not in" in first else ""
+        return f"{key}: {first}{hint}" if key and key not in first else first + hint
+    if isinstance(e, HydraException):  # an unknown config group option, a malformed override
+        return _one_line(str(e).split("Config search path")[0])
+    return None
+
+
+def _one_line(text: str) -> str:
+    """Hydra's multi-line messages on one line: the lines after one ending in ':' become a comma-separated list."""
+    out: list[str] = []
+    listing = False
+    for line in (raw.strip() for raw in text.splitlines()):
+        if not line:
+            listing = False
+        elif listing:
+            out[-1] += (" " if out[-1].endswith(":") else ", ") + line
+        else:
+            out.append(line)
+            listing = line.endswith(":")
+    return "; ".join(out)
+
+
+def user_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Run ``fn``; a user error it raises (see ``user_message``) becomes one line on stderr and exit status 2."""
 
     @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
+    def guarded(*args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
-        except UserError as e:
-            if os.environ.get("HYDRA_FULL_ERROR") == "1":
+        except Exception as e:  # noqa: BLE001  (re-raised unless it is a user error)
+            message = user_message(e)
+            if message is None or os.environ.get("HYDRA_FULL_ERROR") == "1":
                 raise
-            print(f"error: {e}", file=sys.stderr, flush=True)
-            sys.exit(2)
+            print(f"error: {message}", file=sys.stderr, flush=True)
+            sys.exit(EXIT_USER_ERROR)
 
-    return wrapper  # type: ignore[return-value]
+    return guarded
+
+
+@contextmanager
+def _one_line_config_errors() -> Iterator[None]:
+    """Report Hydra's own errors (composing the config from the command line) through ``user_errors`` too."""
+    original = hydra_utils.run_and_report
+    hydra_utils.run_and_report = lambda func: original(user_errors(func))
+    try:
+        yield
+    finally:
+        hydra_utils.run_and_report = original
+
+
+def command(config_name: str) -> Callable[[Callable[[Any], Any]], Callable[[], None]]:
+    """``@hydra.main`` for a gpt1 command: its config ``conf/<config_name>.yaml`` from the installed package, and
+    user errors (in the configuration or raised by the command) reported as one line."""
+
+    def decorate(fn: Callable[[Any], Any]) -> Callable[[], None]:
+        hydra_main = hydra.main(version_base="1.3", config_path="pkg://gpt1.conf", config_name=config_name)(
+            user_errors(fn)
+        )
+
+        @functools.wraps(fn)
+        def main() -> None:
+            with _one_line_config_errors():
+                hydra_main()
+
+        return main
+
+    return decorate

@@ -1,6 +1,8 @@
-"""``gpt1 evaluate``: token perplexity of a checkpoint on a corpus.
+"""``gpt1 evaluate``: a fine-tuned checkpoint's task metrics, or a language model's token perplexity on a corpus.
 
-    gpt1 evaluate ckpt=outputs/quickstart/<run>/checkpoints/last.ckpt               # the sample books' held-out book
+    gpt1 evaluate ckpt=outputs/finetune/sentiment/<run>/checkpoints/last.ckpt      # the task the checkpoint carries
+    gpt1 evaluate ckpt=FINETUNED task=NAME                                         # another task's data, same head
+    gpt1 evaluate ckpt=outputs/quickstart/<run>/checkpoints/last.ckpt              # the sample books' held-out book
     gpt1 evaluate ckpt=model.ckpt data.valid_files='[corpus/test/*.txt]'
 """
 
@@ -10,25 +12,72 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import hydra
 import lightning as L
 from omegaconf import DictConfig, OmegaConf
 
-from gpt1.checkpoint import load_checkpoint
-from gpt1.config import OptimConfig
+from gpt1.checkpoint import Loaded, load_checkpoint
+from gpt1.config import OptimConfig, group_choice
 from gpt1.data.pretrain import PretrainDataModule
-from gpt1.module import GPT1Module
-from gpt1.run import build_trainer, write_metrics
-from gpt1.tokenizer import SPECIAL_TOKENS
+from gpt1.data.tasks import TaskDataModule, task_from_dict
+from gpt1.errors import CheckpointError, command
+from gpt1.module import GPT1Module, TaskModule
+from gpt1.run import build_trainer, score, task_prefixes, write_metrics
 
 
 def evaluate(cfg: DictConfig) -> dict[str, Any]:
-    """Perplexity of ``cfg.ckpt`` on the validation data of ``cfg.data``; also written to <run dir>/metrics.json."""
-    output_dir = Path(cfg.paths.output_dir)
+    """Score ``cfg.ckpt``: on a task if it carries one or ``cfg.task`` is set, else by perplexity on ``cfg.data``;
+    the metrics are also written to <run dir>/metrics.json."""
     L.seed_everything(cfg.seed)
     loaded = load_checkpoint(cfg.ckpt)
+    if cfg.task is not None or loaded.task is not None:
+        return evaluate_task(cfg, loaded)
+    return perplexity(cfg, loaded)
+
+
+def evaluate_task(cfg: DictConfig, loaded: Loaded) -> dict[str, Any]:
+    """The task metrics of a fine-tuned checkpoint (its head, for the checkpoint's task or ``cfg.task``) on the
+    task's validation and labelled test splits."""
+    if cfg.task is None:
+        task = task_from_dict(loaded.task)
+    else:
+        task = OmegaConf.to_object(cfg.task)
+        task.name = task.name or group_choice("task")
+    data = TaskDataModule(
+        task, loaded.tokenizer, n_ctx=loaded.model.config.n_ctx, batch_size=cfg.data.batch_size, seed=cfg.seed,
+        cache_dir=cfg.paths.cache_dir, roles=("validation", "test"),
+    )
+    data.prepare_data()
+    data.setup("validate")
+    task = replace(task, num_labels=data.num_labels, label_names=data.label_names)
+    head = str(task.type)
+    outputs = 1 if head == "multiple_choice" else task.num_labels
+    weight = loaded.heads.get(f"{head}.linear.weight")
+    if weight is None or weight.size(0) != outputs:
+        has = sorted({k.split(".")[0] for k in loaded.heads}) or "none"
+        raise CheckpointError(
+            f"{cfg.ckpt} has no {head} head with {outputs} outputs for task {task.name} (its heads: {has}); "
+            "fine-tune it on the task (gpt1 finetune), or leave task= out to score its own task or its perplexity"
+        )
+    module = TaskModule(loaded.model, loaded.tokenizer, OptimConfig(), task, *task_prefixes(data))
+    module.head.load_state_dict({k.removeprefix(f"{head}."): v for k, v in loaded.heads.items() if k.startswith(head)})
+    trainer = build_trainer(cfg.trainer, Path(cfg.paths.output_dir))
+    metrics = {
+        "ckpt": str(cfg.ckpt),
+        "task": task.name,
+        **score(trainer, module, data),
+        "examples": {split: s["examples"] for split, s in data.stats.items()},
+        "truncated": {split: s["truncated"] for split, s in data.stats.items()},
+    }
+    write_metrics(Path(cfg.paths.output_dir), metrics)
+    print(", ".join(f"{k} {v:.4f}" for k, v in metrics.items() if k.endswith(tuple(task.metrics))))
+    return metrics
+
+
+def perplexity(cfg: DictConfig, loaded: Loaded) -> dict[str, Any]:
+    """Perplexity of a language model on the validation data of ``cfg.data``."""
+    output_dir = Path(cfg.paths.output_dir)
     data_cfg = replace(OmegaConf.to_object(cfg.data), train_files=[], hf_train_split=None)  # nothing to train on
-    if data_cfg.separate_documents and loaded.tokenizer.token_to_id(SPECIAL_TOKENS["eod"]) is None:
+    if data_cfg.separate_documents and "eod" not in loaded.tokenizer.specials:
         data_cfg.separate_documents = False  # e.g. converted OpenAI weights: their vocab has no separator
     data = PretrainDataModule(
         data_cfg, loaded.tokenizer, n_ctx=loaded.model.config.n_ctx, seed=cfg.seed, cache_dir=cfg.paths.cache_dir
@@ -38,6 +87,8 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
     result = trainer.test(module, datamodule=data, verbose=False)[0]
     metrics = {
         "ckpt": str(cfg.ckpt),
+        "val/loss": result["test/loss"],  # the key every command writes (a report can read any run)
+        "val/ppl": result["test/ppl"],
         "loss": result["test/loss"],
         "ppl": result["test/ppl"],
         "tokens": len(data.test_dataloader().dataset) * loaded.model.config.n_ctx,  # every window scores n_ctx
@@ -47,7 +98,7 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
     return metrics
 
 
-@hydra.main(version_base="1.3", config_path="pkg://gpt1.conf", config_name="evaluate")
+@command("evaluate")
 def main(cfg: DictConfig) -> None:
     evaluate(cfg)
 

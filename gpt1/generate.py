@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import hydra
 import torch
 from omegaconf import DictConfig
 
 from gpt1.checkpoint import load_checkpoint
 from gpt1.config import GenerateConfig  # noqa: F401  (registers the schemas with Hydra)
-from gpt1.tokenizer import SPECIAL_TOKENS
+from gpt1.errors import command
+from gpt1.tokenizer import prompt_ids
 
 
 def generate(cfg: DictConfig) -> list[str]:
@@ -23,12 +23,7 @@ def generate(cfg: DictConfig) -> list[str]:
     device = torch.device(auto if cfg.device == "auto" else cfg.device)
     loaded = load_checkpoint(cfg.ckpt, map_location=device)
     tokenizer, model = loaded.tokenizer, loaded.model.to(device)
-    prompt = tokenizer.encode(cfg.prompt).ids
-    if not prompt:
-        start = tokenizer.token_to_id(SPECIAL_TOKENS["start"])
-        if start is None:
-            raise ValueError(f"{cfg.ckpt}'s vocab has no start token: give a prompt (prompt=\"...\")")
-        prompt = [start]
+    prompt = prompt_ids(tokenizer, cfg.prompt)  # an empty prompt: the eod token, as at a document's start
     generator = torch.Generator(device).manual_seed(cfg.seed)
     idx = torch.tensor([prompt] * cfg.num_samples, device=device)  # (num_samples, T)
     out = model.generate(idx, cfg.max_new_tokens, cfg.temperature, cfg.top_k, cfg.use_cache, generator)
@@ -40,7 +35,7 @@ def generate(cfg: DictConfig) -> list[str]:
     return texts
 
 
-@hydra.main(version_base="1.3", config_path="pkg://gpt1.conf", config_name="generate")
+@command("generate")
 def main(cfg: DictConfig) -> None:
     generate(cfg)
 

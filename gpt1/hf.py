@@ -1,7 +1,8 @@
 """Import and export of Hugging Face ``openai-gpt`` checkpoints, in pure torch: conversion needs no transformers.
 
 An HF directory, as ``save_pretrained`` writes it, holds ``config.json``, ``model.safetensors`` (or the older
-``pytorch_model.bin``) and the tokenizer (``tokenizer.json`` and/or ``vocab.json`` + ``merges.txt``). The gpt1
+``pytorch_model.bin``) and the tokenizer (``tokenizer.json`` and/or ``vocab.json`` + ``merges.txt``; see
+``gpt1.tokenizer.load_tokenizer`` for which one is read, ``hf_tokenizer_json`` for what is written). The gpt1
 model keeps HF's parameter names, so the mapping is small: strip or add the ``transformer.`` prefix, transpose the
 ``Conv1D`` weights (stored (in, out), ours (out, in)), drop the buffers and the tied ``lm_head``. It lives in
 ``from_hf_state_dict`` / ``to_hf_state_dict`` and ``config_from_hf`` / ``config_to_hf``, used by both directions.
@@ -18,11 +19,13 @@ from typing import Any
 
 import torch
 from safetensors.torch import load_file, save_file
-from tokenizers import Tokenizer
+from torch import nn
+import tokenizers
 
 from gpt1.checkpoint import load_checkpoint, save_checkpoint
+from gpt1.heads import MultipleChoiceHead
 from gpt1.model import GPT, GPTConfig
-from gpt1.tokenizer import load_tokenizer
+from gpt1.tokenizer import HF_FILES, ORIGINAL_FILES, SPECIAL_TOKENS, Tokenizer, gpt1_pipeline, load_tokenizer
 
 HF_PREFIX = "transformer."
 HF_LM_HEAD = "lm_head.weight"
@@ -120,6 +123,51 @@ def to_hf_state_dict(state: Mapping[str, torch.Tensor], config: GPTConfig) -> di
     return out
 
 
+HF_MC_HEAD = "multiple_choice_head."
+HF_MC_SUMMARY = "multiple_choice_head.summary."
+MC_HEAD_LINEAR = "linear."
+"""Where HF's multiple-choice projection lands in gpt1's ``MultipleChoiceHead`` (its ``linear``)."""
+MC_HEAD_NAME = "multiple_choice"
+"""The imported head's name among a checkpoint's heads: fine-tuning names its head by task type."""
+HF_MC_SUMMARY_CONFIG: dict[str, Any] = {
+    "summary_type": "cls_index", "summary_use_proj": True, "summary_proj_to_labels": True, "summary_activation": None,
+}  # fmt: skip
+"""The settings of HF's sequence summary under which it is gpt1's MultipleChoiceHead: the hidden state at the
+extract token, a Linear(C, 1), no activation (OpenAIGPTConfig's defaults)."""
+
+
+def is_double_heads(state: Mapping[str, torch.Tensor]) -> bool:
+    """Whether HF weights come from an ``OpenAIGPTDoubleHeadsModel`` (they hold a multiple-choice head)."""
+    return any(key.startswith(HF_MC_HEAD) for key in state)
+
+
+def import_double_heads(
+    state: Mapping[str, torch.Tensor], hf_config: Mapping[str, Any] | None = None
+) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+    """HF ``OpenAIGPTDoubleHeadsModel`` weights -> (decoder weights as ``from_hf_state_dict`` gives them, the
+    multiple-choice head's weights under ``MultipleChoiceHead``'s names: ``linear.weight`` (1, C), ``linear.bias``
+    (1,)). ``hf_config`` (its config.json), when given, is checked to describe that head.
+
+    transformers 5 saves the DoubleHeads model's tied embedding as ``lm_head.weight`` only; it is the token
+    embedding then."""
+    if hf_config is not None:
+        differ = {k: hf_config.get(k, v) for k, v in HF_MC_SUMMARY_CONFIG.items() if hf_config.get(k, v) != v}
+        if differ:
+            raise ValueError(
+                f"config.json's multiple-choice head has {differ}: gpt1's head needs {HF_MC_SUMMARY_CONFIG}"
+            )
+    hf_head = {k: v for k, v in state.items() if k.startswith(HF_MC_HEAD)}
+    head = {MC_HEAD_LINEAR + k.removeprefix(HF_MC_SUMMARY): v for k, v in hf_head.items()}
+    if set(head) != {"linear.weight", "linear.bias"} or head["linear.weight"].size(0) != 1:
+        shapes = {k: tuple(v.shape) for k, v in hf_head.items()}
+        raise ValueError(f"the multiple-choice head is not a Linear(n_embd, 1) with a bias: it holds {shapes}")
+    decoder = {k: v for k, v in state.items() if not k.startswith(HF_MC_HEAD)}
+    embedding = HF_PREFIX + "tokens_embed.weight"
+    if embedding not in decoder and HF_LM_HEAD in decoder:
+        decoder[embedding] = decoder[HF_LM_HEAD]
+    return from_hf_state_dict(decoder), head
+
+
 def _read_hf_weights(src: Path) -> dict[str, torch.Tensor]:
     if (src / "model.safetensors").is_file():
         return load_file(src / "model.safetensors")
@@ -134,32 +182,56 @@ def _read_hf_weights(src: Path) -> dict[str, torch.Tensor]:
 def _read_tokenizer(src: Path, tokenizer: str | os.PathLike | None) -> Tokenizer:
     if tokenizer is not None:
         return load_tokenizer(tokenizer)
-    if (src / "tokenizer.json").is_file() or ((src / "vocab.json").is_file() and (src / "merges.txt").is_file()):
+    if any((src / name).is_file() for name in ("tokenizer.json", *HF_FILES, *ORIGINAL_FILES)):
         return load_tokenizer(src)
     raise FileNotFoundError(
         f"{src} has no tokenizer (tokenizer.json, or vocab.json + merges.txt): pass the tokenizer's path explicitly"
     )
 
 
+def hf_tokenizer_json(tokenizer: Tokenizer) -> str:
+    """``tokenizer`` as the tokenizer.json of transformers' fast openai-gpt tokenizer: the BPE with the "gpt1"
+    pipeline (for an "openai" tokenizer, HF's approximation of the original pipeline, as on the hub), the special
+    tokens as added tokens with their ids (``SPECIAL_TOKENS``' names). ``load_tokenizer`` reads it back as is."""
+    bpe = gpt1_pipeline(tokenizers.Tokenizer.from_str(tokenizer.bpe.to_str()))
+    spec = json.loads(bpe.to_str())
+    spec["added_tokens"] = [
+        {"id": i, "content": SPECIAL_TOKENS[role], "single_word": False, "lstrip": False, "rstrip": False,
+         "normalized": False, "special": True}
+        for role, i in sorted(tokenizer.specials.items(), key=lambda item: item[1])
+    ]  # fmt: skip
+    return json.dumps(spec, ensure_ascii=False)
+
+
 def import_hf(src: str | os.PathLike, dst: str | os.PathLike, tokenizer: str | os.PathLike | None = None) -> None:
     """Convert the HF ``openai-gpt`` directory ``src`` into the gpt1 checkpoint file ``dst``.
 
-    The tokenizer comes from ``tokenizer`` (a tokenizer.json, or a directory holding it or vocab.json + merges.txt)
-    if given, else from ``src``. No special tokens are added: the model stays exactly the original, and consumers
-    that need them grow the embeddings later (GPT.resize_token_embeddings).
+    The tokenizer comes from ``tokenizer`` (a tokenizer JSON file, or a directory: see ``load_tokenizer``; OpenAI's
+    vocab.json + merges.txt get the original "openai" pipeline) if given, else from ``src``. No special tokens are
+    added: the model stays exactly the original, and consumers that need them grow the embeddings later
+    (GPT.resize_token_embeddings). An ``OpenAIGPTDoubleHeadsModel``'s multiple-choice head becomes the checkpoint's
+    ``MC_HEAD_NAME`` head.
     """
     src = Path(src)
     if not (src / "config.json").is_file():
         raise FileNotFoundError(f"{src}/config.json does not exist: pass a Hugging Face openai-gpt model directory")
-    config = config_from_hf(json.loads((src / "config.json").read_text()))
-    state = from_hf_state_dict(_read_hf_weights(src))
+    hf_config = json.loads((src / "config.json").read_text())
+    config = config_from_hf(hf_config)
+    weights = _read_hf_weights(src)
+    heads = None
+    if is_double_heads(weights):
+        state, head_state = import_double_heads(weights, hf_config)
+        heads = nn.ModuleDict({MC_HEAD_NAME: MultipleChoiceHead(config.n_embd)})
+        heads[MC_HEAD_NAME].load_state_dict(head_state)
+    else:
+        state = from_hf_state_dict(weights)
     tok = _read_tokenizer(src, tokenizer)
 
     with torch.device("meta"):  # skip the random init that the checkpoint's weights replace anyway
         model = GPT(config)
     expected = model.state_dict().keys()
     missing, unexpected = sorted(expected - state.keys()), sorted(state.keys() - expected)
-    if missing or unexpected:  # e.g. a checkpoint of another architecture, or one with task heads (not imported)
+    if missing or unexpected:  # e.g. a checkpoint of another architecture, or one with other heads (not imported)
         raise ValueError(
             f"{src} does not hold the openai-gpt model its config.json describes: "
             f"{len(missing)} weights missing {missing[:5]}, {len(unexpected)} unexpected {unexpected[:5]}"
@@ -167,18 +239,21 @@ def import_hf(src: str | os.PathLike, dst: str | os.PathLike, tokenizer: str | o
     rows = state["tokens_embed.weight"].size(0)
     if rows != config.vocab_size:
         raise ValueError(f"{src}: tokens_embed.weight has {rows} rows but config.json vocab_size={config.vocab_size}")
-    if tok.get_vocab_size() != config.vocab_size:
+    if tok.vocab_size != config.vocab_size:
         raise ValueError(
-            f"the tokenizer ({tokenizer or src}) has {tok.get_vocab_size()} tokens but the model in {src} "
+            f"the tokenizer ({tokenizer or src}) has {tok.vocab_size} tokens but the model in {src} "
             f"{config.vocab_size}: pass the tokenizer the model was trained with"
         )
     model.load_state_dict(state, assign=True)  # shapes are checked here
-    save_checkpoint(dst, model, tok)
+    save_checkpoint(dst, model, tok, heads=heads)
 
 
 def export_hf(src: str | os.PathLike, dst: str | os.PathLike) -> None:
-    """Write the gpt1 checkpoint ``src`` as an HF ``openai-gpt`` directory ``dst`` (config.json, model.safetensors,
-    tokenizer.json, vocab.json + merges.txt) that ``OpenAIGPTLMHeadModel.from_pretrained`` loads."""
+    """Write the gpt1 checkpoint ``src`` as an HF ``openai-gpt`` directory ``dst`` that
+    ``OpenAIGPTLMHeadModel.from_pretrained`` loads: config.json, model.safetensors, tokenizer.json
+    (``hf_tokenizer_json``) and, for the "openai" pipeline, OpenAI's vocab.json + merges.txt, which HF's slow
+    tokenizer runs the original pipeline on and ``load_tokenizer`` prefers (a trained "gpt1" tokenizer gets no
+    such files: read back, they would select the "openai" pipeline)."""
     loaded = load_checkpoint(src)
     config = loaded.model.config
     hf_config = config_to_hf(config)  # before writing anything: an unexportable config leaves no half directory
@@ -186,6 +261,7 @@ def export_hf(src: str | os.PathLike, dst: str | os.PathLike) -> None:
     dst.mkdir(parents=True, exist_ok=True)
     (dst / "config.json").write_text(json.dumps(hf_config, indent=2) + "\n")
     save_file(to_hf_state_dict(loaded.model.state_dict(), config), dst / "model.safetensors", metadata={"format": "pt"})
-    loaded.tokenizer.save(str(dst / "tokenizer.json"))
-    loaded.tokenizer.model.save(str(dst))  # vocab.json + merges.txt, for HF's slow OpenAIGPTTokenizer
+    (dst / "tokenizer.json").write_text(hf_tokenizer_json(loaded.tokenizer), encoding="utf-8")
+    if loaded.tokenizer.pipeline == "openai":
+        loaded.tokenizer.bpe.model.save(str(dst))  # vocab.json + merges.txt
 

@@ -1,26 +1,34 @@
-"""The one training stack of gpt1: a GPT-1 decoder with separate heads, its losses, optimizer and logging.
+"""The one training stack of gpt1: a decoder with separate heads, its losses, optimizer and logging.
 
-Pre-training uses the tied LM head only. Fine-tuning adds task heads to ``heads`` (classification, similarity,
-multiple choice) and keeps the LM loss as the auxiliary objective, so it adds heads and data, not a second stack.
+``GPT1Module`` pre-trains with the tied LM head only. ``TaskModule`` (fine-tuning) is the same module plus a task
+head in ``heads`` (classification, similarity or multiple choice, ``gpt1.heads``), the task loss, the LM loss as
+the auxiliary objective and the task's metrics: it adds a head and data, not a second stack.
 """
 
 from __future__ import annotations
 
 import math
 import random
+from collections.abc import Sequence
 from typing import Any
 
 import lightning as L
 import numpy as np
 import torch
-from tokenizers import Tokenizer
 from torch import nn
 from torch.nn import functional as F
-from torchmetrics import MeanMetric
+from torchmetrics import MeanMetric, Metric
+from torchmetrics.classification import BinaryF1Score, MulticlassMatthewsCorrCoef
+from torchmetrics.regression import PearsonCorrCoef, SpearmanCorrCoef
 
 from gpt1.checkpoint import metadata
 from gpt1.config import OptimConfig, Schedule
+from gpt1.data.tasks import TaskConfig
+from gpt1.errors import ConfigError
+from gpt1.heads import build_head, task_logits
+from gpt1.lstm import LSTM
 from gpt1.model import GPT
+from gpt1.tokenizer import Tokenizer
 
 IGNORE_INDEX = -100
 """Target id of positions that are not scored (padding)."""
@@ -40,19 +48,21 @@ def lr_factor(step: int, warmup_steps: int, total_steps: int, schedule: Schedule
 
 
 class GPT1Module(L.LightningModule):
-    """A GPT-1 decoder (``model``), task heads (``heads``) and the tokenizer that checkpoints carry."""
+    """A decoder (``model``: GPT-1, or the LSTM baseline), task heads (``heads``) and the tokenizer that
+    checkpoints carry."""
 
-    def __init__(self, model: GPT, tokenizer: Tokenizer, optim: OptimConfig) -> None:
+    def __init__(self, model: GPT | LSTM, tokenizer: Tokenizer, optim: OptimConfig) -> None:
         super().__init__()
-        if tokenizer.get_vocab_size() != model.config.vocab_size:
+        if tokenizer.vocab_size != model.config.vocab_size:
             raise ValueError(
-                f"tokenizer has {tokenizer.get_vocab_size()} tokens, model {model.config.vocab_size}: "
+                f"tokenizer has {tokenizer.vocab_size} tokens, model {model.config.vocab_size}: "
                 "resize the model's embeddings to the tokenizer"
             )
         self.model = model
         self.heads = nn.ModuleDict()
         self.tokenizer = tokenizer
         self.optim = optim
+        self.task: TaskConfig | None = None  # the fine-tuning task, which checkpoints carry
         self.val_nll = MeanMetric()
         self.test_nll = MeanMetric()
         self.flops_per_batch = 0  # read by Lightning's ThroughputMonitor to report MFU
@@ -104,18 +114,180 @@ class GPT1Module(L.LightningModule):
         ]
         optimizer = torch.optim.AdamW(groups, lr=self.optim.lr, betas=tuple(self.optim.betas), eps=self.optim.eps)
         total = int(self.trainer.estimated_stepping_batches)
+        warmup = self.optim.warmup_steps
+        if self.optim.warmup_fraction is not None:
+            warmup = round(self.optim.warmup_fraction * total)
         scheduler = torch.optim.lr_scheduler.LambdaLR(
-            optimizer, lambda step: lr_factor(step, self.optim.warmup_steps, total, self.optim.schedule)
+            optimizer, lambda step: lr_factor(step, warmup, total, self.optim.schedule)
         )
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        checkpoint["gpt1"] = metadata(self.model.config, self.tokenizer)
+        checkpoint["gpt1"] = metadata(self.model, self.tokenizer, self.task)
         checkpoint["rng"] = rng_state()  # Lightning keeps no RNG state: a resumed run draws the same dropout masks
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         if "rng" in checkpoint:
             set_rng_state(checkpoint["rng"])
+
+
+class Accuracy(Metric):
+    """Fraction of predictions equal to the label, for any number of classes or choices."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.add_state("correct", torch.tensor(0), dist_reduce_fx="sum")
+        self.add_state("total", torch.tensor(0), dist_reduce_fx="sum")
+
+    def update(self, preds: torch.Tensor, labels: torch.Tensor) -> None:
+        self.correct += (preds == labels).sum()
+        self.total += labels.numel()
+
+    def compute(self) -> torch.Tensor:
+        return self.correct.float() / self.total
+
+
+CLASS_METRICS = ("accuracy", "f1", "mcc")
+"""Metrics of class predictions (multiple choice: accuracy only); pearson and spearman score regression."""
+
+
+def build_metric(name: str, task_type: str, num_labels: int) -> Metric:
+    """The torchmetrics metric ``name`` for a task, fed (predictions, labels): class ids, or scores if regression.
+
+    f1 is binary F1 of class 1 (GLUE's MRPC / QQP); mcc is Matthews' correlation over the classes."""
+    regression = num_labels == 1 and task_type != "multiple_choice"
+    if regression != (name not in CLASS_METRICS) or (name != "accuracy" and task_type == "multiple_choice"):
+        kind = "multiple-choice" if task_type == "multiple_choice" else f"num_labels={num_labels}"
+        raise ConfigError(f"task.metrics: {name} does not apply to a {kind} task")
+    if name == "f1" and num_labels != 2:
+        raise ConfigError(f"task.metrics: f1 is binary (positive class 1) but the task has {num_labels} labels")
+    return {
+        "accuracy": Accuracy,
+        "f1": BinaryF1Score,
+        "mcc": lambda: MulticlassMatthewsCorrCoef(num_classes=num_labels),
+        "pearson": PearsonCorrCoef,
+        "spearman": SpearmanCorrCoef,
+    }[name]()
+
+
+class TaskModule(GPT1Module):
+    """Fine-tuning: the decoder, a task head (``heads[<task type>]``), the task loss + ``aux_lm_weight`` x LM loss,
+    and the task's metrics per evaluation split, logged per epoch as ``<prefix>/<metric>`` (e.g. ``val/accuracy``,
+    ``val_mismatched/accuracy``, ``test/f1``).
+
+    task: the task spec with ``num_labels`` resolved (checkpoints carry it). val_prefixes / test_prefixes: the
+    metric prefix of each validation / test dataloader, in order (None: a validation split without labels).
+    """
+
+    def __init__(
+        self,
+        model: GPT | LSTM,
+        tokenizer: Tokenizer,
+        optim: OptimConfig,
+        task: TaskConfig,
+        val_prefixes: Sequence[str] = ("val",),
+        test_prefixes: Sequence[str] = (),
+        aux_lm_weight: float = 0.5,
+        head_pdrop: float = 0.1,
+    ) -> None:
+        super().__init__(model, tokenizer, optim)
+        self.task = task
+        self.regression = task.num_labels == 1 and task.type != "multiple_choice"
+        self.aux_lm_weight = aux_lm_weight
+        self.head_name = str(task.type)  # e.g. "similarity": its weights are heads.similarity.* in checkpoints
+        self.heads[self.head_name] = build_head(self.head_name, model.config.n_embd, task.num_labels, head_pdrop)
+        self.prefixes = {"val": list(val_prefixes), "test": list(test_prefixes)}
+        prefixes = [p for p in (*val_prefixes, *test_prefixes) if p is not None]
+        self.metrics = nn.ModuleDict(
+            {p: nn.ModuleDict({m: build_metric(m, task.type, task.num_labels) for m in task.metrics}) for p in prefixes}
+        )
+        self.eval_loss = nn.ModuleDict({p: MeanMetric() for p in prefixes})
+
+    @property
+    def head(self) -> nn.Module:
+        return self.heads[self.head_name]
+
+    def forward(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Logits ((B, num_labels), or (B, K) for multiple choice) and the hidden states (N, T, C) of the batch's
+        N = B * S sequences."""
+        return task_logits(self.model, self.head, batch)
+
+    def predictions(self, logits: torch.Tensor) -> torch.Tensor:
+        """Class or choice ids (B,), or scores (B,) for regression."""
+        return logits.squeeze(-1) if self.regression else logits.argmax(-1)
+
+    def task_loss(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        """Mean cross-entropy over the examples (over classes or choices); MSE for regression."""
+        if self.regression:
+            return F.mse_loss(logits.squeeze(-1).float(), labels.float())
+        return F.cross_entropy(logits.float(), labels)
+
+    def sequence_lm_loss(self, hidden: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        """The auxiliary LM loss as the original computes it: each sequence's mean next-token loss over its scored
+        tokens, then the mean over sequences (dummy multiple-choice sequences, with no scored token, left out).
+
+        hidden (N, T, C); targets (B, T) or (B, S, T), IGNORE_INDEX where not scored."""
+        targets = targets.reshape(-1, targets.size(-1))  # (N, T)
+        scored = targets != IGNORE_INDEX  # (N, T)
+        logits = self.model.lm_logits(hidden[scored]).float()  # (M, V): only the M scored positions
+        token_loss = F.cross_entropy(logits, targets[scored], reduction="none")  # (M,)
+        counts = scored.sum(1, keepdim=True)  # (N, 1)
+        weights = (1.0 / counts.clamp(min=1)).expand_as(scored)[scored]  # (M,): 1 / tokens of its sequence
+        return (token_loss * weights).sum() / (counts > 0).sum().clamp(min=1)
+
+    def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
+        ids = batch["input_ids"]
+        shape = (ids.numel() // ids.size(-1), ids.size(-1))  # (N, T)
+        if self._flops_shape != shape:
+            self.flops_per_batch, self._flops_shape = self.model.flops_per_token(shape[1]) * ids.numel(), shape
+        logits, hidden = self(batch)
+        task_loss = self.task_loss(logits, batch["labels"])
+        loss = task_loss
+        if self.aux_lm_weight:
+            lm_loss = self.sequence_lm_loss(hidden, batch["targets"])
+            loss = task_loss + self.aux_lm_weight * lm_loss
+            self.log("train/lm_loss", lm_loss)
+        self.log("train/task_loss", task_loss)
+        self.log("train/loss", loss, prog_bar=True)
+        return loss
+
+    def _evaluate(self, stage: str, batch: dict[str, torch.Tensor], dataloader_idx: int) -> None:
+        prefix = self.prefixes[stage][dataloader_idx]
+        if prefix is None:  # a split without labels
+            return
+        logits, _ = self(batch)
+        labels = batch["labels"]
+        self.eval_loss[prefix].update(self.task_loss(logits, labels), weight=labels.size(0))
+        preds = self.predictions(logits)
+        for metric in self.metrics[prefix].values():
+            metric.update(preds, labels)
+
+    def _log_metrics(self, stage: str) -> None:
+        for prefix in filter(None, self.prefixes[stage]):
+            self.log(f"{prefix}/loss", self.eval_loss[prefix].compute(), prog_bar=True)
+            self.eval_loss[prefix].reset()
+            for name, metric in self.metrics[prefix].items():
+                self.log(f"{prefix}/{name}", metric.compute().float(), prog_bar=name == self.task.metrics[0])
+                metric.reset()
+
+    def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int, dataloader_idx: int = 0) -> None:
+        self._evaluate("val", batch, dataloader_idx)
+
+    def test_step(self, batch: dict[str, torch.Tensor], batch_idx: int, dataloader_idx: int = 0) -> None:
+        self._evaluate("test", batch, dataloader_idx)
+
+    def on_validation_epoch_end(self) -> None:
+        self._log_metrics("val")
+
+    def on_test_epoch_end(self) -> None:
+        self._log_metrics("test")
+
+    def predict_step(
+        self, batch: dict[str, torch.Tensor], batch_idx: int, dataloader_idx: int = 0
+    ) -> dict[str, torch.Tensor]:
+        """The row index (B,) and prediction (B,) of each example."""
+        logits, _ = self(batch)
+        return {"index": batch["index"], "prediction": self.predictions(logits)}
 
 
 def rng_state() -> dict[str, Any]:

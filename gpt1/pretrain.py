@@ -13,23 +13,23 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import hydra
 import lightning as L
 from omegaconf import DictConfig, OmegaConf
 
 from gpt1.callbacks import SampleText, build_callbacks
 from gpt1.checkpoint import Loaded, load_checkpoint
 from gpt1.data.pretrain import PretrainDataModule, unigram_perplexity
+from gpt1.errors import command
 from gpt1.model import GPT
 from gpt1.module import GPT1Module
 from gpt1.run import build_loggers, build_trainer, log_config, resolve_resume, write_metrics
-from gpt1.tokenizer import add_special_tokens
 
 
 def load_init(path: str) -> Loaded:
-    """The checkpoint to start from, with the special tokens added (the document separator may be new)."""
+    """The checkpoint to start from, with the eod token added (converted OpenAI weights have none): a new
+    embedding row drawn from N(0, init_std)."""
     init = load_checkpoint(path)
-    init.model.resize_token_embeddings(add_special_tokens(init.tokenizer))
+    init.model.resize_token_embeddings(init.tokenizer.add_special_tokens(["eod"]))
     print(f"initialised from {path}: its model and tokenizer replace the model and tokenizer groups")
     return init
 
@@ -50,7 +50,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     )
     data.prepare_data()  # trains or loads the tokenizer, tokenises and packs (cached): the model needs its vocab
     data.setup("fit")
-    vocab_size = data.tokenizer.get_vocab_size()
+    vocab_size = data.tokenizer.vocab_size
     model = init.model if init else GPT(replace(OmegaConf.to_object(cfg.model), vocab_size=vocab_size))
     module = GPT1Module(model, data.tokenizer, OmegaConf.to_object(cfg.optim))
 
@@ -70,7 +70,11 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     tokens_per_step = cfg.data.batch_size * model.config.n_ctx * cfg.trainer.accumulate_grad_batches
     sample = next((c.last_text for c in callbacks if isinstance(c, SampleText)), None)
     metrics = {
-        "train_loss": train_metrics.get("train/loss"),
+        "train/loss": train_metrics.get("train/loss"),
+        "train/ppl": train_metrics.get("train/ppl"),
+        "val/loss": valid["val/loss"],
+        "val/ppl": valid["val/ppl"],
+        "train_loss": train_metrics.get("train/loss"),  # the keys of earlier versions, kept for their readers
         "train_ppl": train_metrics.get("train/ppl"),
         "val_loss": valid["val/loss"],
         "val_ppl": valid["val/ppl"],
@@ -89,7 +93,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     return metrics
 
 
-@hydra.main(version_base="1.3", config_path="pkg://gpt1.conf", config_name="pretrain")
+@command("pretrain")
 def main(cfg: DictConfig) -> None:
     train(cfg)
 

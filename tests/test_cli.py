@@ -84,7 +84,7 @@ def test_convert_from_hf_then_generate_then_back_to_hf(tmp_path, make_cfg):
     from gpt1.tokenizer import train_bpe
 
     tokenizer = train_bpe(["the quick brown fox jumps over the lazy dog"] * 20, vocab_size=60)
-    tokenizer.model.save(str(tmp_path))  # vocab.json + merges.txt without special tokens, as openai-gpt's
+    tokenizer.bpe.model.save(str(tmp_path))  # vocab.json + merges.txt without special tokens, as openai-gpt's
     vocab_size = len(json.loads((tmp_path / "vocab.json").read_text()))
     config = transformers.OpenAIGPTConfig(vocab_size=vocab_size, n_positions=32, n_embd=32, n_layer=2, n_head=2)
     torch.manual_seed(0)
@@ -96,7 +96,7 @@ def test_convert_from_hf_then_generate_then_back_to_hf(tmp_path, make_cfg):
     gpt1("convert", "from-hf", str(tmp_path / "hf"), str(tmp_path / "model.ckpt"), cwd=tmp_path)
     out = gpt1("generate", "ckpt=model.ckpt", "prompt=the quick", "temperature=0", "max_new_tokens=4", cwd=tmp_path)
     loaded = load_checkpoint(tmp_path / "model.ckpt")
-    ids = torch.tensor([loaded.tokenizer.encode("the quick").ids])
+    ids = torch.tensor([loaded.tokenizer.encode("the quick")])
     with torch.no_grad():
         for _ in range(4):  # HF's greedy decoding, by hand
             ids = torch.cat([ids, hf(ids).logits[:, -1].argmax(-1, keepdim=True)], dim=1)

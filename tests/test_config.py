@@ -8,11 +8,15 @@ from hydra.errors import ConfigCompositionException
 from omegaconf import OmegaConf
 from omegaconf.errors import ConfigAttributeError, ValidationError
 
-from gpt1.config import EvaluateConfig, PretrainConfig, Schedule
+from gpt1.config import CheckpointModelConfig, EvaluateConfig, FinetuneConfig, PretrainConfig, Schedule
+from gpt1.data.tasks import TaskConfig
+from gpt1.lstm import LSTMConfig
 from gpt1.model import PRESETS, GPTConfig
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
-EXPERIMENTS = sorted(p.stem for p in (CONF / "experiment").glob("*.yaml"))
+FINETUNE_EXPERIMENTS = ["finetune"]
+EXPERIMENTS = sorted(p.stem for p in (CONF / "experiment").glob("*.yaml") if p.stem not in FINETUNE_EXPERIMENTS)
+"""Pre-training experiments."""
 DEBUGS = sorted(p.stem for p in (CONF / "debug").glob("*.yaml"))
 
 
@@ -45,11 +49,13 @@ def test_paper_experiment_holds_the_papers_recipe(make_cfg):
 
 
 @pytest.mark.parametrize(
-    "config_name, overrides", [("evaluate", ["ckpt=x.ckpt"]), ("generate", ["ckpt=x.ckpt"]), ("convert", [])]
+    "config_name, overrides",
+    [("evaluate", ["ckpt=x.ckpt"]), ("generate", ["ckpt=x.ckpt"]), ("convert", []),
+     ("finetune", ["task=sentiment", "init_from=x.ckpt"])],
 )
 def test_every_command_config_composes(make_cfg, config_name, overrides):
     cfg = make_cfg(config_name, overrides)
-    assert cfg.run_name == config_name
+    assert cfg.run_name.startswith(config_name)  # finetune/<task> in a run
     if config_name == "evaluate":
         assert isinstance(OmegaConf.to_object(cfg), EvaluateConfig)
 
@@ -85,6 +91,7 @@ def test_the_config_tree_is_typed_against_assignment_too(make_cfg):
 
 GROUPS = {g.name: sorted(p.stem for p in g.glob("*.yaml")) for g in CONF.iterdir() if g.is_dir()}
 GROUPS["model"] = sorted(PRESETS)  # registered from gpt1.model.PRESETS, not YAML
+TASKS = GROUPS.pop("task")  # fine-tuning's
 
 
 @pytest.mark.parametrize(
@@ -94,3 +101,41 @@ GROUPS["model"] = sorted(PRESETS)  # registered from gpt1.model.PRESETS, not YAM
 def test_every_group_option_composes(make_cfg, group, option):
     cfg = make_cfg("pretrain", [f"{group}={option}"])
     assert OmegaConf.is_missing(cfg.tokenizer, "path") or isinstance(OmegaConf.to_object(cfg), PretrainConfig)
+
+
+@pytest.mark.parametrize("task", TASKS)
+def test_every_task_composes_into_the_finetune_schema(make_cfg, task):
+    cfg = make_cfg("finetune", [f"task={task}", "init_from=x.ckpt"])
+    obj = OmegaConf.to_object(cfg)
+    assert isinstance(obj, FinetuneConfig) and isinstance(obj.task, TaskConfig)
+    assert isinstance(obj.model, CheckpointModelConfig)  # the checkpoint's architecture
+
+
+def test_finetune_defaults_to_the_papers_recipe(make_cfg):
+    obj = OmegaConf.to_object(make_cfg("finetune", ["task=sentiment", "init_from=x.ckpt"]))
+    assert (obj.optim.lr, obj.optim.warmup_fraction, obj.optim.schedule) == (6.25e-5, 0.002, Schedule.linear)
+    assert (obj.batch_size, obj.trainer.max_epochs, obj.trainer.gradient_clip_val) == (32, 3, 1.0)
+    assert (obj.aux_lm_weight, obj.head_pdrop, obj.optim.weight_decay, obj.n_transfer) == (0.5, 0.1, 0.01, -1)
+
+
+def test_finetune_model_options_are_typed(make_cfg):
+    lstm = OmegaConf.to_object(make_cfg("finetune", ["task=sentiment", "init_from=x", "model=lstm"])).model
+    assert isinstance(lstm, LSTMConfig) and (lstm.n_layer, lstm.hidden_size) == (1, 2048)  # the paper's baseline
+    dropout = OmegaConf.to_object(make_cfg("finetune", ["task=sentiment", "init_from=x", "model.resid_pdrop=0.2"]))
+    assert dropout.model == CheckpointModelConfig(resid_pdrop=0.2)
+    with pytest.raises(ConfigCompositionException, match="n_layer"):
+        make_cfg("finetune", ["task=sentiment", "init_from=x", "model.n_layer=3"])  # the checkpoint's architecture
+    with pytest.raises(ConfigCompositionException, match="task"):
+        make_cfg("finetune", ["init_from=x"])  # a task is required
+
+
+def test_a_users_task_yaml_is_typed(tmp_path, cache_dir):
+    """--config-dir DIR task=NAME: DIR/task/NAME.yaml merges into TaskConfig, so a misspelt key fails naming it."""
+    from hydra import compose, initialize_config_module
+
+    (tmp_path / "task").mkdir()
+    (tmp_path / "task" / "mine.yaml").write_text("type: classification\ndata_files: {train: t.csv}\ntxt: a\n")
+    with initialize_config_module(config_module="gpt1.conf", version_base="1.3"):
+        with pytest.raises(ConfigCompositionException) as info:
+            compose("finetune", [f"hydra.searchpath=[file://{tmp_path}]", "task=mine", "init_from=x"])
+    assert "txt" in str(info.value) + str(info.value.__cause__)

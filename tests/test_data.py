@@ -12,7 +12,6 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from tokenizers import Tokenizer
 
 import gpt1.data.pretrain as pretrain
 from gpt1.data import (
@@ -26,7 +25,7 @@ from gpt1.data import (
     resolve_files,
     unigram_perplexity,
 )
-from gpt1.tokenizer import TokenizerConfig, special_token_ids, train_bpe
+from gpt1.tokenizer import Tokenizer, TokenizerConfig, train_bpe
 
 DOCS = [
     "The quick brown fox jumps over the lazy dog.\nThe dog sleeps on.",
@@ -43,8 +42,8 @@ def tok() -> Tokenizer:
 
 def expected(tokenizer: Tokenizer, docs: list[str], separate: bool = True) -> list[int]:
     """The packed stream of ``docs`` computed independently of the pipeline."""
-    eod = [special_token_ids(tokenizer)["eod"]] if separate else []
-    return [i for doc in docs for i in tokenizer.encode(doc).ids + eod]
+    eod = [tokenizer.special_id("eod")] if separate else []
+    return [i for doc in docs for i in tokenizer.encode(doc) + eod]
 
 
 def write_txt(folder: Path, docs: list[str]) -> str:
@@ -94,6 +93,15 @@ def test_prepare_packs_documents_in_file_order(tmp_path, tok, corpus, num_proc, 
     assert dm.train_tokens.tolist() == expected(tok, DOCS[:3], separate)
     assert dm.valid_tokens.tolist() == expected(tok, DOCS[3:], separate)
     assert dm.tokenizer is tok
+
+
+def test_a_given_vocab_gets_the_eod_token_only_and_packs_in_worker_processes(tmp_path, tok, corpus):
+    vocab = tmp_path / "vocab"
+    vocab.mkdir()
+    tok.bpe.model.save(str(vocab))  # vocab.json + merges.txt: OpenAI's layout, the "openai" pipeline
+    dm = prepared(tmp_path, TokenizerConfig(path=str(vocab)), num_proc=2, **corpus)
+    assert dm.tokenizer.pipeline == "openai" and dm.tokenizer.specials == {"eod": tok.base_vocab_size}
+    assert dm.train_tokens.tolist() == expected(dm.tokenizer, DOCS[:3])
 
 
 def test_valid_fraction_holds_out_the_end_of_the_stream(tmp_path, tok):

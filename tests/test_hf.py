@@ -13,12 +13,13 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+import tokenizers
 import torch
 from safetensors import safe_open
-from tokenizers import Tokenizer, models
+from tokenizers import models
 
 from gpt1.checkpoint import load_checkpoint, save_checkpoint
-from gpt1.hf import config_from_hf, config_to_hf, export_hf, import_hf
+from gpt1.hf import config_from_hf, config_to_hf, export_hf, hf_tokenizer_json, import_hf
 from gpt1.model import GPT, PRESETS, GPTConfig
 from gpt1.tokenizer import END_OF_WORD, UNK_TOKEN, load_tokenizer, train_bpe
 
@@ -31,18 +32,18 @@ TOL = 1e-4
 
 @pytest.fixture(scope="module")
 def tok_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """vocab.json + merges.txt of a small GPT-1 style BPE (its base vocab only: added special tokens are not saved)."""
+    """vocab.json + merges.txt of a small GPT-1 style BPE (its base vocab only), loaded with the "openai" pipeline."""
     rng = random.Random(0)
     words = ["".join(rng.choice(string.ascii_lowercase) for _ in range(rng.randint(2, 7))) for _ in range(400)]
     texts = [" ".join(rng.choice(words) for _ in range(12)) + "." for _ in range(400)]
     path = tmp_path_factory.mktemp("tok")
-    train_bpe(texts, vocab_size=300).model.save(str(path))
+    train_bpe(texts, vocab_size=300).bpe.model.save(str(path))
     return path
 
 
 @pytest.fixture(scope="module")
 def vocab_size(tok_dir: Path) -> int:
-    return load_tokenizer(tok_dir).get_vocab_size()
+    return load_tokenizer(tok_dir).vocab_size
 
 
 def scramble(model: torch.nn.Module, seed: int = 0) -> None:
@@ -104,7 +105,8 @@ def test_import_parity_and_exact_round_trip(tmp_path: Path, tok_dir: Path, vocab
         vocab_size=vocab_size, n_ctx=32, n_layer=2, n_head=2, n_embd=32, n_inner=128,
         activation={"gelu": "gelu_tanh", "relu": "relu"}[afn],
     )  # fmt: skip
-    assert loaded.tokenizer.get_vocab() == load_tokenizer(tok_dir).get_vocab()  # no special tokens added
+    assert loaded.tokenizer.to_str() == load_tokenizer(tok_dir).to_str()  # no special tokens added
+    assert loaded.tokenizer.pipeline == "openai" and loaded.tokenizer.specials == {}
     assert_parity(loaded.model, hf, vocab_size)
 
     # Exported again, the weights are bit for bit what HF wrote.
@@ -153,7 +155,7 @@ def test_import_tokenizer_argument(tmp_path: Path, tok_dir: Path, vocab_size: in
     with pytest.raises(FileNotFoundError, match="no tokenizer"):
         import_hf(tmp_path / "hf", tmp_path / "gpt1.ckpt")
 
-    load_tokenizer(tok_dir).save(str(tmp_path / "tok.json"))
+    (tmp_path / "tok.json").write_text(load_tokenizer(tok_dir).to_str())
     import_hf(tmp_path / "hf", tmp_path / "gpt1.ckpt", tokenizer=tmp_path / "tok.json")
     loaded = load_checkpoint(tmp_path / "gpt1.ckpt")
     assert loaded.tokenizer.to_str() == load_tokenizer(tmp_path / "tok.json").to_str()
@@ -162,8 +164,8 @@ def test_import_tokenizer_argument(tmp_path: Path, tok_dir: Path, vocab_size: in
     # The argument overrides src's own (matching) tokenizer: one with special tokens appended no longer fits.
     copy_tokenizer(tok_dir, tmp_path / "hf")
     grown = load_tokenizer(tok_dir)
-    grown.add_special_tokens(["_start_", "_classify_"])
-    grown.save(str(tmp_path / "grown.json"))
+    grown.add_special_tokens(["start", "extract"])
+    (tmp_path / "grown.json").write_text(grown.to_str())
     with pytest.raises(ValueError, match=f"has {vocab_size + 2} tokens but the model .* {vocab_size}"):
         import_hf(tmp_path / "hf", tmp_path / "other.ckpt", tokenizer=tmp_path / "grown.json")
     assert not (tmp_path / "other.ckpt").exists()
@@ -194,8 +196,8 @@ def test_config_from_hf() -> None:
 @pytest.mark.parametrize(("activation", "pad"), [("gelu_tanh", 1), ("gelu_tanh", 64), ("relu", 1)])
 def test_export_parity(tmp_path: Path, tok_dir: Path, activation: str, pad: int) -> None:
     tok = load_tokenizer(tok_dir)
-    tok.add_special_tokens(["_start_", "_delimiter_", "_classify_"])  # as fine-tuning grows the vocab
-    vocab_size = tok.get_vocab_size()
+    tok.add_special_tokens(["start", "delimiter", "extract"])  # as fine-tuning grows the vocab
+    vocab_size = tok.vocab_size
     config = GPTConfig(
         vocab_size=vocab_size, n_ctx=32, n_layer=2, n_head=2, n_embd=32, n_inner=128, activation=activation,
         pad_vocab_to_multiple=pad,
@@ -220,8 +222,29 @@ def test_export_parity(tmp_path: Path, tok_dir: Path, activation: str, pad: int)
     assert_parity(model, hf_from_pretrained(dst), vocab_size)
 
     hf_tok = transformers.AutoTokenizer.from_pretrained(dst)
-    text = "Some text _classify_"
-    assert hf_tok(text)["input_ids"] == tok.encode(text).ids
+    text = "some text"  # HF's fast tokenizer approximates the original pipeline: equal on plain words
+    assert hf_tok(text)["input_ids"] == tok.encode(text)
+    assert hf_tok.convert_tokens_to_ids("_classify_") == tok.special_id("extract")
+    # Read back, the directory keeps the original pipeline (vocab.json + merges.txt win over tokenizer.json) and
+    # takes the special tokens from tokenizer.json.
+    assert load_tokenizer(dst).to_str() == tok.to_str()
+
+
+def test_export_of_a_trained_tokenizer_round_trips(tmp_path: Path) -> None:
+    """A "gpt1"-pipeline tokenizer is exported as tokenizer.json only (vocab.json + merges.txt would read back as
+    the "openai" pipeline), which HF's fast tokenizer and load_tokenizer both read as it is."""
+    tok = train_bpe(["the quick brown fox jumps over the lazy dog, didn't it?"] * 20, vocab_size=80)
+    tok.add_special_tokens(["start", "delimiter", "extract"])
+    config = GPTConfig(vocab_size=tok.vocab_size, n_ctx=16, n_layer=1, n_head=2, n_embd=16, n_inner=64)
+    save_checkpoint(tmp_path / "gpt1.ckpt", GPT(config), tok)
+    export_hf(tmp_path / "gpt1.ckpt", tmp_path / "hf")
+    assert sorted(p.name for p in (tmp_path / "hf").iterdir()) == ["config.json", "model.safetensors", "tokenizer.json"]
+    assert load_tokenizer(tmp_path / "hf").to_str() == tok.to_str()
+    hf_tok = transformers.AutoTokenizer.from_pretrained(tmp_path / "hf")
+    text = "The lazy fox didn't jump."
+    assert hf_tok(text)["input_ids"] == tok.encode(text)
+    assert hf_tok.convert_tokens_to_ids("_delimiter_") == tok.special_id("delimiter")
+    assert json.loads(hf_tokenizer_json(tok))["added_tokens"][0]["content"] == "_eod_"
 
 
 def test_export_refuses_what_hf_cannot_express(tmp_path: Path, tok_dir: Path, vocab_size: int) -> None:
@@ -239,12 +262,12 @@ def test_conversion_does_not_need_transformers() -> None:
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
-def full_size_tokenizer(vocab_size: int) -> Tokenizer:
+def full_size_tokenizer(vocab_size: int) -> tokenizers.Tokenizer:
     """A BPE with exactly the original's 40,478 entries (letters, then filler words), without merges."""
     vocab = [UNK_TOKEN, *string.ascii_lowercase, *(c + END_OF_WORD for c in string.ascii_lowercase)]
     vocab += [f"w{i}{END_OF_WORD}" for i in range(vocab_size - len(vocab))]
     bpe = models.BPE({t: i for i, t in enumerate(vocab)}, [], unk_token=UNK_TOKEN, end_of_word_suffix=END_OF_WORD)
-    return Tokenizer(bpe)
+    return tokenizers.Tokenizer(bpe)
 
 
 def test_full_size_both_ways(tmp_path: Path) -> None:

@@ -35,16 +35,16 @@ import lightning as L
 import numpy as np
 import pyarrow.compute as pc
 import torch
-from tokenizers import Tokenizer
 from torch.utils.data import DataLoader, Dataset, Sampler
 
 from gpt1.data.sources import files_key, load_files, load_hub, resolve_files
 from gpt1.io import atomic_file
-from gpt1.tokenizer import TokenizerConfig, build_tokenizer, special_token_ids
+from gpt1.tokenizer import Tokenizer, TokenizerConfig, build_tokenizer
 
 log = logging.getLogger(__name__)
 
 PACK_VERSION = 1  # part of every .bin key: bump when the packed layout changes
+TOKENIZER_VERSION = 2  # part of every trained tokenizer's key: bump when training or the tokenizer JSON changes
 
 
 @dataclass
@@ -296,16 +296,16 @@ class PretrainDataModule(L.LightningDataModule):
         if cfg.path is not None:
             return build_tokenizer(cfg)
         settings = {f.name: getattr(cfg, f.name) for f in fields(TokenizerConfig)}  # cfg may be an OmegaConf node
-        path = self.cache_dir / "tokenizers" / f"{_hash(self._train_src.key, settings)}.json"
+        path = self.cache_dir / "tokenizers" / f"{_hash(TOKENIZER_VERSION, self._train_src.key, settings)}.json"
         if path.is_file():
-            return Tokenizer.from_file(str(path))
+            return Tokenizer.from_str(path.read_text(encoding="utf-8"))
         if not create:
             raise FileNotFoundError(f"{path} does not exist: call prepare_data() before setup()")
         start = time.perf_counter()
         tokenizer = build_tokenizer(cfg, self._train_src.texts)
         with atomic_file(path) as f:
             f.write(tokenizer.to_str().encode())
-        log.info("trained a %d-token BPE in %.1fs -> %s", tokenizer.get_vocab_size(), time.perf_counter() - start, path)
+        log.info("trained a %d-token BPE in %.1fs -> %s", tokenizer.vocab_size, time.perf_counter() - start, path)
         return tokenizer
 
     def _bin_path(self, split: str, src: _Source, tokenizer: Tokenizer) -> Path:
@@ -330,7 +330,7 @@ class PretrainDataModule(L.LightningDataModule):
                 new_fingerprint=fingerprint,
                 desc="tokenising",
             )
-        eod = special_token_ids(tokenizer)["eod"] if self.cfg.separate_documents else None
+        eod = tokenizer.special_id("eod") if self.cfg.separate_documents else None
         n = pack(ids, path, _dtype(tokenizer), eod)
         log.info("packed %d documents into %d tokens in %.1fs -> %s", len(ds), n, time.perf_counter() - start, path)
 
@@ -409,12 +409,12 @@ def _bincount(tokens: np.ndarray, vocab_size: int, chunk: int = 1 << 24) -> np.n
 
 
 def _encode(batch: dict[str, list], tokenizer: Tokenizer, column: str) -> dict[str, list]:
-    encodings = tokenizer.encode_batch_fast([text or "" for text in batch[column]], add_special_tokens=False)
-    return {"ids": [np.asarray(e.ids, dtype=np.int32) for e in encodings]}
+    ids = tokenizer.encode_batch([text or "" for text in batch[column]])
+    return {"ids": [np.asarray(i, dtype=np.int32) for i in ids]}
 
 
 def _dtype(tokenizer: Tokenizer) -> str:
-    return "uint16" if tokenizer.get_vocab_size() <= 1 << 16 else "uint32"
+    return "uint16" if tokenizer.vocab_size <= 1 << 16 else "uint32"
 
 
 def _hash(*parts: Any) -> str:

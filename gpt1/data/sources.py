@@ -130,10 +130,11 @@ def load_hub(
     split: str = "train",
     columns: Optional[Sequence[str]] = None,
     cache_dir: str | os.PathLike | None = None,
+    data_dir: str | os.PathLike | None = None,
 ) -> datasets.Dataset:
     """Load one split of a Hugging Face hub dataset (downloaded once, then read from ``cache_dir``), keeping only
-    ``columns`` when given."""
-    ds = datasets.load_dataset(name, config, split=split, cache_dir=_str(cache_dir))
+    ``columns`` when given. data_dir: the files of a dataset that must be obtained by hand (e.g. Story Cloze)."""
+    ds = datasets.load_dataset(name, config, split=split, cache_dir=_str(cache_dir), data_dir=_str(data_dir))
     if columns is None:
         return ds
     _check_columns(f"hub dataset {name!r} (config {config!r}, split {split!r})", ds.column_names, columns)
@@ -148,6 +149,70 @@ def files_key(files: Sequence[str | os.PathLike]) -> str:
         st = os.stat(path)
         h.update(f"{Path(path).resolve()}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
     return h.hexdigest()[:16]
+
+
+def read_error(files: Sequence[str | os.PathLike], error: BaseException) -> str:
+    """Why ``files`` could not be loaded (``error``: what loading them raised), in one line naming the file and
+    the line where it can: the first malformed line of a JSON Lines file, the parser's complaint about a CSV/TSV
+    file (pandas gives the line), the first invalid UTF-8 byte; else the root cause of ``error``."""
+    for path in files:
+        fmt = file_format(path)
+        found = json_error(path) if fmt == "json" else _csv_error(path, fmt) if fmt in ("csv", "tsv") else None
+        if found:
+            return found
+    cause = error
+    while (cause.__cause__ or cause.__context__) is not None:
+        cause = cause.__cause__ or cause.__context__
+    detail = (str(cause).strip().splitlines() or [""])[0]
+    return f"{', '.join(map(str, files))}: could not be read ({type(cause).__name__}: {detail})"
+
+
+def json_error(path: str | os.PathLike) -> Optional[str]:
+    """``"path:line: what is wrong"`` for the first line of a JSON Lines file that is not a JSON object (for a file
+    holding one JSON array: where it fails to parse), or its first invalid UTF-8 byte; None if it is well formed."""
+    data = Path(path).read_bytes()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return _utf8_error(path)
+    if text.lstrip().startswith("["):
+        try:
+            json.loads(text)
+        except json.JSONDecodeError as e:
+            return f"{path}:{e.lineno}: not valid JSON ({e.msg}, column {e.colno})"
+        return None
+    for lineno, line in enumerate(text.split("\n"), 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as e:
+            return f"{path}:{lineno}: not valid JSON ({e.msg}, column {e.colno})"
+        if not isinstance(record, dict):
+            return f"{path}:{lineno}: not a JSON object (JSON Lines: one object per line, columns as keys)"
+    return None
+
+
+def _csv_error(path: str | os.PathLike, fmt: str) -> Optional[str]:
+    """The parser's complaint about a CSV/TSV file (pandas names the line), or None if it parses."""
+    try:
+        pd.read_csv(path, sep="\t" if fmt == "tsv" else ",")
+    except UnicodeDecodeError:
+        return _utf8_error(path)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError) as e:
+        return f"{path}: {str(e).strip()}"
+    return None
+
+
+def _utf8_error(path: str | os.PathLike) -> Optional[str]:
+    """``"path:line: invalid UTF-8 (byte N of the file)"`` for the first invalid byte of ``path``, or None."""
+    data = Path(path).read_bytes()
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        return f"{path}:{line}: invalid UTF-8 (byte {e.start} of the file): save it as UTF-8"
+    return None
 
 
 def _str(path: str | os.PathLike | None) -> Optional[str]:

@@ -1,0 +1,238 @@
+"""``gpt1 bench``: how fast gpt1 runs on this device, against the device's own ceilings and against HF's model.
+
+    gpt1 bench                                  # full GPT-1, fp32: LM training step, generation, MC fine-tuning step
+    gpt1 bench --compare hf --json bench.json   # + HF OpenAIGPTLMHeadModel / DoubleHeadsModel, identical weights
+    gpt1 bench --model small --batch 8 --seq 128 --device cuda --precision bf16-mixed
+
+Every figure is the median over ``--iters`` timed repetitions after ``--warmup`` untimed ones.
+
+- MFU = achieved training FLOP/s / peak. FLOPs per trained token = 6 N + 12 L C T (PaLM appendix B; N counts the
+  parameters without the position table), so a step of B x T tokens costs B T (6 N + 12 L C T).
+- Peak: on GPUs the dense (no sparsity) rate of ``DENSE_PEAK_TFLOPS`` for the device and precision (``--peak-tflops``
+  overrides); on CPU the fp32 matmul rate measured here on the model's own GEMM shapes (M = B T).
+- Decoding one token reads every weight once, so its ceiling is (weight bytes) / (memory bandwidth), the bandwidth
+  measured here by summing a 512 MiB tensor (on GPUs too).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from collections.abc import Callable
+from contextlib import nullcontext
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.nn import functional as F
+
+from gpt1.model import GPT, PRESETS, GPTConfig
+
+DENSE_PEAK_TFLOPS: dict[str, dict[str, float]] = {
+    # dense tensor-core TFLOP/s from the vendors' data sheets (the sparsity figures are twice these)
+    "A100": {"bf16": 312.0, "fp16": 312.0, "tf32": 156.0, "fp32": 19.5},
+    "H100 SXM": {"bf16": 989.0, "fp16": 989.0, "tf32": 495.0, "fp32": 67.0},
+    "H100 PCIe": {"bf16": 756.0, "fp16": 756.0, "tf32": 378.0, "fp32": 51.0},
+    "H100 NVL": {"bf16": 835.0, "fp16": 835.0, "tf32": 418.0, "fp32": 60.0},
+    "H200": {"bf16": 989.0, "fp16": 989.0, "tf32": 495.0, "fp32": 67.0},
+}
+"""Device name (as a substring of torch.cuda.get_device_name) -> precision -> dense peak TFLOP/s."""
+
+
+def median_seconds(fn: Callable[[], Any], warmup: int, iters: int, device: torch.device) -> float:
+    """Median wall time of ``fn()`` over ``iters`` runs after ``warmup`` runs, the device synchronised each time."""
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(iters):
+        sync()
+        t = time.perf_counter()
+        fn()
+        sync()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times)
+
+
+def gemm_peak(config: GPTConfig, tokens: int, device: torch.device, dtype: torch.dtype) -> float:
+    """FLOP/s of plain matmuls on the shapes a training step multiplies: (M = tokens) x C x {3C, C, 4C}, 4C x C and
+    the C x V head; the FLOP-weighted rate over all of them."""
+    C, V = config.n_embd, config.vocab_size
+    flops = secs = 0.0
+    for k, n in [(C, 3 * C), (C, C), (C, config.n_inner), (config.n_inner, C), (C, V)]:
+        a, b = torch.randn(tokens, k, device=device, dtype=dtype), torch.randn(k, n, device=device, dtype=dtype)
+        secs += median_seconds(lambda: a @ b, warmup=2, iters=5, device=device)
+        flops += 2.0 * tokens * k * n
+    return flops / secs
+
+
+def memory_bandwidth(device: torch.device, mib: int = 512) -> float:
+    """Bytes/s read by summing a ``mib`` MiB fp32 tensor (a read-only sweep, as decoding reads the weights)."""
+    x = torch.ones(mib * 2**20 // 4, device=device)
+    return x.numel() * 4 / median_seconds(lambda: x.sum(), warmup=2, iters=7, device=device)
+
+
+def device_peak(device: torch.device, precision: str, override: float | None) -> tuple[float | None, str]:
+    """Dense peak FLOP/s of a GPU from the table (or ``override`` TFLOP/s) and where it came from."""
+    if override:
+        return override * 1e12, "--peak-tflops"
+    name = torch.cuda.get_device_name(device)
+    kind = {"bf16-mixed": "bf16", "16-mixed": "fp16", "32-true": "tf32"}[precision]
+    for gpu, peaks in DENSE_PEAK_TFLOPS.items():
+        if gpu in name:
+            return peaks[kind] * 1e12, f"{gpu} dense {kind} (data sheet)"
+    return None, f"unknown GPU {name!r}: pass --peak-tflops"
+
+
+def lm_loss(logits: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+    """Next-token cross-entropy of logits (B, T, V) on ids (B, T)."""
+    return F.cross_entropy(logits[:, :-1].flatten(0, 1).float(), ids[:, 1:].flatten())
+
+
+def train_step(module: torch.nn.Module, loss_fn: Callable[[], torch.Tensor], autocast: Any) -> Callable[[], None]:
+    """One update (forward, backward, AdamW step) as a closure; fused AdamW where this torch has it."""
+    optimizer = torch.optim.AdamW(module.parameters(), lr=1e-5, fused=True)
+
+    def step() -> None:
+        with autocast:
+            loss = loss_fn()
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+    return step
+
+
+def hf_twin(model: GPT, double_heads: bool = False) -> torch.nn.Module:
+    """HF's OpenAIGPT(LMHead|DoubleHeads)Model holding exactly ``model``'s weights."""
+    import transformers
+
+    from gpt1.hf import config_to_hf, to_hf_state_dict
+
+    cls = transformers.OpenAIGPTDoubleHeadsModel if double_heads else transformers.OpenAIGPTLMHeadModel
+    hf = cls(transformers.OpenAIGPTConfig(**config_to_hf(model.config)))
+    state = to_hf_state_dict(model.state_dict(), model.config)
+    missing, unexpected = hf.load_state_dict(state, strict=False)
+    assert not unexpected and all(k.startswith(("lm_head", "multiple_choice_head")) for k in missing), missing
+    return hf.to(next(model.parameters()).device)
+
+
+def bench(args: argparse.Namespace) -> dict[str, Any]:
+    """Run every measurement ``args`` asks for; return them as a dict (also printed as a table)."""
+    device = torch.device(args.device if args.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu"))
+    torch.manual_seed(0)
+    if device.type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = True
+    config = replace(PRESETS[args.model], vocab_size=args.vocab)
+    model = GPT(config).to(device)
+    B, T = args.batch, args.seq
+    autocast = (
+        torch.autocast(device.type, dtype=torch.bfloat16 if args.precision == "bf16-mixed" else torch.float16)
+        if args.precision != "32-true" else nullcontext()
+    )  # fmt: skip
+    ids = torch.randint(0, config.vocab_size, (B, T), device=device)
+    flops_per_token = model.flops_per_token(T)
+    out: dict[str, Any] = {
+        "device": torch.cuda.get_device_name(device) if device.type == "cuda" else f"cpu ({torch.get_num_threads()} threads)",
+        "torch": torch.__version__, "model": args.model, "params": model.num_params(), "batch": B, "seq": T,
+        "precision": args.precision, "flops_per_token": flops_per_token,
+        "date": time.strftime("%Y-%m-%d"),
+    }  # fmt: skip
+
+    # -- ceilings of this device -------------------------------------------------------------------------------
+    if device.type == "cpu":
+        peak, peak_src = gemm_peak(config, B * T, device, torch.float32), "measured fp32 GEMM on the model's shapes"
+    else:
+        peak, peak_src = device_peak(device, args.precision, args.peak_tflops)
+    bandwidth = memory_bandwidth(device)
+    weight_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
+    out.update(peak_flops=peak, peak_source=peak_src, memory_bandwidth=bandwidth, decode_bound_ms=1e3 * weight_bytes / bandwidth)
+
+    # -- LM training step ----------------------------------------------------------------------------------------
+    model.train()
+    secs = median_seconds(train_step(model, lambda: lm_loss(model.lm_logits(model(ids)), ids), autocast), args.warmup, args.iters, device)
+    out["train"] = {"step_s": secs, "tokens_per_s": B * T / secs, "mfu": B * T * flops_per_token / secs / peak if peak else None}
+    if device.type == "cuda":
+        out["train"]["peak_memory_gib"] = torch.cuda.max_memory_allocated(device) / 2**30
+
+    # -- greedy generation (eval mode, KV cache) -----------------------------------------------------------------
+    model.eval()
+    out["generate"] = {}
+    for gb in (1, args.gen_batch):
+        prompt = torch.randint(0, config.vocab_size, (gb, 16), device=device)
+        secs = median_seconds(lambda: model.generate(prompt, args.new_tokens, temperature=0), 1, max(1, args.iters // 2), device)
+        out["generate"][f"batch{gb}_ms_per_token"] = 1e3 * secs / args.new_tokens
+    out["generate"]["bound_fraction"] = out["decode_bound_ms"] / out["generate"]["batch1_ms_per_token"]
+
+    if args.compare == "hf":
+        out["hf"] = compare_hf(model, ids, autocast, args, device, out)
+    return out
+
+
+def compare_hf(model: GPT, ids: torch.Tensor, autocast: Any, args: argparse.Namespace, device: torch.device, ours: dict) -> dict:
+    """The same measurements on HF's model with identical weights, and gpt1's speed-up over it."""
+    hf = hf_twin(model)
+    hf.train()
+    B, T = ids.shape
+    secs = median_seconds(train_step(hf, lambda: lm_loss(hf(ids).logits, ids), autocast), args.warmup, args.iters, device)
+    hf.eval()
+    prompt = torch.randint(0, model.config.vocab_size, (1, 16), device=device)
+    gen = lambda: hf.generate(prompt, max_new_tokens=args.new_tokens, min_new_tokens=args.new_tokens, do_sample=False, pad_token_id=0)  # noqa: E731
+    gen_ms = 1e3 * median_seconds(gen, 1, max(1, args.iters // 2), device) / args.new_tokens
+    return {
+        "train_tokens_per_s": B * T / secs,
+        "generate_batch1_ms_per_token": gen_ms,
+        "speedup_train": ours["train"]["tokens_per_s"] / (B * T / secs),
+        "speedup_generate": gen_ms / ours["generate"]["batch1_ms_per_token"],
+    }
+
+
+def report(out: dict[str, Any]) -> str:
+    """A readable summary of ``bench``'s results."""
+    tr, gen = out["train"], out["generate"]
+    lines = [
+        f"gpt1 bench: {out['model']} ({out['params']:,} params), {out['device']}, torch {out['torch']}, {out['precision']}",
+        f"peak {out['peak_flops'] / 1e9:,.0f} GFLOP/s ({out['peak_source']}); memory bandwidth "
+        f"{out['memory_bandwidth'] / 1e9:.1f} GB/s -> decode bound {out['decode_bound_ms']:.1f} ms/token",
+        f"train step {out['batch']}x{out['seq']}: {tr['step_s'] * 1e3:.0f} ms, {tr['tokens_per_s']:,.0f} tokens/s, "
+        f"MFU {tr['mfu']:.1%}" + (f", peak memory {tr['peak_memory_gib']:.1f} GiB" if "peak_memory_gib" in tr else ""),
+        "generation: " + ", ".join(f"{k} {v:.1f}" for k, v in gen.items() if k.endswith("ms_per_token"))
+        + f" (batch 1 at {gen['bound_fraction']:.0%} of the bandwidth bound)",
+    ]
+    if "hf" in out:
+        hf = out["hf"]
+        lines.append(
+            f"vs HF: train {hf['train_tokens_per_s']:,.0f} tokens/s -> gpt1 {hf['speedup_train']:.2f}x; "
+            f"generate {hf['generate_batch1_ms_per_token']:.1f} ms/token -> gpt1 {hf['speedup_generate']:.1f}x"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    p = argparse.ArgumentParser(prog="gpt1 bench", description=__doc__.split("\n")[0])
+    p.add_argument("--model", default="gpt1", choices=sorted(PRESETS), help="model preset (default: the paper's 117M)")
+    p.add_argument("--vocab", type=int, default=40478 + 3, help="vocabulary (default: OpenAI's + 3 special tokens)")
+    p.add_argument("--batch", type=int, default=2, help="training batch (sequences)")
+    p.add_argument("--seq", type=int, default=256, help="training sequence length")
+    p.add_argument("--gen-batch", type=int, default=8, help="the batched generation's batch")
+    p.add_argument("--new-tokens", type=int, default=64, help="tokens generated per timing")
+    p.add_argument("--device", default="auto", help="cpu, cuda or auto")
+    p.add_argument("--precision", default="32-true", choices=["32-true", "bf16-mixed", "16-mixed"])
+    p.add_argument("--peak-tflops", type=float, default=None, help="override the GPU's dense peak")
+    p.add_argument("--warmup", type=int, default=2)
+    p.add_argument("--iters", type=int, default=5)
+    p.add_argument("--compare", choices=["hf"], default=None, help="also time HF's model with identical weights")
+    p.add_argument("--json", type=Path, default=None, help="write the results here as JSON")
+    args = p.parse_args(argv)
+    out = bench(args)
+    print(report(out))
+    if args.json:
+        args.json.write_text(json.dumps(out, indent=2) + "\n")
+    return out
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,138 @@
+"""``gpt1 finetune``: fine-tune a pre-trained decoder on a supervised task (paper section 3.2).
+
+    gpt1 finetune task=sentiment init_from=outputs/quickstart/<run>/checkpoints/last.ckpt
+    gpt1 finetune task=rte init_from=openai-gpt.ckpt aux_lm_weight=0 n_transfer=6     # the paper's ablations
+    gpt1 finetune task=sentiment init_from=random tokenizer_from=CKPT                  # no pre-training
+    gpt1 finetune task=sentiment init_from=CKPT model=lstm                             # the LSTM baseline
+    gpt1 finetune --config-dir DIR task=mine init_from=CKPT predict=true               # DIR/task/mine.yaml
+
+Writes <run dir>/metrics.json (val/<metric>, test/<metric> when the test split has labels, baseline/<metric>,
+steps, examples, truncated, wall time), checkpoints that carry the heads and the task, and with predict=true
+predictions/<split>.tsv. Returns the task's main metric on the validation split, for sweepers.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+from omegaconf import DictConfig, OmegaConf
+from torch import nn
+
+from gpt1.callbacks import build_callbacks
+from gpt1.checkpoint import load_checkpoint, model_type
+from gpt1.config import group_choice
+from gpt1.data.tasks import TASK_SPECIAL_TOKENS, TaskDataModule
+from gpt1.errors import ConfigError, command
+from gpt1.module import TaskModule
+from gpt1.run import (
+    baseline_metrics,
+    build_loggers,
+    build_trainer,
+    log_config,
+    resolve_resume,
+    score,
+    task_prefixes,
+    write_metrics,
+    write_predictions,
+)
+from gpt1.tokenizer import Tokenizer
+from gpt1.transfer import transfer
+
+REQUIRED = "init_from is required: a gpt1 checkpoint, or init_from=random for the no-pre-training ablation"
+
+
+def start_from(cfg: DictConfig) -> tuple[nn.Module, Tokenizer]:
+    """The model and tokenizer fine-tuning starts from, the task's special tokens added (fresh embedding rows)."""
+    if OmegaConf.is_missing(cfg, "init_from"):
+        raise ConfigError(REQUIRED)
+    pretrained = cfg.init_from != "random"
+    if not pretrained and not cfg.tokenizer_from:
+        raise ConfigError(
+            "init_from=random needs tokenizer_from=CKPT: the checkpoint whose tokenizer (and, with the default "
+            "model=checkpoint, architecture) the randomly initialised model takes"
+        )
+    ref = load_checkpoint(cfg.init_from if pretrained else cfg.tokenizer_from)
+    model = transfer(ref.model, OmegaConf.to_object(cfg.model), pretrained, cfg.n_transfer)
+    model.resize_token_embeddings(ref.tokenizer.add_special_tokens(TASK_SPECIAL_TOKENS))
+    return model, ref.tokenizer
+
+
+def accumulation(batch_size: int, micro_batch_size: int, world_size: int) -> int:
+    """Forward passes per update so that an update sees ``batch_size`` examples over all devices."""
+    per_pass = micro_batch_size * world_size
+    if batch_size % per_pass:
+        raise ConfigError(
+            f"batch_size={batch_size} is not a multiple of micro_batch_size x devices = {micro_batch_size} x "
+            f"{world_size}: choose a micro_batch_size that divides it"
+        )
+    return batch_size // per_pass
+
+
+def finetune(cfg: DictConfig) -> dict[str, Any]:
+    """Fine-tune as ``cfg`` (a ``FinetuneConfig``) says; return the metrics, also in <run dir>/metrics.json."""
+    start = time.perf_counter()
+    output_dir = Path(cfg.paths.output_dir)
+    L.seed_everything(cfg.seed, workers=True, verbose=False)  # quiet: a refused config prints one line only
+    model, tokenizer = start_from(cfg)
+    task = OmegaConf.to_object(cfg.task)
+    task.name = task.name or group_choice("task")
+    micro = cfg.micro_batch_size or cfg.batch_size
+    data = TaskDataModule(
+        task, tokenizer, n_ctx=model.config.n_ctx, batch_size=micro, seed=cfg.seed, cache_dir=cfg.paths.cache_dir,
+        num_workers=cfg.num_workers,
+    )
+    data.prepare_data()
+    data.setup("fit")
+    if "val" not in data.eval_splits:
+        raise ConfigError(f"task {task.name} has no labelled validation split: add one (task.data_files or task.splits)")
+    if cfg.predict and not data.roles["test"]:
+        raise ConfigError(f"predict=true, but task {task.name} has no test split to predict")
+    task = replace(task, num_labels=data.num_labels, label_names=data.label_names)
+    val_prefixes, test_prefixes = task_prefixes(data)
+    module = TaskModule(
+        model, tokenizer, OmegaConf.to_object(cfg.optim), task, val_prefixes, test_prefixes,
+        aux_lm_weight=cfg.aux_lm_weight, head_pdrop=cfg.head_pdrop,
+    )
+
+    loggers = build_loggers(cfg.logger, output_dir, run_name=f"{task.name}-{output_dir.name}")
+    callbacks = build_callbacks(OmegaConf.to_object(cfg.callbacks), output_dir, with_loggers=bool(loggers))
+    trainer = build_trainer(cfg.trainer, output_dir, loggers, callbacks)
+    trainer.accumulate_grad_batches = accumulation(cfg.batch_size, micro, trainer.world_size)
+    log_config(trainer, cfg)
+    print(f"run directory: {output_dir.resolve()}")
+    print(f"model: {model_type(model)}, {model.num_params():,} parameters; task {task.name} ({task.type}), "
+          f"{trainer.accumulate_grad_batches} x {micro} examples per update per device")
+    trainer.fit(module, datamodule=data, ckpt_path=resolve_resume(cfg.resume, output_dir))
+
+    metrics = {
+        "task": task.name,
+        "init_from": cfg.init_from,
+        "model": model_type(model),
+        **score(trainer, module, data),
+        **baseline_metrics(task, data),
+        "steps": trainer.global_step,
+        "examples": {split: s["examples"] for split, s in data.stats.items()},
+        "truncated": {split: s["truncated"] for split, s in data.stats.items()},
+        "wall_time_s": round(time.perf_counter() - start, 1),
+        "last_checkpoint": str(output_dir / "checkpoints" / "last.ckpt"),
+    }
+    if cfg.predict:
+        write_predictions(trainer, module, data, output_dir / "predictions")
+    if trainer.is_global_zero:
+        path = write_metrics(output_dir, metrics)
+        main = f"val/{task.metrics[0]}"
+        print(f"{main} {metrics[main]:.4f} (baseline {metrics[f'baseline/{task.metrics[0]}']:.4f})\nmetrics: {path}")
+    return metrics
+
+
+@command("finetune")
+def main(cfg: DictConfig) -> float:
+    return finetune(cfg)[f"val/{cfg.task.metrics[0]}"]
+
+
+if __name__ == "__main__":
+    main()

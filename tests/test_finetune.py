@@ -1,0 +1,315 @@
+"""Fine-tuning end to end on the sample tasks (tiny model, CPU, seconds each): heads, losses, metrics, ablations,
+checkpoints, evaluation and predictions."""
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from hydra import compose, initialize_config_module
+from omegaconf import DictConfig
+
+from gpt1.checkpoint import load_checkpoint
+from gpt1.config import OptimConfig
+from gpt1.data.tasks import TaskDataModule, task_from_dict
+from gpt1.errors import CheckpointError, ConfigError
+from gpt1.evaluate import evaluate
+from gpt1.finetune import REQUIRED, accumulation, finetune, start_from
+from gpt1.lstm import LSTM
+from gpt1.module import IGNORE_INDEX, TaskModule
+from gpt1.pretrain import train
+from gpt1.run import task_prefixes
+from tests.conftest import TINY_RUN
+
+SAMPLE_TASKS = ["sentiment", "entailment", "nli", "similarity", "paraphrase", "multiple_choice", "story"]
+CAPPED = {"train": "train[:256]", "validation": "validation[:48]", "test": "test[:40]"}
+"""The first rows of each split only (task.splits slices): seconds to read and encode."""
+FAST = ["batch_size=16", "trainer.max_steps=3", "logger=csv", "trainer.enable_progress_bar=false",
+        "trainer.num_sanity_val_steps=0"]
+"""Overrides for a fine-tuning run of seconds: 3 updates of 16 examples."""
+
+
+def capped(cfg: DictConfig) -> DictConfig:
+    """``cfg`` with its task's splits capped (CAPPED). Set on the composed config: a command-line override cannot
+    replace the null default of task.splits (OmegaConf cannot merge into a None dict)."""
+    cfg.task.splits = CAPPED
+    return cfg
+
+
+@pytest.fixture(scope="module")
+def pretrained(tmp_path_factory, cache_dir) -> Path:
+    """A tiny pre-trained checkpoint (20 steps on one novel; context 32)."""
+    run = tmp_path_factory.mktemp("pretrain")
+    overrides = [f"paths.output_dir={run}", f"paths.cache_dir={cache_dir}", *TINY_RUN, "trainer.max_steps=20",
+                 "callbacks.samples.every_n_steps=0", "optim.lr=3e-3", "optim.warmup_steps=5"]
+    with initialize_config_module(config_module="gpt1.conf", version_base="1.3"):
+        train(compose(config_name="pretrain", overrides=overrides))
+    return run / "checkpoints" / "last.ckpt"
+
+
+@pytest.fixture
+def run_finetune(make_cfg, pretrained):
+    """finetune(TASK, overrides...) -> (metrics, run dir), from the tiny checkpoint unless init_from is given."""
+
+    def _run(task: str, *overrides: str):
+        init = [] if any(o.startswith("init_from=") for o in overrides) else [f"init_from={pretrained}"]
+        cfg = capped(make_cfg("finetune", [f"task={task}", *init, *FAST, *overrides]))
+        return finetune(cfg), Path(cfg.paths.output_dir)
+
+    return _run
+
+
+@pytest.fixture(scope="module")
+def finetuned(tmp_path_factory, cache_dir, pretrained) -> dict[str, Path]:
+    """One short fine-tuning run per sample task: task -> run directory (with metrics.json and last.ckpt)."""
+    runs = {}
+    for task in SAMPLE_TASKS:
+        run = tmp_path_factory.mktemp(task)
+        overrides = [f"paths.output_dir={run}", f"paths.cache_dir={cache_dir}", f"task={task}", f"task.name={task}",
+                     f"init_from={pretrained}", *FAST, "predict=true"]  # (the CLI names the task after its option)
+        with initialize_config_module(config_module="gpt1.conf", version_base="1.3"):
+            finetune(capped(compose(config_name="finetune", overrides=overrides)))
+        runs[task] = run
+    return runs
+
+
+def task_module(ckpt: Path, cache_dir: Path) -> tuple[TaskModule, TaskDataModule]:
+    """The fine-tuned module of a checkpoint (eval mode) and its task's data."""
+    loaded = load_checkpoint(ckpt)
+    task = task_from_dict(loaded.task)
+    data = TaskDataModule(task, loaded.tokenizer, n_ctx=loaded.model.config.n_ctx, batch_size=8, seed=0,
+                          cache_dir=cache_dir)
+    data.prepare_data()
+    data.setup("validate")
+    module = TaskModule(loaded.model, loaded.tokenizer, OptimConfig(), task, *task_prefixes(data))
+    module.heads.load_state_dict(loaded.heads)
+    return module.eval(), data
+
+
+def first_val_batch(data: TaskDataModule) -> dict[str, torch.Tensor]:
+    loader = data.val_dataloader()
+    return next(iter(loader[0] if isinstance(loader, list) else loader))
+
+
+@pytest.mark.parametrize("task", SAMPLE_TASKS)
+def test_each_sample_task_finetunes_and_writes_its_metrics(finetuned, task):
+    metrics = json.loads((finetuned[task] / "metrics.json").read_text())
+    spec = load_checkpoint(finetuned[task] / "checkpoints" / "last.ckpt").task
+    assert metrics["task"] == spec["name"] == task and metrics["steps"] == 3 and metrics["wall_time_s"] > 0
+    for name in spec["metrics"]:
+        for prefix in ("val", "test", "baseline"):  # every sample task's test split is labelled
+            assert math.isfinite(metrics[f"{prefix}/{name}"]), (prefix, name)
+    assert metrics["examples"]["train"] > 0 and set(metrics["truncated"]) == set(metrics["examples"])
+    assert metrics["init_from"].endswith("last.ckpt") and metrics["model"] == "gpt"
+
+
+@pytest.mark.parametrize("task", SAMPLE_TASKS)
+def test_the_checkpoint_carries_the_heads_and_task(finetuned, task):
+    loaded = load_checkpoint(finetuned[task] / "checkpoints" / "last.ckpt")
+    assert loaded.heads and all(k.startswith(loaded.task["type"] + ".linear.") for k in loaded.heads)
+    assert loaded.task["num_labels"] >= 1 and loaded.raw["global_step"] == 3
+    assert {"start", "delimiter", "extract"} <= set(loaded.tokenizer.specials)
+
+
+def test_the_baseline_is_the_majority_class_or_the_mean(finetuned, sample_data):
+    import pandas as pd
+
+    train = pd.read_json(sample_data / "tasks/sentiment/train.jsonl", lines=True)["label"][:256]
+    val = pd.read_json(sample_data / "tasks/sentiment/validation.jsonl", lines=True)["label"][:48]
+    metrics = json.loads((finetuned["sentiment"] / "metrics.json").read_text())
+    assert metrics["baseline/accuracy"] == pytest.approx((val == train.mode()[0]).mean())
+    similarity = json.loads((finetuned["similarity"] / "metrics.json").read_text())
+    assert similarity["baseline/pearson"] == similarity["baseline/spearman"] == 0.0  # a constant correlates with nothing
+
+
+def test_evaluate_reproduces_the_runs_validation_metrics(finetuned, make_cfg):
+    for task, given in (("nli", False), ("similarity", True)):  # the checkpoint's task, or task=NAME
+        metrics = json.loads((finetuned[task] / "metrics.json").read_text())
+        ckpt = finetuned[task] / "checkpoints" / "last.ckpt"
+        cfg = make_cfg("evaluate", [f"ckpt={ckpt}", "data.batch_size=16", "trainer.enable_progress_bar=false",
+                                    *([f"task={task}", f"task.name={task}"] if given else [])])
+        result = evaluate(capped(cfg) if given else cfg)
+        for name in load_checkpoint(ckpt).task["metrics"]:
+            assert result[f"val/{name}"] == pytest.approx(metrics[f"val/{name}"], abs=1e-6), (task, name)
+        assert json.loads((Path(cfg.paths.output_dir) / "metrics.json").read_text())["task"] == metrics["task"]
+
+
+def test_evaluate_refuses_a_task_its_head_does_not_fit(finetuned, make_cfg):
+    ckpt = finetuned["sentiment"] / "checkpoints" / "last.ckpt"  # 2 classes
+    cfg = capped(make_cfg("evaluate", [f"ckpt={ckpt}", "task=nli"]))  # 3 classes
+    with pytest.raises(CheckpointError, match="no entailment head with 3 outputs"):
+        evaluate(cfg)
+
+
+def test_predictions_file_has_one_row_per_test_example(finetuned):
+    rows = (finetuned["sentiment"] / "predictions" / "test.tsv").read_text().splitlines()
+    metrics = json.loads((finetuned["sentiment"] / "metrics.json").read_text())
+    assert rows[0] == "index\tprediction" and len(rows) - 1 == metrics["examples"]["test"]
+    indices = [int(r.split("\t")[0]) for r in rows[1:]]
+    assert indices == sorted(indices) and len(set(indices)) == len(indices)
+    spec = load_checkpoint(finetuned["sentiment"] / "checkpoints" / "last.ckpt").task
+    allowed = set(spec["label_names"]) if spec["label_names"] else {"0", "1"}
+    assert {r.split("\t")[1] for r in rows[1:]} <= allowed
+    scores = (finetuned["similarity"] / "predictions" / "test.tsv").read_text().splitlines()[1:]
+    assert all(math.isfinite(float(r.split("\t")[1])) for r in scores)  # regression: a score per pair
+
+
+def test_a_similarity_prediction_is_the_same_for_both_orders(finetuned, cache_dir):
+    module, data = task_module(finetuned["similarity"] / "checkpoints" / "last.ckpt", cache_dir)
+    batch = first_val_batch(data)  # sequence 0 is [a; b], sequence 1 is [b; a]
+    swapped = {k: v.flip(1) if k in ("input_ids", "extract", "targets") else v for k, v in batch.items()}
+    with torch.no_grad():
+        assert torch.equal(module(batch)[0], module(swapped)[0])
+
+
+def test_multiple_choice_scores_permute_with_the_choices(finetuned, cache_dir):
+    module, data = task_module(finetuned["multiple_choice"] / "checkpoints" / "last.ckpt", cache_dir)
+    batch = first_val_batch(data)
+    perm = torch.tensor([2, 0, 3, 1])
+    permuted = {k: v[:, perm] if k in ("input_ids", "extract", "targets", "choice_mask") else v
+                for k, v in batch.items()}
+    with torch.no_grad():
+        logits, permuted_logits = module(batch)[0], module(permuted)[0]
+    assert logits.shape == (batch["labels"].size(0), 4)
+    torch.testing.assert_close(permuted_logits, logits[:, perm], rtol=1e-5, atol=1e-6)
+
+
+def test_masked_choices_score_minus_infinity(finetuned, cache_dir):
+    module, data = task_module(finetuned["story"] / "checkpoints" / "last.ckpt", cache_dir)
+    batch = first_val_batch(data)
+    batch["choice_mask"][:, -1] = False
+    with torch.no_grad():
+        logits = module(batch)[0]
+    assert torch.isneginf(logits[:, -1]).all() and torch.isfinite(logits[:, :-1]).all()
+
+
+def test_the_aux_lm_loss_is_the_mean_over_sequences_of_their_mean_token_loss(finetuned, cache_dir):
+    module, data = task_module(finetuned["paraphrase"] / "checkpoints" / "last.ckpt", cache_dir)
+    batch = first_val_batch(data)
+    with torch.no_grad():
+        _, hidden = module(batch)
+        loss = module.sequence_lm_loss(hidden, batch["targets"])
+        logits = module.model.lm_logits(hidden)  # (N, T, V)
+    targets = batch["targets"].flatten(0, 1)  # (N, T)
+    per_sequence = [
+        torch.nn.functional.cross_entropy(logits[i][targets[i] != IGNORE_INDEX], targets[i][targets[i] != IGNORE_INDEX])
+        for i in range(targets.size(0))
+    ]
+    torch.testing.assert_close(loss, torch.stack(per_sequence).mean())
+
+
+def test_without_the_aux_lm_loss(run_finetune):
+    metrics, run = run_finetune("entailment", "aux_lm_weight=0", "trainer.log_every_n_steps=1")
+    assert metrics["steps"] == 3
+    header = (run / "csv" / "metrics.csv").read_text().splitlines()[0]
+    assert "train/task_loss" in header and "train/lm_loss" not in header
+
+
+def test_n_transfer_loads_the_first_blocks_and_starts_the_others_fresh(make_cfg, pretrained, run_finetune):
+    cfg = make_cfg("finetune", ["task=sentiment", f"init_from={pretrained}", "n_transfer=1"])
+    model, tokenizer = start_from(cfg)
+    ref = load_checkpoint(pretrained).model.state_dict()
+    state = model.state_dict()
+    for name, tensor in ref.items():
+        if name == "tokens_embed.weight":  # the base vocabulary's rows, then fresh rows for the 3 task tokens
+            assert torch.equal(state[name][: len(tensor)], tensor) and len(state[name]) == len(tensor) + 3
+        else:
+            assert torch.equal(state[name], tensor) == (not name.startswith("h.1.")), name
+    assert tokenizer.vocab_size == model.config.vocab_size
+    assert run_finetune("sentiment", "n_transfer=1")[0]["steps"] == 3
+    with pytest.raises(ConfigError, match="n_transfer=3"):
+        start_from(make_cfg("finetune", ["task=sentiment", f"init_from={pretrained}", "n_transfer=3"]))
+
+
+def test_no_pre_training_ablation(make_cfg, pretrained, run_finetune):
+    cfg = make_cfg("finetune", ["task=sentiment", "init_from=random", f"tokenizer_from={pretrained}"])
+    model, tokenizer = start_from(cfg)
+    ref = load_checkpoint(pretrained)
+    assert model.config.n_layer == ref.model.config.n_layer  # the checkpoint's architecture, not its weights
+    assert not torch.equal(model.h[0].attn.c_attn.weight, ref.model.h[0].attn.c_attn.weight)
+    metrics, _ = run_finetune("sentiment", "init_from=random", f"tokenizer_from={pretrained}")
+    assert metrics["init_from"] == "random" and metrics["steps"] == 3
+    with pytest.raises(ConfigError, match="tokenizer_from"):
+        start_from(make_cfg("finetune", ["task=sentiment", "init_from=random"]))
+
+
+def test_the_lstm_baseline_takes_the_checkpoints_embeddings(make_cfg, pretrained, run_finetune):
+    cfg = make_cfg("finetune", ["task=sentiment", f"init_from={pretrained}", "model=lstm", "model.hidden_size=64"])
+    model, _ = start_from(cfg)
+    ref = load_checkpoint(pretrained).model
+    assert isinstance(model, LSTM) and model.config.n_embd == ref.config.n_embd
+    assert torch.equal(model.tokens_embed.weight[: ref.config.vocab_size], ref.tokens_embed.weight)
+    metrics, run = run_finetune("multiple_choice", "model=lstm", "model.hidden_size=64")
+    assert metrics["model"] == "lstm" and math.isfinite(metrics["val/accuracy"])
+    assert isinstance(load_checkpoint(run / "checkpoints" / "last.ckpt").model, LSTM)
+
+
+def test_gradient_accumulation_makes_up_the_batch(run_finetune):
+    metrics, run = run_finetune("sentiment", "batch_size=8", "micro_batch_size=4", "trainer.max_steps=2")
+    assert metrics["steps"] == 2
+    assert accumulation(32, 8, 2) == 2
+    with pytest.raises(ConfigError, match="micro_batch_size"):
+        accumulation(32, 6, 1)
+
+
+def test_warmup_fraction_sets_the_warmup_from_the_number_of_updates(finetuned, cache_dir):
+    module, _ = task_module(finetuned["sentiment"] / "checkpoints" / "last.ckpt", cache_dir)
+    module.optim = OptimConfig(lr=1.0, warmup_fraction=0.01, schedule="linear")
+    module.trainer = type("T", (), {"estimated_stepping_batches": 1000})()  # all configure_optimizers reads
+    schedule = module.configure_optimizers()["lr_scheduler"]["scheduler"]
+    factors = [schedule.lr_lambdas[0](step) for step in (0, 4, 9, 500)]
+    # 10 warm-up steps of 1000, times the linear decay
+    assert factors == pytest.approx([0.1, 0.5 * (1 - 4 / 1000), 1 - 9 / 1000, 0.5])
+
+
+def test_a_missing_init_from_is_refused_in_one_line(tmp_path):
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+    env.pop("HYDRA_FULL_ERROR", None)
+    proc = subprocess.run([sys.executable, "-m", "gpt1.finetune", "task=sentiment", f"hydra.run.dir={tmp_path}"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0
+    assert proc.stderr.strip().splitlines() == [f"error: {REQUIRED}"]
+
+
+@pytest.mark.parametrize("resume_step", [3, 5])  # mid epoch 0, mid epoch 1 (4 batches an epoch)
+def test_a_resumed_finetune_continues_exactly(run_finetune, tmp_path, resume_step):
+    """Same weights and head as the uninterrupted run, bit for bit: data order, dropout RNG and counters restored."""
+    common = ["batch_size=64", "trainer.max_steps=6", "callbacks.checkpoint.every_n_steps=1",
+              "callbacks.checkpoint.keep_last=-1"]
+    _, whole = run_finetune("sentiment", *common)
+    ckpt = whole / "checkpoints" / f"step{resume_step:07d}.ckpt"
+    metrics, resumed = run_finetune("sentiment", *common, f"resume={ckpt}", f"paths.output_dir={tmp_path / 'resumed'}")
+    assert metrics["steps"] == 6
+    expected = load_checkpoint(whole / "checkpoints" / "last.ckpt")
+    got = load_checkpoint(resumed / "checkpoints" / "last.ckpt")
+    for name, tensor in {**expected.model.state_dict(), **expected.heads}.items():
+        assert torch.equal(tensor, {**got.model.state_dict(), **got.heads}[name]), name
+
+
+def test_finetune_from_the_command_line_with_a_users_task(tmp_path, pretrained, sample_data, cache_dir):
+    """gpt1 finetune --config-dir DIR task=NAME: a task of the user's, its run directory named after it."""
+    (tmp_path / "task").mkdir()
+    (tmp_path / "task" / "reviews.yaml").write_text(
+        "type: classification\n"
+        f"data_files: {{train: {sample_data}/tasks/sentiment/train.jsonl, "
+        f"validation: {sample_data}/tasks/sentiment/validation.jsonl}}\n"
+        "splits: {train: 'train[:64]', validation: 'validation[:32]'}\n"
+        "text: sentence\nlabel_names: [negative, positive]\nmetrics: [accuracy, f1]\n"
+    )
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "gpt1.finetune", "--config-dir", str(tmp_path), "task=reviews", f"init_from={pretrained}",
+         "batch_size=16", "trainer.max_steps=2", "logger=csv", "trainer.enable_progress_bar=false",
+         f"paths.cache_dir={cache_dir}"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    (run,) = (tmp_path / "outputs" / "finetune" / "reviews").iterdir()
+    metrics = json.loads((run / "metrics.json").read_text())
+    assert metrics["task"] == "reviews" and metrics["steps"] == 2 and metrics["examples"]["validation"] == 32
+    assert {"val/accuracy", "val/f1", "baseline/accuracy", "baseline/f1"} <= set(metrics)
+    assert "test/accuracy" not in metrics  # no test split
