@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import lightning as L
+import torch
 from omegaconf import DictConfig, OmegaConf
 from torch import nn
 
@@ -57,7 +58,11 @@ def start_from(cfg: DictConfig) -> tuple[nn.Module, Tokenizer]:
         )
     ref = load_checkpoint(cfg.init_from if pretrained else cfg.tokenizer_from)
     model = transfer(ref.model, OmegaConf.to_object(cfg.model), pretrained, cfg.n_transfer)
+    had = [ref.tokenizer.specials[role] for role in TASK_SPECIAL_TOKENS if role in ref.tokenizer.specials]
     model.resize_token_embeddings(ref.tokenizer.add_special_tokens(TASK_SPECIAL_TOKENS))
+    if had and ref.task is None:  # pre-trained with them (format-1 checkpoints): fresh rows, as the original's
+        with torch.no_grad():
+            model.tokens_embed.weight[had] = torch.randn(len(had), model.config.n_embd) * model.config.init_std
     return model, ref.tokenizer
 
 

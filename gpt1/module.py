@@ -147,6 +147,18 @@ class Accuracy(Metric):
         return self.correct.float() / self.total
 
 
+class MatthewsCorrCoef(MulticlassMatthewsCorrCoef):
+    """Matthews' correlation over the classes, 0 when it is undefined (constant predictions or labels), as
+    sklearn: torchmetrics scores e.g. the constant prediction 1 on labels [1, 1, 1, 0] 0.58."""
+
+    def compute(self) -> torch.Tensor:
+        c = self.confmat.double()  # (labels, predictions)
+        n, t, p = c.sum(), c.sum(1), c.sum(0)
+        cov = c.trace() * n - (t * p).sum()
+        den = (n * n - (p * p).sum()).sqrt() * (n * n - (t * t).sum()).sqrt()
+        return (cov / den).float() if den > 0 else torch.tensor(0.0)
+
+
 CLASS_METRICS = ("accuracy", "f1", "mcc")
 """Metrics of class predictions (multiple choice: accuracy only); pearson and spearman score regression."""
 
@@ -164,7 +176,7 @@ def build_metric(name: str, task_type: str, num_labels: int) -> Metric:
     return {
         "accuracy": Accuracy,
         "f1": BinaryF1Score,
-        "mcc": lambda: MulticlassMatthewsCorrCoef(num_classes=num_labels),
+        "mcc": lambda: MatthewsCorrCoef(num_classes=num_labels),
         "pearson": PearsonCorrCoef,
         "spearman": SpearmanCorrCoef,
     }[name]()

@@ -13,31 +13,24 @@ import torch
 from hydra import compose, initialize_config_module
 from omegaconf import DictConfig
 
-from gpt1.checkpoint import load_checkpoint
+from gpt1.checkpoint import load_checkpoint, save_checkpoint
 from gpt1.config import OptimConfig
-from gpt1.data.tasks import TaskDataModule, task_from_dict
+from gpt1.data.tasks import TASK_SPECIAL_TOKENS, TaskDataModule, task_from_dict
 from gpt1.errors import CheckpointError, ConfigError
 from gpt1.evaluate import evaluate
 from gpt1.finetune import REQUIRED, accumulation, finetune, start_from
 from gpt1.lstm import LSTM
-from gpt1.module import IGNORE_INDEX, TaskModule
+from gpt1.module import IGNORE_INDEX, TaskModule, build_metric
 from gpt1.pretrain import train
 from gpt1.run import task_prefixes
 from tests.conftest import TINY_RUN
 
 SAMPLE_TASKS = ["sentiment", "entailment", "nli", "similarity", "paraphrase", "multiple_choice", "story"]
-CAPPED = {"train": "train[:256]", "validation": "validation[:48]", "test": "test[:40]"}
+CAPPED = ["++task.splits.train='train[:256]'", "++task.splits.validation='validation[:48]'", "++task.splits.test='test[:40]'"]
 """The first rows of each split only (task.splits slices): seconds to read and encode."""
-FAST = ["batch_size=16", "trainer.max_steps=3", "logger=csv", "trainer.enable_progress_bar=false",
+FAST = [*CAPPED, "batch_size=16", "trainer.max_steps=3", "logger=csv", "trainer.enable_progress_bar=false",
         "trainer.num_sanity_val_steps=0"]
 """Overrides for a fine-tuning run of seconds: 3 updates of 16 examples."""
-
-
-def capped(cfg: DictConfig) -> DictConfig:
-    """``cfg`` with its task's splits capped (CAPPED). Set on the composed config: a command-line override cannot
-    replace the null default of task.splits (OmegaConf cannot merge into a None dict)."""
-    cfg.task.splits = CAPPED
-    return cfg
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +50,7 @@ def run_finetune(make_cfg, pretrained):
 
     def _run(task: str, *overrides: str):
         init = [] if any(o.startswith("init_from=") for o in overrides) else [f"init_from={pretrained}"]
-        cfg = capped(make_cfg("finetune", [f"task={task}", *init, *FAST, *overrides]))
+        cfg = make_cfg("finetune", [f"task={task}", *init, *FAST, *overrides])
         return finetune(cfg), Path(cfg.paths.output_dir)
 
     return _run
@@ -72,7 +65,7 @@ def finetuned(tmp_path_factory, cache_dir, pretrained) -> dict[str, Path]:
         overrides = [f"paths.output_dir={run}", f"paths.cache_dir={cache_dir}", f"task={task}", f"task.name={task}",
                      f"init_from={pretrained}", *FAST, "predict=true"]  # (the CLI names the task after its option)
         with initialize_config_module(config_module="gpt1.conf", version_base="1.3"):
-            finetune(capped(compose(config_name="finetune", overrides=overrides)))
+            finetune(compose(config_name="finetune", overrides=overrides))
         runs[task] = run
     return runs
 
@@ -131,8 +124,8 @@ def test_evaluate_reproduces_the_runs_validation_metrics(finetuned, make_cfg):
         metrics = json.loads((finetuned[task] / "metrics.json").read_text())
         ckpt = finetuned[task] / "checkpoints" / "last.ckpt"
         cfg = make_cfg("evaluate", [f"ckpt={ckpt}", "data.batch_size=16", "trainer.enable_progress_bar=false",
-                                    *([f"task={task}", f"task.name={task}"] if given else [])])
-        result = evaluate(capped(cfg) if given else cfg)
+                                    *([f"task={task}", f"task.name={task}", *CAPPED] if given else [])])
+        result = evaluate(cfg)
         for name in load_checkpoint(ckpt).task["metrics"]:
             assert result[f"val/{name}"] == pytest.approx(metrics[f"val/{name}"], abs=1e-6), (task, name)
         assert json.loads((Path(cfg.paths.output_dir) / "metrics.json").read_text())["task"] == metrics["task"]
@@ -140,7 +133,7 @@ def test_evaluate_reproduces_the_runs_validation_metrics(finetuned, make_cfg):
 
 def test_evaluate_refuses_a_task_its_head_does_not_fit(finetuned, make_cfg):
     ckpt = finetuned["sentiment"] / "checkpoints" / "last.ckpt"  # 2 classes
-    cfg = capped(make_cfg("evaluate", [f"ckpt={ckpt}", "task=nli"]))  # 3 classes
+    cfg = make_cfg("evaluate", [f"ckpt={ckpt}", "task=nli", *CAPPED])  # 3 classes
     with pytest.raises(CheckpointError, match="no entailment head with 3 outputs"):
         evaluate(cfg)
 
@@ -246,6 +239,31 @@ def test_the_lstm_baseline_takes_the_checkpoints_embeddings(make_cfg, pretrained
     metrics, run = run_finetune("multiple_choice", "model=lstm", "model.hidden_size=64")
     assert metrics["model"] == "lstm" and math.isfinite(metrics["val/accuracy"])
     assert isinstance(load_checkpoint(run / "checkpoints" / "last.ckpt").model, LSTM)
+
+
+def test_mcc_is_zero_for_a_constant_prediction_and_matthews_otherwise():
+    def mcc(preds, labels, classes=2):
+        metric = build_metric("mcc", "classification", classes)
+        metric.update(torch.tensor(preds), torch.tensor(labels))
+        return float(metric.compute())
+
+    assert mcc([1, 1, 1, 1], [1, 1, 1, 0]) == 0.0  # torchmetrics' own gives 0.58
+    assert mcc([1, 0, 0, 1, 1], [1, 0, 1, 1, 0]) == pytest.approx(1 / 6)  # (TP TN - FP FN) / sqrt(...) = 1/6
+    assert mcc([0, 1, 2, 0], [0, 1, 2, 0], classes=3) == pytest.approx(1.0)
+
+
+def test_pretrained_task_tokens_start_fresh(make_cfg, pretrained, tmp_path):
+    """A checkpoint pre-trained with the task tokens (format 1 did that) gets fresh rows for them: N(0, init_std)."""
+    ref = load_checkpoint(pretrained)
+    grown = ref.tokenizer.add_special_tokens(TASK_SPECIAL_TOKENS)
+    ref.model.resize_token_embeddings(grown)
+    with torch.no_grad():
+        ref.model.tokens_embed.weight[-3:] = 100.0  # "trained" rows
+    save_checkpoint(tmp_path / "with_tokens.ckpt", ref.model, ref.tokenizer)
+    model, tokenizer = start_from(make_cfg("finetune", ["task=sentiment", f"init_from={tmp_path / 'with_tokens.ckpt'}"]))
+    ids = [tokenizer.special_id(role) for role in TASK_SPECIAL_TOKENS]
+    assert model.config.vocab_size == grown and model.tokens_embed.weight[ids].abs().max() < 1.0
+    assert torch.equal(model.tokens_embed.weight[: ids[0]], ref.model.tokens_embed.weight[: ids[0]])
 
 
 def test_gradient_accumulation_makes_up_the_batch(run_finetune):

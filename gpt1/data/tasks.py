@@ -142,10 +142,11 @@ class TaskConfig:
     """The hub dataset's configuration (e.g. rte)."""
     data_dir: Optional[str] = None
     """The files of a hub dataset that must be obtained by hand (Story Cloze)."""
-    splits: Optional[dict[str, Any]] = None
+    splits: dict[str, Any] = field(default_factory=dict)
     """Role (train, validation, test) -> split name, or a list of names for several splits of one role (MNLI:
-    validation: [validation_matched, validation_mismatched]); name[a:b] slices (ints or percentages); a role set
-    to null is not used. None: each role from the split of its own name (with data_files: those present)."""
+    validation: [validation_matched, validation_mismatched]); name[a:b] slices (ints or percentages), e.g.
+    ++task.splits.train='train[:1000]' on the command line (++: the key may be new); a role set to null is not used. A role left out reads
+    the split of its own name (with data_files: if it has one)."""
     text: Any = MISSING
     """The column of the text (classification), premise or first text (pairs), or context (multiple choice); a
     list of columns is joined with a space, empty ones skipped, e.g. [article, question]."""
@@ -267,9 +268,8 @@ def split_specs(task: TaskConfig) -> list[SplitSpec]:
     """The splits ``task`` reads, in role order (train, validation, test) then listed order; ConfigError naming the
     key for an unknown role, a split missing from data_files, a data_files key no role uses, or a repeated id."""
     files = task.data_files
-    mapping = task.splits
-    if mapping is None:
-        mapping = {role: role for role in ROLES if files is None or role in files}
+    defaults = {role: role for role in ROLES if files is None or role in files}
+    mapping = {**defaults, **(task.splits or {})}
     specs: list[SplitSpec] = []
     for role in mapping:
         if role not in ROLES:
