@@ -29,6 +29,8 @@ from typing import Any
 import torch
 from torch.nn import functional as F
 
+from omegaconf import OmegaConf
+
 from gpt1.model import GPT, PRESETS, GPTConfig
 
 DENSE_PEAK_TFLOPS: dict[str, dict[str, float]] = {
@@ -120,6 +122,32 @@ def hf_twin(model: GPT, double_heads: bool = False) -> torch.nn.Module:
     return hf.to(next(model.parameters()).device)
 
 
+def multiple_choice_batch(batch_size: int, n_ctx: int, device: torch.device) -> tuple[dict[str, torch.Tensor], Any, Any]:
+    """The first training batch of the sample multiple-choice task (4 choices, real lengths, padded to the batch's
+    longest), encoded with OpenAI's vocab and the original text pipeline; its task spec and tokenizer."""
+    import os
+
+    import datasets
+    from hydra import compose, initialize_config_module
+
+    from gpt1.config import default_sample_data
+    from gpt1.data.tasks import TASK_SPECIAL_TOKENS, TaskDataModule
+    from gpt1.tokenizer import load_tokenizer
+
+    sample = Path(os.environ.get("GPT1_SAMPLE_DATA", default_sample_data()))
+    tokenizer = load_tokenizer(sample.parent / "reference" / "openai-vocab")
+    tokenizer.add_special_tokens(TASK_SPECIAL_TOKENS)
+    with initialize_config_module(config_module="gpt1.conf", version_base="1.3"):
+        cfg = compose("finetune", ["task=multiple_choice", "init_from=none", f"paths.sample_data={sample}"])
+    task = OmegaConf.to_object(cfg.task)
+    datasets.disable_progress_bars()
+    data = TaskDataModule(task, tokenizer, n_ctx=n_ctx, batch_size=batch_size, seed=0, cache_dir=None, roles=["train"])
+    data.prepare_data()
+    data.setup()
+    batch = next(iter(data.train_dataloader()))
+    return {k: v.to(device) for k, v in batch.items()}, replace(task, num_labels=data.num_labels), tokenizer
+
+
 def bench(args: argparse.Namespace) -> dict[str, Any]:
     """Run every measurement ``args`` asks for; return them as a dict (also printed as a table)."""
     device = torch.device(args.device if args.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu"))
@@ -167,13 +195,37 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
         out["generate"][f"batch{gb}_ms_per_token"] = 1e3 * secs / args.new_tokens
     out["generate"]["bound_fraction"] = out["decode_bound_ms"] / out["generate"]["batch1_ms_per_token"]
 
+    # -- multiple-choice fine-tuning step (task loss + 0.5 x LM loss), the sample task's real lengths ------------------
+    if args.mc_batch:
+        from gpt1.config import OptimConfig
+        from gpt1.module import TaskModule
+
+        batch, task, tokenizer = multiple_choice_batch(args.mc_batch, config.n_ctx, device)
+        mc_model = model  # the same weights, unless --vocab is not OpenAI's + 3
+        if tokenizer.vocab_size != config.vocab_size:
+            mc_model = GPT(replace(config, vocab_size=tokenizer.vocab_size)).to(device)
+        mc = TaskModule(mc_model, tokenizer, OptimConfig(), task).to(device).train()
+
+        def mc_loss() -> torch.Tensor:
+            logits, hidden = mc(batch)
+            return mc.task_loss(logits, batch["labels"]) + 0.5 * mc.sequence_lm_loss(hidden, batch["targets"])
+
+        secs = median_seconds(train_step(mc, mc_loss, autocast), args.warmup, args.iters, device)
+        real = int((batch["targets"] != -100).sum()) + int(batch["choice_mask"].sum())  # tokens that are not padding
+        out["multiple_choice"] = {"shape": list(batch["input_ids"].shape), "real_tokens": real, "step_s": secs}
+
     if args.compare == "hf":
-        out["hf"] = compare_hf(model, ids, autocast, args, device, out)
+        out["hf"] = compare_hf(model, ids, autocast, args, device, out, (mc_model, batch) if args.mc_batch else None)
     return out
 
 
-def compare_hf(model: GPT, ids: torch.Tensor, autocast: Any, args: argparse.Namespace, device: torch.device, ours: dict) -> dict:
-    """The same measurements on HF's model with identical weights, and gpt1's speed-up over it."""
+def compare_hf(
+    model: GPT, ids: torch.Tensor, autocast: Any, args: argparse.Namespace, device: torch.device, ours: dict,
+    mc: tuple[GPT, dict[str, torch.Tensor]] | None,
+) -> dict:
+    """The same measurements on HF's model with identical weights, and gpt1's speed-up over it. HF's multiple-choice
+    step is OpenAIGPTDoubleHeadsModel on the same padded (B, K, T) batch, as its users run it: mc loss + 0.5 x its
+    LM loss (HF scores the LM head at every position, padding included, then masks the loss)."""
     hf = hf_twin(model)
     hf.train()
     B, T = ids.shape
@@ -182,7 +234,22 @@ def compare_hf(model: GPT, ids: torch.Tensor, autocast: Any, args: argparse.Name
     prompt = torch.randint(0, model.config.vocab_size, (1, 16), device=device)
     gen = lambda: hf.generate(prompt, max_new_tokens=args.new_tokens, min_new_tokens=args.new_tokens, do_sample=False, pad_token_id=0)  # noqa: E731
     gen_ms = 1e3 * median_seconds(gen, 1, max(1, args.iters // 2), device) / args.new_tokens
+    result = {}
+    if mc is not None:
+        mc_model, mc_batch = mc
+        dh = hf_twin(mc_model, double_heads=True).train()
+        lm_labels = torch.where(mc_batch["choice_mask"][..., None], mc_batch["input_ids"], -100)
+        lm_labels[..., 1:] = lm_labels[..., 1:].masked_fill(mc_batch["targets"][..., :-1] == -100, -100)
+
+        def dh_loss() -> torch.Tensor:
+            out = dh(input_ids=mc_batch["input_ids"], mc_token_ids=mc_batch["extract"], labels=lm_labels,
+                     mc_labels=mc_batch["labels"])
+            return out.mc_loss + 0.5 * out.loss
+
+        mc_secs = median_seconds(train_step(dh, dh_loss, autocast), args.warmup, args.iters, device)
+        result = {"multiple_choice_step_s": mc_secs, "speedup_multiple_choice": mc_secs / ours["multiple_choice"]["step_s"]}
     return {
+        **result,
         "train_tokens_per_s": B * T / secs,
         "generate_batch1_ms_per_token": gen_ms,
         "speedup_train": ours["train"]["tokens_per_s"] / (B * T / secs),
@@ -202,8 +269,15 @@ def report(out: dict[str, Any]) -> str:
         "generation: " + ", ".join(f"{k} {v:.1f}" for k, v in gen.items() if k.endswith("ms_per_token"))
         + f" (batch 1 at {gen['bound_fraction']:.0%} of the bandwidth bound)",
     ]
+    if "multiple_choice" in out:
+        mc = out["multiple_choice"]
+        lines.append(f"multiple-choice step {'x'.join(map(str, mc['shape']))} ({mc['real_tokens']:,} real tokens): "
+                     f"{mc['step_s'] * 1e3:.0f} ms")
     if "hf" in out:
         hf = out["hf"]
+        if "speedup_multiple_choice" in hf:
+            lines.append(f"vs HF DoubleHeads: {hf['multiple_choice_step_s'] * 1e3:.0f} ms -> gpt1 "
+                         f"{hf['speedup_multiple_choice']:.2f}x")
         lines.append(
             f"vs HF: train {hf['train_tokens_per_s']:,.0f} tokens/s -> gpt1 {hf['speedup_train']:.2f}x; "
             f"generate {hf['generate_batch1_ms_per_token']:.1f} ms/token -> gpt1 {hf['speedup_generate']:.1f}x"
@@ -219,6 +293,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--seq", type=int, default=256, help="training sequence length")
     p.add_argument("--gen-batch", type=int, default=8, help="the batched generation's batch")
     p.add_argument("--new-tokens", type=int, default=64, help="tokens generated per timing")
+    p.add_argument("--mc-batch", type=int, default=8, help="examples of the multiple-choice step (0: skip it)")
     p.add_argument("--device", default="auto", help="cpu, cuda or auto")
     p.add_argument("--precision", default="32-true", choices=["32-true", "bf16-mixed", "16-mixed"])
     p.add_argument("--peak-tflops", type=float, default=None, help="override the GPU's dense peak")

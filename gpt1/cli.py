@@ -12,6 +12,7 @@ COMMANDS = {
     "evaluate": "a fine-tuned checkpoint's task metrics, or a checkpoint's perplexity on a corpus",
     "generate": "sample text from a checkpoint",
     "convert": "import/export Hugging Face openai-gpt checkpoints (from-hf SRC DST | to-hf SRC DST)",
+    "bench": "speed on this device vs its own ceilings and vs HF's model (--compare hf; flags, not Hydra)",
 }
 
 

@@ -458,14 +458,19 @@ def test_race_letters_and_option_lists(tmp_path: Path, tokenizer: Tokenizer) -> 
     assert next(iter(dm.train_dataloader()))["input_ids"].shape[:2] == (4, 4)
 
 
-def test_story_cloze_trains_on_the_validation_set(tmp_path: Path, tokenizer: Tokenizer) -> None:
+def test_story_cloze_reads_the_original_files_and_trains_on_the_validation_set(tmp_path: Path, tokenizer: Tokenizer) -> None:
     def rows(n: int) -> list[dict[str, Any]]:
-        return [{"story_id": f"s{i}", **{f"input_sentence_{k}": f"Sentence {k}." for k in range(1, 5)},
-                 "sentence_quiz1": "A good end.", "sentence_quiz2": "A bad end.", "answer_right_ending": 1 + i % 2}
-                for i in range(n)]
+        return [{"InputStoryid": f"s{i}", **{f"InputSentence{k}": f"Sentence {k}." for k in range(1, 5)},
+                 "RandomFifthSentenceQuiz1": "A good end.", "RandomFifthSentenceQuiz2": "A bad end.",
+                 "AnswerRightEnding": 1 + i % 2} for i in range(n)]
 
-    files = local(tmp_path, {"validation": rows(380), "test": rows(3)})
-    dm = module(hub_as_local("story_cloze", files), tokenizer, None)
+    # the file names of the distribution (obtained by request), found through task.data_dir
+    write(tmp_path / "cloze_test_val__spring2016 - cloze_test_ALL_val.csv", rows(380))
+    write(tmp_path / "cloze_test_test__spring2016 - cloze_test_ALL_test.csv", rows(3))
+    root = OmegaConf.create({"paths": {"sample_data": "/nowhere"}})
+    yaml = OmegaConf.load(TASK_DIR / "story_cloze.yaml")
+    root.task = OmegaConf.merge(OmegaConf.structured(TaskConfig), yaml, {"data_dir": str(tmp_path)})
+    dm = module(OmegaConf.to_object(root.task), tokenizer, None)
     assert dm.stats["train"]["examples"] == 6 and dm.stats["validation"]["examples"] == 374  # the original's split
     assert dm.encoded["train"].index.tolist() == list(range(374, 380))
     assert dm.train_labels().tolist() == [0, 1] * 3 and dm.encoded["test"].labels.tolist() == [0, 1, 0]

@@ -1,0 +1,23 @@
+"""`gpt1 bench` runs end to end and reports every figure it promises (a smoke test: no timing is asserted)."""
+
+import json
+
+import pytest
+
+from gpt1.bench import main
+
+pytest.importorskip("transformers", reason="--compare hf builds HF's models")
+
+
+def test_bench_reports_speed_ceilings_and_the_ratios_to_hf(tmp_path, capsys):
+    out = main(["--model", "tiny", "--batch", "2", "--seq", "16", "--new-tokens", "2", "--gen-batch", "2",
+                "--warmup", "0", "--iters", "1", "--mc-batch", "2", "--compare", "hf", "--json", str(tmp_path / "b.json")])
+    assert json.loads((tmp_path / "b.json").read_text()) == json.loads(json.dumps(out))
+    assert out["flops_per_token"] > 0 and out["peak_flops"] > 0 and out["memory_bandwidth"] > 0
+    assert out["train"]["tokens_per_s"] > 0 and 0 < out["train"]["mfu"]
+    assert {"batch1_ms_per_token", "batch2_ms_per_token", "bound_fraction"} <= out["generate"].keys()
+    batch, choices, _ = out["multiple_choice"]["shape"]
+    assert (batch, choices) == (2, 4) and out["multiple_choice"]["real_tokens"] > 0
+    assert {"speedup_train", "speedup_generate", "speedup_multiple_choice"} <= out["hf"].keys()
+    printed = capsys.readouterr().out
+    assert "MFU" in printed and "vs HF" in printed and "vs HF DoubleHeads" in printed
