@@ -294,3 +294,15 @@ def test_pretraining_with_a_given_vocab_appends_the_eod_token(make_cfg, tmp_path
     loaded = load_checkpoint(Path(cfg.paths.output_dir) / "checkpoints" / "last.ckpt")
     assert loaded.model.config.vocab_size == base + 1
     assert loaded.tokenizer.pipeline == "openai" and loaded.tokenizer.specials == {"eod": base}
+
+
+def test_debug_overfit_trains_on_one_batch_until_it_is_memorised(make_cfg):
+    """debug=overfit: `overfit_batches: 1` means one batch (an int; under a float schema it became 1.0, every batch),
+    repeated until the model has learnt it: the loss falls far below where it started."""
+    cfg = make_cfg("pretrain", [*TINY_RUN, "debug=overfit", "trainer.max_steps=60", "trainer.log_every_n_steps=1",
+                                "optim.lr=1e-2", "optim.warmup_steps=5", "callbacks.samples.every_n_steps=0"])
+    assert cfg.trainer.overfit_batches == 1 and isinstance(cfg.trainer.overfit_batches, int)
+    metrics = train(cfg)
+    losses = train_losses(Path(cfg.paths.output_dir))
+    assert metrics["steps"] == 60 and len(losses) == 60
+    assert losses[-1] < 0.35 * losses[0]  # one batch, seen 60 times: memorised (many batches would not be)
