@@ -15,6 +15,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from gpt1.model import grown
+
 
 @dataclass
 class LSTMConfig:
@@ -73,12 +75,7 @@ class LSTM(nn.Module):
         if vocab_size < old:
             raise ValueError(f"cannot shrink the vocabulary from {old} to {vocab_size}")
         self.config = replace(self.config, vocab_size=vocab_size)
-        weight = self.tokens_embed.weight
-        grown = nn.Embedding(vocab_size, self.config.n_embd, device=weight.device, dtype=weight.dtype)
-        nn.init.normal_(grown.weight, std=self.config.init_std)
-        with torch.no_grad():
-            grown.weight[:old] = weight
-        self.tokens_embed = grown
+        self.tokens_embed = grown(self.tokens_embed, old, vocab_size, self.config.init_std)
 
     def num_params(self) -> int:
         """Number of parameters."""

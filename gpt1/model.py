@@ -17,6 +17,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from gpt1.errors import ConfigError
+
 ACTIVATIONS = {
     "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"),  # the paper's (and HF's "gelu")
     "gelu": F.gelu,  # exact erf GELU: an ablation, breaks parity with the original weights
@@ -56,10 +58,12 @@ class GPTConfig:
     """Round the embedding table up to a multiple of this (64 helps GPU matmuls); padded rows are never scored."""
 
     def __post_init__(self) -> None:
-        if self.n_embd % self.n_head:
-            raise ValueError(f"model.n_embd={self.n_embd} must be a multiple of model.n_head={self.n_head}")
+        if self.n_head < 1 or self.n_embd % self.n_head:
+            raise ConfigError(
+                f"model.n_embd={self.n_embd} must be a multiple of model.n_head={self.n_head}: change one of them"
+            )
         if self.activation not in ACTIVATIONS:
-            raise ValueError(f"model.activation={self.activation!r}: choose one of {sorted(ACTIVATIONS)}")
+            raise ConfigError(f"model.activation={self.activation!r}: choose one of {sorted(ACTIVATIONS)}")
 
     @property
     def padded_vocab_size(self) -> int:
@@ -191,12 +195,7 @@ class GPT(nn.Module):
         if vocab_size < old:
             raise ValueError(f"cannot shrink the vocabulary from {old} to {vocab_size}")
         self.config = replace(self.config, vocab_size=vocab_size)
-        weight = self.tokens_embed.weight
-        grown = nn.Embedding(self.config.padded_vocab_size, self.config.n_embd, device=weight.device, dtype=weight.dtype)
-        nn.init.normal_(grown.weight, mean=0.0, std=self.config.init_std)
-        with torch.no_grad():
-            grown.weight[:old] = weight[:old]
-        self.tokens_embed = grown
+        self.tokens_embed = grown(self.tokens_embed, old, self.config.padded_vocab_size, self.config.init_std)
 
     def num_params(self) -> int:
         """Parameters of the model, counting the real vocabulary rows only (116,534,784 for the paper's)."""
@@ -232,6 +231,16 @@ class GPT(nn.Module):
             logits = self.lm_logits(hidden[:, -1]).float()  # (B, V)
             idx = torch.cat([idx, sample_next(logits, temperature, top_k, generator)], dim=1)
         return idx
+
+
+def grown(embedding: nn.Embedding, keep: int, rows: int, std: float) -> nn.Embedding:
+    """A table of ``rows`` rows: the first ``keep`` rows of ``embedding``, the others drawn from N(0, std)."""
+    weight = embedding.weight
+    new = nn.Embedding(rows, weight.size(1), device=weight.device, dtype=weight.dtype)
+    nn.init.normal_(new.weight, mean=0.0, std=std)
+    with torch.no_grad():
+        new.weight[:keep] = weight[:keep]
+    return new
 
 
 def sample_next(
