@@ -1,10 +1,15 @@
-"""Callbacks of a gpt1 run: periodic checkpoints (written atomically), text samples, throughput."""
+"""Callbacks of a gpt1 run: periodic checkpoints (written atomically), a checkpoint on SIGTERM or Ctrl-C, text
+samples, throughput."""
 
 from __future__ import annotations
 
 import os
+import signal
+import sys
+import threading
 from pathlib import Path
-from typing import Any
+from types import FrameType
+from typing import Any, Optional
 
 import lightning as L
 import torch
@@ -12,6 +17,7 @@ from lightning.pytorch.callbacks import Callback, LearningRateMonitor, ModelChec
 from lightning.pytorch.loggers import TensorBoardLogger, WandbLogger
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 from lightning.pytorch.utilities import rank_zero_only
+from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from gpt1.checkpoint import atomic_save
 from gpt1.config import CallbacksConfig, SamplesConfig
@@ -31,6 +37,91 @@ class PeriodicCheckpoint(ModelCheckpoint):
     def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if trainer.global_step != self._last_global_step_saved:
             trainer.save_checkpoint(Path(self.dirpath) / f"{self.CHECKPOINT_NAME_LAST}{self.FILE_EXTENSION}")
+
+
+class SafeStop(Callback):
+    """SIGTERM (pre-emption, ``scancel``, ``kill``) or a first Ctrl-C (SIGINT) during training: finish the current
+    update, save ``last.ckpt`` (atomically), and exit with status 128 + the signal's number (143 for SIGTERM, 130 for
+    SIGINT), so that ``resume=auto`` (or ``resume=<last.ckpt>``) continues exactly where it stopped. A second Ctrl-C
+    stops at once without saving (last.ckpt stays the last one saved). Under DDP a signal to any rank stops every rank
+    after the same update.
+
+    The stop is taken at the end of a batch's callbacks, where periodic checkpoints are saved: the saved state is the
+    one a periodic checkpoint of that step would hold, and resumes the same way (a validation due at that very step
+    is skipped on resume, as after a periodic checkpoint). With gradient accumulation it waits for the update.
+    A SIGTERM before training starts, or after it ends (the final validation), ends the run with 143 too, saving
+    nothing.
+    """
+
+    SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+    def __init__(self, last: str | os.PathLike) -> None:
+        self.last = Path(last)
+        self.received: Optional[int] = None
+        """The first signal received during training (set by the handler)."""
+        self.stopped: Optional[int] = None
+        """The signal training stopped on."""
+        self._previous: dict[int, Any] = {}
+        self._step = -1
+
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self.received = self.stopped = None
+        self._step = trainer.global_step
+        if threading.current_thread() is threading.main_thread():  # Python handles signals there only
+            for signum in self.SIGNALS:
+                if signal.getsignal(signum) is not signal.SIG_IGN:  # e.g. SIGINT in a background job stays ignored
+                    self._previous[signum] = signal.signal(signum, self._handle)
+
+    def _handle(self, signum: int, frame: Optional[FrameType]) -> None:
+        """Note the signal: training stops after the current update (no printing here: a handler may interrupt a
+        print, and the stream would refuse the reentrant call)."""
+        if self.received is None:
+            self.received = signum
+        elif signum == signal.SIGINT:
+            raise KeyboardInterrupt  # a second Ctrl-C: stop now
+
+    def _restore_handlers(self) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+        self._previous = {}
+
+    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, *args: Any) -> None:
+        stop = self.received is not None
+        if trainer.world_size > 1:  # every rank takes part, every batch, so that they all stop after the same one
+            stop = trainer.strategy.reduce_boolean_decision(stop, all=False)
+        updated, self._step = trainer.global_step != self._step, trainer.global_step
+        if stop and updated:  # not in the middle of an accumulation: its gradients are in no checkpoint
+            self.stopped = self.received or signal.SIGTERM  # (another rank's signal: this rank had none)
+            raise SIGTERMException(128 + self.stopped)
+
+    def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._restore_handlers()
+
+    def on_exception(self, trainer: L.Trainer, pl_module: L.LightningModule, exception: BaseException) -> None:
+        self._restore_handlers()
+        if isinstance(exception, KeyboardInterrupt) and self.received == signal.SIGINT:
+            _say(trainer, f"stopped by a second Ctrl-C without saving; {self._resume_hint()}")
+        if not isinstance(exception, SIGTERMException):
+            return
+        if self.stopped is None:  # Lightning's own SIGTERM handling: before or after training
+            exception.code = exception.code or 128 + signal.SIGTERM
+            _say(trainer, f"stopped by SIGTERM outside training, saving nothing; {self._resume_hint()}")
+            return
+        trainer.save_checkpoint(self.last)  # every rank: under DDP it synchronises them
+        name = signal.Signals(self.stopped).name
+        _say(trainer, f"stopped by {name} at step {trainer.global_step}: saved {self.last}; continue with "
+                      f"resume=auto hydra.run.dir={self.last.parent.parent} (exit status {exception.code})")
+
+    def _resume_hint(self) -> str:
+        if self.last.is_file():
+            return f"resume=auto hydra.run.dir={self.last.parent.parent} continues from {self.last}"
+        return "no checkpoint had been saved"
+
+
+def _say(trainer: L.Trainer, message: str) -> None:
+    """One line on stderr, from rank 0 only."""
+    if trainer.is_global_zero:
+        print(message, file=sys.stderr, flush=True)
 
 
 class SampleText(Callback):
@@ -90,6 +181,10 @@ def build_callbacks(cfg: CallbacksConfig, output_dir: Path, with_loggers: bool) 
             mode="max",
             save_top_k=keep,
             save_last=True,
+            # Save every interval's checkpoint when its batch ends. Otherwise Lightning defers an epoch's last-batch
+            # save to the validation it expects next, which with validation every N batches across epochs may not
+            # come: that checkpoint was silently never written.
+            save_on_train_epoch_end=True,
         ),
         SampleText(cfg.samples),
     ]
@@ -99,4 +194,5 @@ def build_callbacks(cfg: CallbacksConfig, output_dir: Path, with_loggers: bool) 
             callbacks.append(
                 ThroughputMonitor(lambda b: b["input_ids"].size(0), lambda b: b["input_ids"].numel(), window_size=10)
             )
+    callbacks.append(SafeStop(output_dir / "checkpoints" / "last.ckpt"))  # last: after the batch's other callbacks
     return callbacks

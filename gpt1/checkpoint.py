@@ -119,6 +119,28 @@ class Loaded:
     ``module.heads.load_state_dict(loaded.heads)``. Empty for a language model."""
 
 
+def read_checkpoint(path: str | os.PathLike, map_location: str | torch.device = "cpu", mmap: bool = False) -> Any:
+    """The object saved in ``path`` (any torch file), or a ``CheckpointError`` naming ``path`` if it is missing or
+    cannot be read (truncated, corrupt, not a torch file). mmap: map the tensors instead of reading them (cheap, for
+    a look at the metadata)."""
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"checkpoint {path} does not exist: pass the path of a .ckpt file")
+    try:
+        try:
+            return torch.load(path, map_location=map_location, weights_only=False, mmap=mmap)
+        except Exception:
+            if not mmap:
+                raise
+            return torch.load(path, map_location=map_location, weights_only=False)  # e.g. a pre-zip torch file
+    except Exception as e:
+        detail = _one_line(e, 200).split(". ")[0].rstrip(".")  # torch's first sentence (its others are advice)
+        raise CheckpointError(
+            f"{path} cannot be read as a checkpoint (truncated or corrupt? {detail}): use an intact copy, e.g. "
+            "another checkpoint of its run"
+        ) from e
+
+
 def load_checkpoint(path: str | os.PathLike, map_location: str | torch.device = "cpu") -> Loaded:
     """Load a gpt1 checkpoint (from ``gpt1 pretrain``, ``gpt1 finetune`` or ``gpt1 convert from-hf``).
 
@@ -126,12 +148,7 @@ def load_checkpoint(path: str | os.PathLike, map_location: str | torch.device = 
     format or model type, or inconsistent (tokenizer and model vocabularies differ, weights do not fit).
     """
     path = Path(path)
-    if not path.is_file():
-        raise CheckpointError(f"checkpoint {path} does not exist (pass the path of a .ckpt file)")
-    try:
-        raw = torch.load(path, map_location=map_location, weights_only=False)
-    except Exception as e:
-        raise CheckpointError(f"{path} cannot be read as a checkpoint (truncated or corrupt?): {_one_line(e)}") from e
+    raw = read_checkpoint(path, map_location)
     meta = raw.get("gpt1") if isinstance(raw, dict) else None
     if not isinstance(meta, dict):
         raise CheckpointError(
@@ -139,19 +156,26 @@ def load_checkpoint(path: str | os.PathLike, map_location: str | torch.device = 
             "for a Hugging Face openai-gpt directory run `gpt1 convert from-hf SRC DST` first"
         )
     if meta.get("format") not in READABLE_FORMATS:
-        raise CheckpointError(f"{path}: checkpoint format {meta.get('format')} is not supported {READABLE_FORMATS}")
+        raise CheckpointError(
+            f"{path}: checkpoint format {meta.get('format')} is not supported (this gpt1 reads {READABLE_FORMATS}): "
+            "update gpt1 to read it"
+        )
     kind = meta.get("model_type", "gpt")  # format 1: always a GPT
     if kind not in MODELS:
-        raise CheckpointError(f"{path}: unknown model_type {kind!r} (known: {list(MODELS)})")
+        raise CheckpointError(f"{path}: unknown model_type {kind!r} (known: {list(MODELS)}): update gpt1 to read it")
     try:
         tokenizer = Tokenizer.from_str(meta["tokenizer"])
     except Exception as e:
-        raise CheckpointError(f"{path}: its tokenizer cannot be read: {_one_line(e)}") from e
+        raise CheckpointError(f"{path}: its tokenizer cannot be read ({_one_line(e)}): {DAMAGED}") from e
     cls, config_cls = MODELS[kind]
-    config = config_cls(**meta["model_config"])
+    try:
+        config = config_cls(**meta["model_config"])
+    except (TypeError, ValueError) as e:
+        raise CheckpointError(f"{path}: its model config is invalid ({_one_line(e)}): {DAMAGED}") from e
     if tokenizer.vocab_size != config.vocab_size:
         raise CheckpointError(
-            f"{path}: its tokenizer has {tokenizer.vocab_size} tokens but its model {config.vocab_size}"
+            f"{path}: its tokenizer has {tokenizer.vocab_size} tokens but its model a vocabulary of "
+            f"{config.vocab_size}: {DAMAGED}"
         )
     state, heads = {}, {}
     for key, value in raw["state_dict"].items():
@@ -161,11 +185,26 @@ def load_checkpoint(path: str | os.PathLike, map_location: str | torch.device = 
             heads[key.removeprefix(HEADS_PREFIX)] = value
     with torch.device("meta"):  # no random init of weights about to be overwritten
         model = cls(config)
-    try:
-        model.load_state_dict(state, assign=True)
-    except RuntimeError as e:
-        raise CheckpointError(f"{path}: its weights do not fit its model config: {_one_line(e)}") from e
+    misfit = state_mismatch(state, model.state_dict())
+    if misfit:
+        raise CheckpointError(f"{path}: its weights do not fit its model config: {misfit}: {DAMAGED}")
+    model.load_state_dict(state, assign=True)
     return Loaded(model=model.eval(), tokenizer=tokenizer, raw=raw, task=meta.get("task"), heads=heads)
+
+
+def state_mismatch(saved: Mapping[str, Any], expected: Mapping[str, Any]) -> Optional[str]:
+    """How the tensors ``saved`` differ from those ``expected`` (name -> tensor): the first missing, unexpected or
+    differently shaped one, in words; None when they fit."""
+    for name, tensor in expected.items():
+        if name not in saved:
+            return f"{name} is missing"
+        if tuple(saved[name].shape) != tuple(tensor.shape):
+            return f"{name} is {tuple(saved[name].shape)} in the checkpoint but {tuple(tensor.shape)} here"
+    extra = [name for name in saved if name not in expected]
+    return f"{extra[0]} is not a parameter here" if extra else None
+
+
+DAMAGED = "the checkpoint is inconsistent (edited or damaged): use another checkpoint of its run"
 
 
 def _one_line(error: Exception, limit: int = 400) -> str:

@@ -32,6 +32,13 @@ class Schedule(str, Enum):
     constant = "constant"
 
 
+class NonFinite(str, Enum):
+    """What a NaN or inf training loss does."""
+
+    stop = "stop"  # end the run with a message naming the step; the checkpoints already saved are left as they were
+    skip = "skip"  # leave the weights (and the optimizer's moments) as they were for that update, warn, count it
+
+
 @dataclass
 class OptimConfig:
     """Adam with decoupled weight decay on matrices only, linear warm-up then decay (the paper's recipe)."""
@@ -51,6 +58,11 @@ class OptimConfig:
     overrides warmup_steps."""
     schedule: Schedule = Schedule.cosine
     """Decay after the warm-up, to 0 at trainer.max_steps (or at the end of trainer.max_epochs)."""
+    nonfinite: NonFinite = NonFinite.stop
+    """A NaN or inf training loss: stop (before the weights take it: the run ends with one line naming the step,
+    exit status 2, and last.ckpt stays as it was) or skip (that update is not applied, the step still counts and the
+    schedule moves on; a warning per skipped update, counted in train/skipped_batches and metrics.json's
+    skipped_batches)."""
 
 
 @dataclass
@@ -78,9 +90,10 @@ class TrainerConfig:
     accumulate_grad_batches: int = 1
     """Batches per optimizer update."""
     val_check_interval: Optional[Any] = None
-    """Validate every this many training batches (int) or fraction of an epoch (float)."""
+    """Validate every this many training batches (int, counted across epochs: an epoch may be shorter) or fraction
+    of an epoch (float)."""
     check_val_every_n_epoch: Optional[int] = 1
-    """Validate every this many epochs (None with an integer val_check_interval: count across epochs)."""
+    """Validate every this many epochs; ignored (None) with an integer val_check_interval."""
     limit_train_batches: Optional[Any] = None
     """Train on only this many batches (int) or fraction (float) of each epoch."""
     limit_val_batches: Optional[Any] = None

@@ -42,6 +42,9 @@ def evaluate_task(cfg: DictConfig, loaded: Loaded) -> dict[str, Any]:
     else:
         task = OmegaConf.to_object(cfg.task)
         task.name = task.name or group_choice("task")
+    head = str(task.type)
+    if not any(k.startswith(f"{head}.") for k in loaded.heads):
+        raise CheckpointError(_no_head(cfg.ckpt, head, task.name, loaded))
     data = TaskDataModule(
         task, loaded.tokenizer, n_ctx=loaded.model.config.n_ctx, batch_size=cfg.data.batch_size, seed=cfg.seed,
         cache_dir=cfg.paths.cache_dir, roles=("validation", "test"),
@@ -49,15 +52,10 @@ def evaluate_task(cfg: DictConfig, loaded: Loaded) -> dict[str, Any]:
     data.prepare_data()
     data.setup("validate")
     task = replace(task, num_labels=data.num_labels, label_names=data.label_names)
-    head = str(task.type)
     outputs = 1 if head == "multiple_choice" else task.num_labels
     weight = loaded.heads.get(f"{head}.linear.weight")
     if weight is None or weight.size(0) != outputs:
-        has = sorted({k.split(".")[0] for k in loaded.heads}) or "none"
-        raise CheckpointError(
-            f"{cfg.ckpt} has no {head} head with {outputs} outputs for task {task.name} (its heads: {has}); "
-            "fine-tune it on the task (gpt1 finetune), or leave task= out to score its own task or its perplexity"
-        )
+        raise CheckpointError(_no_head(cfg.ckpt, head, task.name, loaded, outputs))
     module = TaskModule(loaded.model, loaded.tokenizer, OptimConfig(), task, *task_prefixes(data))
     module.head.load_state_dict({k.removeprefix(f"{head}."): v for k, v in loaded.heads.items() if k.startswith(head)})
     trainer = build_trainer(cfg.trainer, Path(cfg.paths.output_dir))
@@ -71,6 +69,14 @@ def evaluate_task(cfg: DictConfig, loaded: Loaded) -> dict[str, Any]:
     write_metrics(Path(cfg.paths.output_dir), metrics)
     print(", ".join(f"{k} {v:.4f}" for k, v in metrics.items() if k.endswith(tuple(task.metrics))))
     return metrics
+
+
+def _no_head(ckpt: str, head: str, task: str, loaded: Loaded, outputs: int | None = None) -> str:
+    has = sorted({k.split(".")[0] for k in loaded.heads}) or "none: a language model"
+    with_outputs = f" with {outputs} outputs" if outputs is not None else ""
+    for_task = f" for task {task}" if task else ""
+    return (f"{ckpt} has no {head} head{with_outputs}{for_task} (its heads: {has}); fine-tune it on the task "
+            "(gpt1 finetune), or leave task= out to score its own task or its perplexity")
 
 
 def perplexity(cfg: DictConfig, loaded: Loaded) -> dict[str, Any]:

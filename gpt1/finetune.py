@@ -111,7 +111,7 @@ def finetune(cfg: DictConfig) -> dict[str, Any]:
     print(f"run directory: {output_dir.resolve()}")
     print(f"model: {model_type(model)}, {model.num_params():,} parameters; task {task.name} ({task.type}), "
           f"{trainer.accumulate_grad_batches} x {micro} examples per update per device")
-    trainer.fit(module, datamodule=data, ckpt_path=resolve_resume(cfg.resume, output_dir))
+    trainer.fit(module, datamodule=data, ckpt_path=resolve_resume(cfg.resume, output_dir, module))
 
     metrics = {
         "task": task.name,
@@ -120,6 +120,7 @@ def finetune(cfg: DictConfig) -> dict[str, Any]:
         **score(trainer, module, data),
         **baseline_metrics(task, data),
         "steps": trainer.global_step,
+        "skipped_batches": module.skipped_batches,  # optim.nonfinite=skip
         "examples": {split: s["examples"] for split, s in data.stats.items()},
         "truncated": {split: s["truncated"] for split, s in data.stats.items()},
         "wall_time_s": round(time.perf_counter() - start, 1),

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import math
 import random
+import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import lightning as L
@@ -22,9 +24,9 @@ from torchmetrics.classification import BinaryF1Score, MulticlassMatthewsCorrCoe
 from torchmetrics.regression import PearsonCorrCoef, SpearmanCorrCoef
 
 from gpt1.checkpoint import metadata
-from gpt1.config import OptimConfig, Schedule
+from gpt1.config import NonFinite, OptimConfig, Schedule
 from gpt1.data.tasks import TaskConfig
-from gpt1.errors import ConfigError
+from gpt1.errors import EXIT_USER_ERROR, ConfigError, UserError
 from gpt1.heads import build_head, task_logits
 from gpt1.lstm import LSTM
 from gpt1.model import GPT
@@ -32,6 +34,10 @@ from gpt1.tokenizer import Tokenizer
 
 IGNORE_INDEX = -100
 """Target id of positions that are not scored (padding)."""
+
+
+class NonFiniteLoss(UserError):
+    """The training loss became NaN or inf (optim.nonfinite=stop)."""
 
 
 def lr_factor(step: int, warmup_steps: int, total_steps: int, schedule: Schedule) -> float:
@@ -67,6 +73,9 @@ class GPT1Module(L.LightningModule):
         self.test_nll = MeanMetric()
         self.flops_per_batch = 0  # read by Lightning's ThroughputMonitor to report MFU
         self._flops_shape: tuple[int, int] | None = None
+        self.skipped_batches = 0
+        """Updates not applied because a loss was NaN or inf (optim.nonfinite=skip); checkpoints carry it."""
+        self._skip_update = False
 
     def lm_loss(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
         """Mean next-token cross-entropy over every scored position, and the number of scored positions."""
@@ -81,9 +90,48 @@ class GPT1Module(L.LightningModule):
         if self._flops_shape != (B, T):  # recount only when the shape changes
             self.flops_per_batch, self._flops_shape = self.model.flops_per_token(T) * B * T, (B, T)
         loss, _ = self.lm_loss(batch)
+        self.check_finite(loss)
         self.log("train/loss", loss, prog_bar=True)
         self.log("train/ppl", loss.exp())
         return loss
+
+    def check_finite(self, loss: torch.Tensor) -> None:
+        """Act on a NaN or inf training loss (on any rank) as optim.nonfinite says: raise ``NonFiniteLoss`` before
+        the update, or mark the update to be skipped (``on_before_optimizer_step``). Reading the loss's value waits
+        for the device, once per batch (the progress bar and DDP's per-step checks wait anyway)."""
+        finite = bool(torch.isfinite(loss.detach()))
+        bad = not finite
+        if self.trainer.world_size > 1:  # every rank decides alike, or DDP's collectives would hang
+            bad = self.trainer.strategy.reduce_boolean_decision(bad, all=False)
+        if not bad:
+            return
+        value = "non-finite on another process" if finite else f"{loss.item()}"
+        step = self.trainer.global_step
+        if NonFinite(self.optim.nonfinite) == NonFinite.skip:
+            if not self._skip_update and self.trainer.is_global_zero:
+                print(f"warning: the training loss is {value} at step {step}: its update is skipped "
+                      f"(optim.nonfinite=skip; {self.skipped_batches + 1} so far)", file=sys.stderr, flush=True)
+            self._skip_update = True
+            return
+        if not self.trainer.is_global_zero:  # every rank stops; rank 0 says why, once
+            raise SystemExit(EXIT_USER_ERROR)
+        ckpt = getattr(self.trainer.checkpoint_callback, "dirpath", None)
+        last = Path(ckpt) / "last.ckpt" if ckpt else None
+        kept = f"{last}, saved before it, is left as it was" if last and last.is_file() else "no checkpoint was saved"
+        raise NonFiniteLoss(
+            f"the training loss is {value} at step {step}, so training stopped before updating the weights with it "
+            f"(optim.nonfinite=stop); {kept}. Lower optim.lr or raise optim.warmup_steps, or set optim.nonfinite=skip "
+            "to skip such batches"
+        )
+
+    def on_before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
+        """Skip an update marked by ``check_finite``: without gradients the optimizer leaves every weight and moment as
+        it was (a GradScaler, which has already seen the non-finite gradients, skips it too)."""
+        if self._skip_update:
+            self._skip_update = False
+            optimizer.zero_grad(set_to_none=True)
+            self.skipped_batches += 1
+            self.log("train/skipped_batches", float(self.skipped_batches))
 
     def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
         loss, n = self.lm_loss(batch)
@@ -125,10 +173,12 @@ class GPT1Module(L.LightningModule):
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         checkpoint["gpt1"] = metadata(self.model, self.tokenizer, self.task)
         checkpoint["rng"] = rng_state()  # Lightning keeps no RNG state: a resumed run draws the same dropout masks
+        checkpoint["skipped_batches"] = self.skipped_batches
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         if "rng" in checkpoint:
             set_rng_state(checkpoint["rng"])
+        self.skipped_batches = checkpoint.get("skipped_batches", 0)
 
 
 class Accuracy(Metric):
@@ -259,6 +309,7 @@ class TaskModule(GPT1Module):
             lm_loss = self.sequence_lm_loss(hidden, batch["targets"])
             loss = task_loss + self.aux_lm_weight * lm_loss
             self.log("train/lm_loss", lm_loss)
+        self.check_finite(loss)
         self.log("train/task_loss", task_loss)
         self.log("train/loss", loss, prog_bar=True)
         return loss

@@ -22,7 +22,7 @@ from gpt1.data.pretrain import PretrainDataModule, unigram_perplexity
 from gpt1.errors import command
 from gpt1.model import GPT
 from gpt1.module import GPT1Module
-from gpt1.run import build_loggers, build_trainer, log_config, resolve_resume, write_metrics
+from gpt1.run import build_loggers, build_trainer, check_accelerator, log_config, resolve_resume, write_metrics
 
 
 def load_init(path: str) -> Loaded:
@@ -40,6 +40,10 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     output_dir = Path(cfg.paths.output_dir)
     L.seed_everything(cfg.seed, workers=True)
 
+    # What can be checked without the data is, before the tokenizer is trained and the corpus packed.
+    model_cfg = None if cfg.init_from else OmegaConf.to_object(cfg.model)  # e.g. n_embd not a multiple of n_head
+    check_accelerator(cfg.trainer)
+    resolve_resume(cfg.resume, output_dir)
     init = load_init(cfg.init_from) if cfg.init_from else None
     data = PretrainDataModule(
         OmegaConf.to_object(cfg.data),
@@ -51,7 +55,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     data.prepare_data()  # trains or loads the tokenizer, tokenises and packs (cached): the model needs its vocab
     data.setup("fit")
     vocab_size = data.tokenizer.vocab_size
-    model = init.model if init else GPT(replace(OmegaConf.to_object(cfg.model), vocab_size=vocab_size))
+    model = init.model if init else GPT(replace(model_cfg, vocab_size=vocab_size))
     module = GPT1Module(model, data.tokenizer, OmegaConf.to_object(cfg.optim))
 
     loggers = build_loggers(cfg.logger, output_dir, run_name=f"{cfg.run_name}-{output_dir.name}")
@@ -63,7 +67,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     # Lightning warns that a mid-epoch resume replays data unless the loader is stateful; ours resumes exactly
     # (PretrainDataModule.train_dataloader continues the epoch's draws from Lightning's restored counters).
     warnings.filterwarnings("ignore", message="You're resuming from a checkpoint that ended before the epoch ended")
-    trainer.fit(module, datamodule=data, ckpt_path=resolve_resume(cfg.resume, output_dir))
+    trainer.fit(module, datamodule=data, ckpt_path=resolve_resume(cfg.resume, output_dir, module))
 
     train_metrics = {k: float(v) for k, v in trainer.callback_metrics.items() if k.startswith("train/")}
     valid = trainer.validate(module, datamodule=data, verbose=False)[0]  # the whole (capped) validation set
@@ -80,6 +84,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
         "val_ppl": valid["val/ppl"],
         "val_unigram_ppl": unigram_perplexity(data.train_tokens, data.valid_tokens, vocab_size),
         "steps": trainer.global_step,
+        "skipped_batches": module.skipped_batches,  # optim.nonfinite=skip
         "tokens_seen": trainer.global_step * tokens_per_step * trainer.world_size,
         "params": model.num_params(),
         "wall_time_s": round(time.perf_counter() - start, 1),

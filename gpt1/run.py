@@ -1,22 +1,33 @@
 """Plumbing shared by the gpt1 commands: the Trainer, its loggers, resume, the metrics.json of a run, and the
-scoring of a fine-tuned model on its task (``gpt1 finetune``, ``gpt1 evaluate``)."""
+scoring of a fine-tuned model on its task (``gpt1 finetune``, ``gpt1 evaluate``).
+
+What a run prints is what a user needs: ``quiet_library_noise`` (called by ``build_trainer``) is the one place that
+silences the library output that says nothing to them.
+"""
 
 from __future__ import annotations
 
 import json
+import logging
+import re
+import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 import lightning as L
 import torch
-from lightning.pytorch.callbacks import Callback
+from lightning.pytorch.callbacks import Callback, ModelSummary, ProgressBar, RichModelSummary, RichProgressBar
+from lightning.pytorch.callbacks.progress.rich_progress import _RICH_AVAILABLE
 from lightning.pytorch.loggers import CSVLogger, Logger, TensorBoardLogger, WandbLogger
+from lightning.pytorch.utilities.model_summary import get_human_readable_count
+from lightning.pytorch.utilities.model_summary.model_summary import _format_summary_table
 from omegaconf import DictConfig, OmegaConf
 
 from gpt1.callbacks import AtomicCheckpointIO
-from gpt1.config import LoggerConfig
+from gpt1.checkpoint import read_checkpoint, state_mismatch
+from gpt1.config import LoggerConfig, group_choice
 from gpt1.data.tasks import TaskConfig, TaskDataModule
-from gpt1.errors import ConfigError
+from gpt1.errors import CheckpointError, ConfigError
 from gpt1.io import atomic_file
 from gpt1.module import TaskModule, build_metric
 
@@ -42,28 +53,196 @@ def build_loggers(cfg: LoggerConfig, output_dir: Path, run_name: str) -> list[Lo
 def build_trainer(
     cfg: DictConfig, output_dir: Path, loggers: list[Logger] | None = None, callbacks: list[Callback] | None = None
 ) -> L.Trainer:
-    """A Lightning Trainer as ``cfg`` (a ``TrainerConfig`` node) says, under ``output_dir``, atomic checkpoints."""
+    """A Lightning Trainer as ``cfg`` (a ``TrainerConfig`` node) says, under ``output_dir``, atomic checkpoints.
+
+    An integer ``val_check_interval`` counts training batches across epochs (``check_val_every_n_epoch`` None), so
+    an epoch shorter than the interval (a small corpus) is no error. The model summary and the progress bar are
+    Lightning's, without what says nothing (a FLOPs count of 0, "Epoch 0/-2" in a run bounded by max_steps).
+    """
+    check_accelerator(cfg)
+    quiet_library_noise()
     if torch.cuda.is_available():
         torch.set_float32_matmul_precision("high")  # TF32 matmuls for fp32 runs on Ampere and later
+    args = OmegaConf.to_container(cfg, resolve=True)
+    interval = args.get("val_check_interval")
+    if isinstance(interval, int) and not isinstance(interval, bool):
+        args["check_val_every_n_epoch"] = None
+    callbacks = [*(callbacks or []), SummaryWithoutZeroFlops()]
+    bar = args.get("enable_progress_bar", True) and not any(isinstance(c, ProgressBar) for c in callbacks)
+    if bar and _RICH_AVAILABLE:  # (without rich, Lightning's tqdm bar, which shows no max_epochs)
+        callbacks.append(ProgressBarWithoutNegativeEpochs())
     return L.Trainer(
-        **OmegaConf.to_container(cfg, resolve=True),
+        **args,
         default_root_dir=output_dir,
         logger=loggers or False,
-        callbacks=callbacks or [],
+        callbacks=callbacks,
+        enable_model_summary=False,  # SummaryWithoutZeroFlops instead of Lightning's
         plugins=[AtomicCheckpointIO()],
     )
 
 
-def resolve_resume(resume: str | None, output_dir: Path) -> str | None:
-    """The checkpoint to resume from: a path, or "auto" for this run directory's last.ckpt when there is one."""
+def check_accelerator(cfg: DictConfig) -> None:
+    """Refuse, in one line, a trainer config that asks for GPUs this machine does not have (before Lightning does,
+    at length)."""
+    accelerator = str(cfg.accelerator).lower()
+    if accelerator not in ("gpu", "cuda"):
+        return
+    chosen = group_choice("trainer")
+    asked = f"trainer.accelerator={cfg.accelerator}"
+    if chosen not in (None, "cpu", "default"):  # trainer=gpu, trainer=ddp: name the option the user chose
+        asked = f"trainer={chosen} ({asked})"
+    if not torch.cuda.is_available():
+        if accelerator == "gpu" and torch.backends.mps.is_available():
+            return  # Apple silicon: Lightning's gpu is MPS
+        raise ConfigError(
+            f"{asked} asks for a GPU, but no CUDA GPU is visible: use trainer=cpu (or trainer.accelerator=cpu)"
+        )
+    devices, visible = cfg.devices, torch.cuda.device_count()
+    if isinstance(devices, int) and not isinstance(devices, bool) and devices > visible:
+        raise ConfigError(f"trainer.devices={devices}, but {visible} CUDA GPU{'s are' if visible > 1 else ' is'} "
+                          f"visible: use trainer.devices={visible} (or -1: all of them)")
+
+
+class SummaryWithoutZeroFlops(ModelSummary):
+    """Lightning's model summary (rich when rich is installed), without the FLOPs column and total when they are 0
+    (they are unless the module has an ``example_input_array``; ours have none)."""
+
+    @staticmethod
+    def summarize(
+        summary_data: list[tuple[str, list[str]]],
+        total_parameters: int,
+        trainable_parameters: int,
+        model_size: float,
+        total_training_modes: dict[str, int],
+        total_flops: int,
+        **summarize_kwargs: Any,
+    ) -> None:
+        if total_flops:
+            (RichModelSummary if _RICH_AVAILABLE else ModelSummary).summarize(
+                summary_data, total_parameters, trainable_parameters, model_size, total_training_modes, total_flops,
+                **summarize_kwargs,
+            )
+            return
+        columns = [(name, values) for name, values in summary_data if name != "FLOPs"]
+        if not _RICH_AVAILABLE:  # Lightning's plain table, less its last line (Total Flops)
+            table = _format_summary_table(
+                total_parameters, trainable_parameters, model_size, total_training_modes, total_flops, *columns
+            )
+            logging.getLogger("lightning.pytorch.callbacks.model_summary").info("\n" + table.rsplit("\n", 1)[0])
+            return
+        from rich import get_console
+        from rich.table import Table
+
+        table = Table(header_style=summarize_kwargs.get("header_style", "bold magenta"))
+        for name, _ in columns:
+            table.add_column(name, style="dim" if name == " " else None,
+                             justify="right" if name.startswith("Params") else "left", no_wrap=name == "Name")
+        for row in zip(*(values for _, values in columns)):
+            table.add_row(*row)
+        grid = Table.grid(expand=True)
+        grid.add_column()
+        for label, value in [
+            ("Trainable params", get_human_readable_count(int(trainable_parameters))),
+            ("Non-trainable params", get_human_readable_count(int(total_parameters - trainable_parameters))),
+            ("Total params", get_human_readable_count(int(total_parameters))),
+            ("Total estimated model params size (MB)", f"{model_size:,.3f}"),
+            ("Modules in train mode", total_training_modes["train"]),
+            ("Modules in eval mode", total_training_modes["eval"]),
+        ]:
+            grid.add_row(f"[bold]{label}[/]: {value}")
+        console = get_console()
+        console.print(table)
+        console.print(grid)
+
+
+class ProgressBarWithoutNegativeEpochs(RichProgressBar):
+    """Lightning's rich progress bar, "Epoch 3" rather than "Epoch 3/-2" when no max_epochs bounds the run."""
+
+    def _get_train_description(self, current_epoch: int) -> str:
+        description = super()._get_train_description(current_epoch)
+        max_epochs = self.trainer.max_epochs
+        if max_epochs is not None and max_epochs < 0:
+            description = description.replace(f"Epoch {current_epoch}/{max_epochs - 1}", f"Epoch {current_epoch}")
+        return description
+
+
+_NOISE_MESSAGES = {
+    # Lightning's advertisements
+    "lightning.pytorch.utilities.rank_zero": r"💡 Tip: |Loading `train_dataloader` to estimate number of stepping",
+    "lightning.fabric.utilities.rank_zero": r"💡 Tip: ",
+    "lightning_utilities.core.rank_zero": r"💡 Tip: ",
+    # trainer.save_checkpoint without weights_only: the default (a full checkpoint) is what we want
+    "lightning.pytorch.trainer.connectors.checkpoint_connector": r"`weights_only` was not set, defaulting to `False`",
+}
+"""Logger -> a regex of the messages it logs that say nothing to a user."""
+_NOISE_WARNINGS = [
+    # Lightning 2.6 on torch >= 2.10 (lightning/pytorch/utilities/_pytree.py): its own use of a torch API
+    (r"`isinstance\(treespec, LeafSpec\)` is deprecated", FutureWarning),
+    # an epoch of fewer batches than log_every_n_steps (a small corpus): Lightning counts the logging interval across
+    # epochs, so the metrics are logged all the same
+    (r"The number of training batches \(\d+\) is smaller than the logging interval", UserWarning),
+]
+"""(message regex, category) of the warnings that say nothing to a user."""
+
+
+class _DropMessages(logging.Filter):
+    def __init__(self, pattern: str) -> None:
+        super().__init__()
+        self.pattern = re.compile(pattern)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not self.pattern.match(record.getMessage())
+
+
+def quiet_library_noise() -> None:
+    """Silence the library output that says nothing to a user (``_NOISE_MESSAGES``, ``_NOISE_WARNINGS``), and only
+    that: every other message and warning still shows. Idempotent."""
+    for name, pattern in _NOISE_MESSAGES.items():
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, _DropMessages) for f in logger.filters):
+            logger.addFilter(_DropMessages(pattern))
+    for message, category in _NOISE_WARNINGS:
+        warnings.filterwarnings("ignore", message=message, category=category)
+
+
+def resolve_resume(resume: str | None, output_dir: Path, module: Optional[L.LightningModule] = None) -> str | None:
+    """The checkpoint to resume from: a path, or "auto" for this run directory's last.ckpt when there is one.
+
+    The checkpoint is checked before Lightning reads it: readable, a gpt1 training checkpoint (weights and training
+    state), and, given the ``module`` about to train, of its parameters and shapes and its tokenizer; a
+    ``CheckpointError`` that names it otherwise.
+    """
     if resume is None:
         return None
     if resume == "auto":
         last = output_dir / "checkpoints" / "last.ckpt"
-        return str(last) if last.is_file() else None
-    if not Path(resume).is_file():
-        raise ConfigError(f"resume={resume}: no such checkpoint (give a .ckpt path, or resume=auto)")
-    return resume
+        if not last.is_file():
+            return None
+        path, resume = last, f"auto ({last})"
+    else:
+        path = Path(resume)
+        if not path.is_file():
+            raise ConfigError(f"resume={resume}: no such checkpoint (give a .ckpt path, or resume=auto)")
+    raw = read_checkpoint(path, mmap=True)
+    if not isinstance(raw, dict) or not isinstance(raw.get("gpt1"), dict) or "state_dict" not in raw:
+        raise CheckpointError(f"resume={resume} is not a gpt1 checkpoint: give a checkpoint of a gpt1 run "
+                              "(<run dir>/checkpoints/last.ckpt)")
+    if "loops" not in raw or "optimizer_states" not in raw:
+        raise CheckpointError(f"resume={resume} holds weights but no training state (it was not saved by a "
+                              f"training run): start from its weights with init_from={path} instead")
+    if module is not None:
+        ours = {k: v for k, v in module.state_dict().items() if k.startswith(("model.", "heads."))}
+        theirs = {k: v for k, v in raw["state_dict"].items() if k.startswith(("model.", "heads."))}
+        misfit = state_mismatch(theirs, ours)
+        tokenizer = getattr(module, "tokenizer", None)
+        if misfit is None and tokenizer is not None and raw["gpt1"].get("tokenizer") != tokenizer.to_str():
+            misfit = "its tokenizer differs from this run's"
+        if misfit:
+            raise CheckpointError(
+                f"resume={resume} does not fit this run's model ({misfit}): resume with the settings it was "
+                "saved with (model, tokenizer, data: its run directory's .hydra/config.yaml), or start a new run"
+            )
+    return str(path)
 
 
 def log_config(trainer: L.Trainer, cfg: DictConfig) -> None:

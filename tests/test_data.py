@@ -25,6 +25,7 @@ from gpt1.data import (
     resolve_files,
     unigram_perplexity,
 )
+from gpt1.errors import ConfigError, DataError
 from gpt1.tokenizer import Tokenizer, TokenizerConfig, train_bpe
 
 DOCS = [
@@ -241,7 +242,7 @@ def test_hub_dataset_splits(tmp_path, tok, monkeypatch):
     assert calls == [("org/corpus", None, "validation")] and dm.train_tokens is None
     with pytest.raises(RuntimeError, match="no training stream"):
         dm.train_dataloader()
-    with pytest.raises(KeyError, match=r"org/corpus.*\['content', 'n'\]"):
+    with pytest.raises(DataError, match=r"org/corpus.*\['content', 'n'\]"):
         load_hub("org/corpus", split="train", columns=["text"])
 
 
@@ -292,9 +293,9 @@ def test_setup_before_prepare_data_says_so(tmp_path, tok, corpus):
 
 def test_unmatched_glob_names_the_field_and_pattern(tmp_path, tok, corpus):
     missing = DataConfig(train_files=[str(tmp_path / "nothing_*.txt")], valid_fraction=0.1)
-    with pytest.raises(FileNotFoundError, match=r"data\.train_files.*nothing_\*\.txt"):
+    with pytest.raises(DataError, match=r"data\.train_files.*nothing_\*\.txt"):
         PretrainDataModule(missing, tok, 8, 0, tmp_path)
-    with pytest.raises(FileNotFoundError, match=r"data\.valid_files.*nope\.txt"):
+    with pytest.raises(DataError, match=r"data\.valid_files.*nope\.txt"):
         PretrainDataModule(DataConfig(train_files=corpus["train_files"], valid_files=["nope.txt"]), tok, 8, 0, tmp_path)
 
 
@@ -302,7 +303,7 @@ def test_missing_column_names_the_file_and_its_columns(tmp_path, tok):
     path = tmp_path / "rows.jsonl"
     WRITERS[".jsonl"](path)
     dm = PretrainDataModule(DataConfig(train_files=[str(path)], valid_fraction=0.1), tok, 8, 0, tmp_path)
-    with pytest.raises(KeyError, match=rf"{path.name} has no column 'text'; its columns are \['id', 'body'\]"):
+    with pytest.raises(DataError, match=rf"{path.name} has no column 'text'; its columns are \['id', 'body'\]"):
         dm.prepare_data()
 
 
@@ -333,7 +334,7 @@ def test_untrainable_tokenizer_is_refused(tmp_path, corpus):
 
 
 def test_streams_shorter_than_a_window_are_refused(tmp_path, tok, corpus):
-    with pytest.raises(ValueError, match="fewer than one window of n_ctx"):
+    with pytest.raises(DataError, match=r"data\.train_files \(.*\) holds \d+ tokens, fewer than one window"):
         prepared(tmp_path, tok, n_ctx=10_000, **corpus)
 
 
@@ -353,15 +354,23 @@ def test_unigram_perplexity_by_hand():
 def test_file_fields_take_one_glob_or_a_list():
     assert DataConfig(train_files="corpus/*.txt").train_files == ["corpus/*.txt"]
     assert DataConfig(valid_files=["a.txt", "b/*.txt"]).valid_files == ["a.txt", "b/*.txt"]
-    with pytest.raises(TypeError, match="data.train_files"):
+    with pytest.raises(ConfigError, match="data.train_files"):
         DataConfig(train_files=[1, 2])
 
 
-def test_sampler_skip_resumes_an_epoch_and_only_that_epoch():
+def test_sampler_resumes_an_epoch_and_shards_it_by_rank():
     whole = list(WindowSampler(1000, 20, seed=3, epoch=2))
-    resumed = WindowSampler(1000, 20, seed=3, epoch=2, skip=8)
+    consumed = [8]  # read when iteration starts (Lightning restores its counters after building the loader)
+    resumed = WindowSampler(1000, 20, seed=3, epoch=2, consumed=lambda: consumed[0])
     assert list(resumed) == whole[8:] and len(resumed) == 20  # length stays the epoch's
-    resumed.set_epoch(2)  # Lightning re-announces the same epoch: still skipping
-    assert list(resumed) == whole[8:]
+    consumed[0] = 0  # a new epoch: Lightning resets its counter
     resumed.set_epoch(3)
     assert list(resumed) == list(WindowSampler(1000, 20, seed=3, epoch=3))
+    # Two ranks share the epoch's draws: rank r takes draws r, r + 2, ...; a resumed rank leaves out its own first.
+    shards = [WindowSampler(1000, 20, seed=3, epoch=2, num_replicas=2, rank=r) for r in (0, 1)]
+    assert [len(s) for s in shards] == [10, 10] and list(shards[0]) == whole[0::2] and list(shards[1]) == whole[1::2]
+    # The reproduction (2 ranks, 64 draws, 16 already consumed) raised IndexError under Lightning's wrapper.
+    rank1 = list(WindowSampler(1000, 64, seed=3, num_replicas=2, rank=1))
+    assert list(WindowSampler(1000, 64, seed=3, consumed=lambda: 16, num_replicas=2, rank=1)) == rank1[16:]
+    assert [len(WindowSampler(1000, 5, seed=3, num_replicas=2, rank=r)) for r in (0, 1)] == [3, 3]  # padded: equal
+    assert isinstance(shards[0], torch.utils.data.DistributedSampler)  # so Lightning does not wrap it

@@ -134,7 +134,7 @@ def test_evaluate_reproduces_the_runs_validation_metrics(finetuned, make_cfg):
 def test_evaluate_refuses_a_task_its_head_does_not_fit(finetuned, make_cfg):
     ckpt = finetuned["sentiment"] / "checkpoints" / "last.ckpt"  # 2 classes
     cfg = make_cfg("evaluate", [f"ckpt={ckpt}", "task=nli", *CAPPED])  # 3 classes
-    with pytest.raises(CheckpointError, match="no entailment head with 3 outputs"):
+    with pytest.raises(CheckpointError, match="no entailment head"):  # (found before any data is read)
         evaluate(cfg)
 
 

@@ -21,9 +21,10 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field, fields
 from functools import cached_property
@@ -35,9 +36,11 @@ import lightning as L
 import numpy as np
 import pyarrow.compute as pc
 import torch
-from torch.utils.data import DataLoader, Dataset, Sampler
+from torch.utils.data import DataLoader, Dataset, DistributedSampler, Sampler
 
-from gpt1.data.sources import files_key, load_files, load_hub, resolve_files
+from gpt1.data.loader import DeferredDataLoader
+from gpt1.data.sources import file_format, files_key, load_files, load_hub, read_error, resolve_files
+from gpt1.errors import ConfigError, DataError
 from gpt1.io import atomic_file
 from gpt1.tokenizer import Tokenizer, TokenizerConfig, build_tokenizer
 
@@ -90,7 +93,7 @@ class DataConfig:
             value = getattr(self, name)
             globs = [value] if isinstance(value, str) else list(value or [])
             if not all(isinstance(g, str) for g in globs):
-                raise TypeError(f"data.{name}={value!r}: give a glob or a list of globs (strings)")
+                raise ConfigError(f"data.{name}={value!r}: give a glob or a list of globs (strings)")
             setattr(self, name, globs)
 
 
@@ -136,30 +139,40 @@ class WindowDataset(Dataset):
         return {**self.__dict__, "_tokens": None}  # workers map the file themselves
 
 
-class WindowSampler(Sampler[int]):
-    """``num_samples`` window starts drawn uniformly (with replacement) from [0, n_windows), a function of
+class WindowSampler(DistributedSampler):
+    """``num_samples`` window starts per epoch, drawn uniformly (with replacement) from [0, n_windows), a function of
     (seed, epoch) only: runs repeat exactly, and each epoch (``set_epoch``, called by Lightning) draws anew.
 
-    ``skip`` drops the first draws of ``epoch``: those a resumed run had trained on before its checkpoint. Its
-    length stays the whole epoch's, so Lightning's batch counters (restored from the checkpoint) stay right.
+    Under data parallelism this rank takes draws ``rank, rank + num_replicas, ...`` of the epoch's (which are padded to
+    a multiple of the ranks): ``ceil(num_samples / num_replicas)`` windows, so an epoch is ``num_samples`` windows over
+    all the ranks. Being a ``DistributedSampler``, Lightning uses it as is under DDP (it wraps only other samplers).
+
+    ``consumed()`` is how many of this rank's draws of the epoch were already trained on (a resumed run's); they are
+    left out. It is called when iteration starts (at the loader's first batch: ``DeferredDataLoader``), not when the
+    sampler is built: Lightning may build the train loader (e.g. for ``estimated_stepping_batches``) before it
+    restores a checkpoint's counters. The length stays the whole epoch's share, so those counters stay right.
     """
 
-    def __init__(self, n_windows: int, num_samples: int, seed: int, epoch: int = 0, skip: int = 0) -> None:
+    def __init__(
+        self,
+        n_windows: int,
+        num_samples: int,
+        seed: int,
+        epoch: int = 0,
+        consumed: Callable[[], int] = lambda: 0,
+        num_replicas: int = 1,
+        rank: int = 0,
+    ) -> None:
         if n_windows < 1 or num_samples < 1:
             raise ValueError(f"WindowSampler needs n_windows >= 1 and num_samples >= 1, got {n_windows}, {num_samples}")
-        self.n_windows, self.num_samples, self.seed, self.epoch, self.skip = n_windows, num_samples, seed, epoch, skip
-
-    def set_epoch(self, epoch: int) -> None:
-        if epoch != self.epoch:
-            self.skip = 0  # the skip belongs to the epoch a run resumed in
-        self.epoch = epoch
-
-    def __len__(self) -> int:
-        return self.num_samples
+        super().__init__(range(n_windows), num_replicas=num_replicas, rank=rank, shuffle=False, seed=seed)
+        self.n_windows, self.epoch, self.consumed = n_windows, epoch, consumed
+        self.num_samples = math.ceil(num_samples / num_replicas)  # this rank's share (DistributedSampler's meaning)
+        self.total_size = self.num_samples * num_replicas
 
     def __iter__(self) -> Iterator[int]:
-        rng = np.random.default_rng([self.seed, self.epoch])
-        return iter(rng.integers(0, self.n_windows, self.num_samples)[self.skip :].tolist())
+        draws = np.random.default_rng([self.seed, self.epoch]).integers(0, self.n_windows, self.total_size)
+        return iter(draws[self.rank :: self.num_replicas][self.consumed() :].tolist())
 
 
 class _Source:
@@ -167,17 +180,47 @@ class _Source:
 
     def __init__(self, cfg: DataConfig, split: str, cache_dir: Path) -> None:
         files = cfg.train_files if split == "train" else cfg.valid_files
-        self.files = resolve_files(files, f"data.{split}_files") if files else None
         self.hub = (cfg.hf_dataset, cfg.hf_config, cfg.hf_train_split if split == "train" else cfg.hf_valid_split)
         self.column, self.cache_dir = cfg.text_column, str(cache_dir / "datasets")
+        self.files = self._resolve(files, f"data.{split}_files") if files else None
+        if self.files is not None:
+            more = f" and {len(self.files) - 1} more" if len(self.files) > 1 else ""
+            self.where = f"data.{split}_files ({self.files[0]}{more})"
+        else:
+            self.where = f"data.hf_dataset={self.hub[0]} (config {self.hub[1]}, split {self.hub[2]})"
+
+    @staticmethod
+    def _resolve(globs: list[str], key: str) -> list[Path]:
+        """The files of ``globs``, checked before any work: each exists, has a known format, and not all are empty."""
+        try:
+            files = resolve_files(globs, key)
+            for path in files:
+                file_format(path)
+        except (FileNotFoundError, ValueError) as e:  # a glob matching nothing, an unknown extension
+            raise DataError(str(e)) from e
+        if all(path.stat().st_size == 0 for path in files):
+            which = files[0] if len(files) == 1 else f"every file of {globs}"
+            raise DataError(f"{key}: {which} is empty: give a corpus with text in it")
+        return files
 
     @cached_property
     def dataset(self) -> datasets.Dataset:
         """The documents, in one column: ``self.column``."""
         if self.files is not None:
-            return load_files(self.files, [self.column], self.cache_dir, txt_column=self.column)
+            try:
+                return load_files(self.files, [self.column], self.cache_dir, txt_column=self.column)
+            except DataError as e:  # a missing column, named with the file's columns
+                raise DataError(f"{e}: set data.text_column to the one that holds the text") from e
+            except (datasets.exceptions.DatasetGenerationError, ValueError) as e:  # malformed JSON/CSV, bad UTF-8
+                raise DataError(read_error(self.files, e)) from e
         name, config, split = self.hub
-        return load_hub(name, config, split, [self.column], self.cache_dir)
+        try:
+            return load_hub(name, config, split, [self.column], self.cache_dir)
+        except DataError as e:
+            raise DataError(f"{e}: set data.text_column to the one that holds the text") from e
+        except (ValueError, OSError, RuntimeError, datasets.exceptions.DatasetNotFoundError) as e:  # as datasets says
+            detail = (str(e).strip().splitlines() or [type(e).__name__])[0]
+            raise DataError(f"cannot load {self.where}: {detail}") from e
 
     @cached_property
     def key(self) -> str:
@@ -208,9 +251,9 @@ class PretrainDataModule(L.LightningDataModule):
     ) -> None:
         super().__init__()
         if cfg.train_files and cfg.hf_dataset:
-            raise ValueError("data.train_files and data.hf_dataset are both set: train on one of them")
+            raise ConfigError("data.train_files and data.hf_dataset are both set: train on one of them")
         if not 0.0 <= cfg.valid_fraction < 1.0:
-            raise ValueError(f"data.valid_fraction={cfg.valid_fraction} must be in [0, 1)")
+            raise ConfigError(f"data.valid_fraction={cfg.valid_fraction} must be in [0, 1)")
         self.cfg, self.n_ctx, self.seed, self.cache_dir = cfg, n_ctx, seed, Path(cache_dir)
         self.tokenizer: Optional[Tokenizer] = tokenizer if isinstance(tokenizer, Tokenizer) else None
         self._tokenizer_cfg = None if isinstance(tokenizer, Tokenizer) else tokenizer
@@ -224,17 +267,17 @@ class PretrainDataModule(L.LightningDataModule):
         has_train = bool(cfg.train_files) or bool(cfg.hf_dataset and cfg.hf_train_split)
         has_valid = bool(cfg.valid_files) or bool(cfg.hf_dataset and cfg.hf_valid_split)
         if not has_valid and cfg.valid_fraction == 0:
-            raise ValueError(
+            raise ConfigError(
                 "no validation data: set data.valid_files, data.hf_valid_split (with data.hf_dataset), "
                 "or data.valid_fraction > 0 to hold out the end of the training stream"
             )
         if not has_train and not has_valid:
-            raise ValueError(
+            raise ConfigError(
                 "data.valid_fraction holds out the end of the training data, but there is none: "
                 "set data.train_files or data.hf_dataset, or give data.valid_files"
             )
         if not has_train and self._tokenizer_cfg is not None and self._tokenizer_cfg.path is None:
-            raise ValueError(
+            raise ConfigError(
                 "tokenizer.path is not set, so a BPE is to be trained on the training data, but there is none: "
                 "set data.train_files or data.hf_dataset, or tokenizer.path"
             )
@@ -268,7 +311,7 @@ class PretrainDataModule(L.LightningDataModule):
             whole = streams["train"]
             n_valid = int(len(whole) * self.cfg.valid_fraction)
             if n_valid < self.n_ctx + 1:
-                raise ValueError(
+                raise DataError(
                     f"data.valid_fraction={self.cfg.valid_fraction} holds out {n_valid} of {len(whole)} tokens, "
                     f"fewer than one window of n_ctx + 1 = {self.n_ctx + 1}: raise it or give data.valid_files"
                 )
@@ -276,9 +319,15 @@ class PretrainDataModule(L.LightningDataModule):
             streams["valid"] = TokenStream(whole.path, whole.dtype, whole.stop - n_valid, whole.stop)
         for split, stream in streams.items():
             if len(stream) < self.n_ctx + 1:
-                raise ValueError(
-                    f"the {split} stream has {len(stream)} tokens, fewer than one window of n_ctx + 1 = "
-                    f"{self.n_ctx + 1}: give more data or use a smaller model.n_ctx"
+                if split == "train":
+                    where = self._train_src.where
+                elif self._valid_src is None:
+                    where = f"the held-out end of {self._train_src.where}"
+                else:
+                    where = self._valid_src.where
+                raise DataError(
+                    f"{where} holds {len(stream)} tokens, fewer than one window of model.n_ctx + 1 = "
+                    f"{self.n_ctx + 1}: give more text, or a smaller model.n_ctx"
                 )
         self._train, self._valid = streams.get("train"), streams["valid"]
         self.train_tokens = self._train.open() if self._train is not None else None
@@ -341,12 +390,16 @@ class PretrainDataModule(L.LightningDataModule):
             raise RuntimeError("no training stream: call setup() first, and give data.train_files or data.hf_dataset")
         ds = WindowDataset(self._train, self.n_ctx, stride=1)
         num_samples = self.cfg.samples_per_epoch or len(self._train) // self.n_ctx
-        epoch, skip = 0, 0
-        if self.trainer is not None:  # resumed: Lightning has restored its loops, so continue the epoch's draws
-            epoch = self.trainer.current_epoch
-            done = self.trainer.fit_loop.epoch_loop.batch_progress.current.processed  # batches of this epoch
-            skip = done * self.cfg.batch_size * self.trainer.world_size
-        return self._loader(ds, WindowSampler(len(ds), num_samples, self.seed, epoch, skip))
+        if self.trainer is None:
+            return self._loader(ds, WindowSampler(len(ds), num_samples, self.seed))
+        trainer, batch_size = self.trainer, self.cfg.batch_size
+        sampler = WindowSampler(
+            len(ds), num_samples, self.seed, trainer.current_epoch,
+            # this rank's windows already trained on in this epoch (Lightning's counters, restored on resume)
+            lambda: trainer.fit_loop.epoch_loop.batch_progress.current.processed * batch_size,
+            trainer.world_size, trainer.global_rank,
+        )  # fmt: skip
+        return self._loader(ds, sampler)
 
     def val_dataloader(self) -> DataLoader:
         if self._valid is None:
@@ -358,7 +411,7 @@ class PretrainDataModule(L.LightningDataModule):
         return self.val_dataloader()
 
     def _loader(self, ds: WindowDataset, sampler: Optional[Sampler] = None) -> DataLoader:
-        return DataLoader(
+        return DeferredDataLoader(  # the sampler is asked for its order at the first batch: after a resume restores
             ds,
             batch_size=self.cfg.batch_size,
             sampler=sampler,  # None: in order

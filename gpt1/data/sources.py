@@ -2,6 +2,12 @@
 
 Shared by pre-training (a document per .txt file or per row) and fine-tuning (an example per row). The format of
 a local file comes from its extension (``FORMATS``); rows keep the order of the files and, within a file, their own.
+
+Invalid UTF-8. A .txt file is plain text: its invalid bytes are replaced with U+FFFD and counted, and a warning names
+the file, how many were replaced and the byte offset of the first (a stray byte in a large corpus should not stop a
+run). A structured file (.jsonl/.json, .csv, .tsv) must be valid UTF-8: an invalid byte is a ``DataError`` naming
+the file, its line and the byte offset (``read_error``), since a replaced byte inside a quoted field or a key may
+change what the row says.
 """
 
 from __future__ import annotations
@@ -10,6 +16,7 @@ import glob
 import hashlib
 import itertools
 import json
+import logging
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -18,6 +25,10 @@ from typing import Any, Optional
 import datasets
 import pandas as pd
 import pyarrow.parquet as pq
+
+from gpt1.errors import DataError
+
+log = logging.getLogger(__name__)
 
 FORMATS: dict[str, str] = {
     ".txt": "text",
@@ -29,7 +40,8 @@ FORMATS: dict[str, str] = {
 }
 """File extension -> format."""
 _BUILDERS: dict[str, tuple[str, dict[str, Any]]] = {
-    "text": ("text", {"sample_by": "document"}),  # one row per file: its whole text, line breaks kept
+    # one row per file: its whole text, line breaks kept; invalid UTF-8 replaced (counted by ``invalid_utf8``)
+    "text": ("text", {"sample_by": "document", "encoding_errors": "replace"}),
     "json": ("json", {}),
     "csv": ("csv", {}),
     "tsv": ("csv", {"sep": "\t"}),
@@ -47,7 +59,9 @@ def resolve_files(patterns: Sequence[str], field: str) -> list[Path]:
     for pattern in patterns:
         matches = sorted(p for p in glob.glob(os.path.expanduser(pattern), recursive=True) if os.path.isfile(p))
         if not matches:
-            raise FileNotFoundError(f"{field}: {pattern!r} matches no file (relative paths start at {Path.cwd()})")
+            raise FileNotFoundError(
+                f"{field}: {pattern!r} matches no file (relative paths start at {Path.cwd()}): fix the path or glob"
+            )
         files.update((Path(m).resolve(), None) for m in matches)
     return list(files)
 
@@ -86,7 +100,7 @@ def file_columns(path: str | os.PathLike) -> list[str]:
 def _check_columns(where: str, have: Sequence[str], want: Sequence[str]) -> None:
     missing = [c for c in want if c not in have]
     if missing:
-        raise KeyError(f"{where} has no column {', '.join(map(repr, missing))}; its columns are {list(have)}")
+        raise DataError(f"{where} has no column {', '.join(map(repr, missing))}; its columns are {list(have)}")
 
 
 def load_files(
@@ -110,6 +124,9 @@ def load_files(
             for path in group:
                 have = [txt_column] if fmt == "text" else file_columns(path)
                 _check_columns(str(path), have, columns)
+        if fmt == "text":
+            for path in group:
+                _warn_invalid_utf8(path)
         builder, kwargs = _BUILDERS[fmt]
         ds = datasets.load_dataset(
             builder, data_files=[str(p) for p in group], split="train", cache_dir=_str(cache_dir), **kwargs
@@ -179,7 +196,7 @@ def json_error(path: str | os.PathLike) -> Optional[str]:
         try:
             json.loads(text)
         except json.JSONDecodeError as e:
-            return f"{path}:{e.lineno}: not valid JSON ({e.msg}, column {e.colno})"
+            return f"{path}:{e.lineno}: not valid JSON ({e.msg}, column {e.colno}): fix the file"
         return None
     for lineno, line in enumerate(text.split("\n"), 1):
         if not line.strip():
@@ -187,7 +204,7 @@ def json_error(path: str | os.PathLike) -> Optional[str]:
         try:
             record = json.loads(line)
         except json.JSONDecodeError as e:
-            return f"{path}:{lineno}: not valid JSON ({e.msg}, column {e.colno})"
+            return f"{path}:{lineno}: not valid JSON ({e.msg}, column {e.colno}): fix or remove the line"
         if not isinstance(record, dict):
             return f"{path}:{lineno}: not a JSON object (JSON Lines: one object per line, columns as keys)"
     return None
@@ -213,6 +230,27 @@ def _utf8_error(path: str | os.PathLike) -> Optional[str]:
         line = data.count(b"\n", 0, e.start) + 1
         return f"{path}:{line}: invalid UTF-8 (byte {e.start} of the file): save it as UTF-8"
     return None
+
+
+def invalid_utf8(path: str | os.PathLike) -> tuple[int, Optional[int]]:
+    """(how many invalid UTF-8 sequences ``path`` holds, the byte offset of the first or None): each becomes one
+    U+FFFD when decoded with errors="replace"."""
+    data = Path(path).read_bytes()
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        # Every U+FFFD of the replaced text is an invalid sequence, except those written as such (bytes EF BF BD,
+        # always decoded as one character: EF cannot continue a sequence).
+        replaced = data.decode("utf-8", errors="replace").count("\ufffd") - data.count(b"\xef\xbf\xbd")
+        return replaced, e.start
+    return 0, None
+
+
+def _warn_invalid_utf8(path: str | os.PathLike) -> None:
+    count, first = invalid_utf8(path)
+    if count:
+        log.warning("%s: %d invalid UTF-8 byte sequence%s replaced with U+FFFD (the first at byte %d of the file)",
+                    path, count, "" if count == 1 else "s", first)
 
 
 def _str(path: str | os.PathLike | None) -> Optional[str]:

@@ -64,6 +64,7 @@ from omegaconf import MISSING, DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 from torch.utils.data import DataLoader, Dataset, DistributedSampler
 
+from gpt1.data.loader import DeferredDataLoader
 from gpt1.data.sources import file_columns, file_format, files_key, load_files, load_hub, read_error, resolve_files
 from gpt1.errors import ConfigError, DataError
 from gpt1.io import atomic_file
@@ -424,6 +425,11 @@ class _Source:
         source_names = list(feature.names) if isinstance(feature, datasets.ClassLabel) else None
         if not self.has_label:
             return Examples(text, pair, choices, None, index, n, source_names)
+        spec = self.spec
+        if n == 0 and spec.role != "test":
+            sliced = f" (task.splits.{spec.role}: {spec.name}[{spec.start or ''}:{spec.stop or ''}])"
+            raise DataError(f"{where}: the {spec.role} split has no rows"
+                            f"{sliced if spec.start or spec.stop else ''}: give it examples")
         labels = _labels(cols[t.label], t, t.label_names or source_names, choices, where, index)
         keep = ~np.isnan(labels) if t.regression else labels >= 0
         if not keep.any():
@@ -949,7 +955,7 @@ class TaskDataModule(L.LightningDataModule):
         return loaders[0] if len(loaders) == 1 else loaders
 
     def _loader(self, ds: TaskDataset, batch_size: int, sampler: Optional[EpochSampler] = None) -> DataLoader:
-        return DataLoader(
+        return DeferredDataLoader(  # the sampler is asked for its order at the first batch: after a resume restores
             ds,
             batch_size=batch_size,
             sampler=sampler,  # None: in order

@@ -1,0 +1,287 @@
+"""Every bad input of issue 6's battery, given to the CLI as a user gives it (overrides on the command line, on files
+written in tmp_path), ends with exit status 2 and one line on stderr, ``error: ...``, that names the file (and line),
+column, config key or checkpoint, and no traceback; HYDRA_FULL_ERROR=1 keeps the traceback. Every failure here happens
+before any training.
+
+The cases call each command's ``main`` (its Hydra app, behind ``gpt1.errors.command``) in this process, with
+``sys.argv`` set as the console script sets it: a subprocess per case would pay torch's and Lightning's imports each
+time (minutes in all). Three subprocess tests prove the whole path, ``python -m`` and the ``gpt1`` dispatcher: one
+line and exit status 2 for a data error and a config error, and the traceback under HYDRA_FULL_ERROR=1."""
+
+import importlib
+import json
+import logging
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from hydra import compose, initialize_config_module
+from hydra.core.global_hydra import GlobalHydra
+
+from gpt1.checkpoint import load_checkpoint, save_checkpoint
+from gpt1.pretrain import train
+
+ENV = {k: v for k, v in os.environ.items() if k != "HYDRA_FULL_ERROR"}
+ENV.update(HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", PYTHONUNBUFFERED="1")
+
+PRETRAIN = ["model=tiny", "tokenizer.vocab_size=300", "data.batch_size=8", "logger=csv", "debug=fast"]
+"""A pre-training run of seconds (the tiny model, 301 tokens with eod), as in the battery."""
+
+
+def gpt1_subprocess(command: str, *overrides: str, cwd: Path, env: dict[str, str] = ENV,
+                    module: str | None = None) -> subprocess.CompletedProcess:
+    """``python -m gpt1.<command> overrides...`` (or ``python -m gpt1.cli <command> ...``, the console script's
+    path, with ``module="cli"``) in ``cwd`` (made if need be), its run directory under ``cwd``."""
+    cwd.mkdir(parents=True, exist_ok=True)
+    argv = ["-m", "gpt1.cli", command] if module == "cli" else ["-m", f"gpt1.{command}"]
+    return subprocess.run(
+        [sys.executable, *argv, *overrides, f"hydra.run.dir={cwd / 'run'}"],
+        cwd=cwd, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+
+
+@pytest.fixture
+def gpt1(monkeypatch, capsys):
+    """``gpt1 <command> overrides...`` run in this process as the subprocess would run it: ``gpt1.<command>.main``
+    with ``sys.argv`` as the console script leaves it, in ``cwd`` (made if need be), its run directory under ``cwd``,
+    HYDRA_FULL_ERROR unset. Returns its exit status and what it printed, as a ``CompletedProcess``."""
+    for key, value in ENV.items():
+        if key.startswith("HF_"):
+            monkeypatch.setenv(key, value)
+    monkeypatch.delenv("HYDRA_FULL_ERROR", raising=False)
+
+    def run(command: str, *overrides: str, cwd: Path) -> subprocess.CompletedProcess:
+        cwd.mkdir(parents=True, exist_ok=True)
+        argv = [f"gpt1 {command}", *overrides, f"hydra.run.dir={cwd / 'run'}"]
+        main = importlib.import_module(f"gpt1.{command}").main
+        monkeypatch.chdir(cwd)
+        monkeypatch.setattr(sys, "argv", argv)
+        capsys.readouterr()  # only this command's output
+        assert not GlobalHydra.instance().is_initialized()  # hydra.main would refuse to start (exit status 1)
+        root = logging.getLogger()
+        handlers, level = root.handlers[:], root.level
+        try:
+            with pytest.raises(SystemExit) as exited:
+                main()
+        finally:  # Hydra's job logging (a console handler on this test's captured stdout, a file) ends with the run
+            for handler in root.handlers[:]:
+                if handler not in handlers:
+                    root.removeHandler(handler)
+                    handler.close()
+            for handler in handlers:
+                if handler not in root.handlers:
+                    root.addHandler(handler)
+            root.setLevel(level)
+        assert not GlobalHydra.instance().is_initialized()  # hydra.main clears it, even on the way out by sys.exit
+        out, err = capsys.readouterr()
+        return subprocess.CompletedProcess(argv, exited.value.code, out, err)
+
+    return run
+
+
+def one_line_error(proc: subprocess.CompletedProcess, *names: str) -> str:
+    """The error line of a refused run, checked: status 2, no traceback, the last line of stderr ``error: ...``
+    naming each of ``names``."""
+    assert proc.returncode == 2, f"exit status {proc.returncode}:\n{proc.stdout}\n{proc.stderr}"
+    assert "Traceback" not in proc.stderr + proc.stdout, proc.stderr
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: "), proc.stderr
+    for name in names:
+        assert name in last, (name, last)
+    print(last)  # (pytest -s: the battery's lines)
+    return last
+
+
+@pytest.fixture(scope="module")
+def bad(tmp_path_factory, sample_data) -> Path:
+    """A directory of good and bad inputs: text, tables, checkpoints, fine-tuning tasks."""
+    d = tmp_path_factory.mktemp("bad")
+    novel = (sample_data / "books/train/northanger_abbey.txt").read_text(encoding="utf-8")
+    (d / "good.txt").write_text(novel[:20_000], encoding="utf-8")
+    (d / "empty.txt").write_text("")
+    (d / "small.txt").write_text("a few words.")
+    (d / "malformed.jsonl").write_text('{"text": "a line"}\n{"text": "a broken line"\n{"text": "another"}\n')
+    (d / "nocolumn.jsonl").write_text('{"body": "a line", "id": 1}\n{"body": "another", "id": 2}\n')
+    (d / "latin1.jsonl").write_bytes('{"text": "hello"}\n{"text": "café"}\n'.encode("latin-1"))
+    (d / "corrupt.ckpt").write_text("not a checkpoint")
+    torch.save({"weights": torch.zeros(3)}, d / "foreign.ckpt")
+
+    rows = [json.loads(line) for line in (sample_data / "tasks/sentiment/train.jsonl").open()][:32]
+    (d / "neutral.jsonl").write_text("".join(json.dumps({**r, "label": "neutral" if i == 7 else r["label"]}) + "\n"
+                                             for i, r in enumerate(rows)))
+    (d / "unlabelled.jsonl").write_text("".join(json.dumps({**r, "label": -1}) + "\n" for r in rows))
+    return d
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory, cache_dir, bad) -> Path:
+    """A tiny pre-training run of 2 updates on good.txt: its last.ckpt (a Lightning checkpoint, with training
+    state), and beside it weights.ckpt (weights only), truncated.ckpt, vocab.ckpt (its tokenizer and model disagree)
+    and shape.ckpt (its weights do not fit its model config)."""
+    run = tmp_path_factory.mktemp("trained")
+    overrides = [f"paths.output_dir={run}", f"paths.cache_dir={cache_dir}", *PRETRAIN, "trainer.max_steps=2",
+                 f"data.train_files={bad}/good.txt", f"data.valid_files={bad}/good.txt",
+                 "callbacks.samples.every_n_steps=0"]
+    with initialize_config_module(config_module="gpt1.conf", version_base="1.3"):
+        train(compose(config_name="pretrain", overrides=overrides))
+    last = run / "checkpoints" / "last.ckpt"
+    loaded = load_checkpoint(last)
+    save_checkpoint(run / "weights.ckpt", loaded.model, loaded.tokenizer)
+    (run / "truncated.ckpt").write_bytes(last.read_bytes()[:4096])
+    raw = torch.load(last, map_location="cpu", weights_only=False)
+    config = raw["gpt1"]["model_config"]
+    torch.save({**raw, "gpt1": {**raw["gpt1"], "model_config": {**config, "vocab_size": 600}}}, run / "vocab.ckpt")
+    wider = {**config, "n_embd": 64, "n_inner": 256}
+    torch.save({**raw, "gpt1": {**raw["gpt1"], "model_config": wider}}, run / "shape.ckpt")
+    return run
+
+
+# -- pre-training data ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "train_files, valid_files, names",
+    [
+        pytest.param("nothere.txt", "good.txt", ["data.train_files", "nothere.txt", "matches no file"], id="missing"),
+        pytest.param("*.xyz", "good.txt", ["data.train_files", "*.xyz", "matches no file"], id="glob-matching-nothing"),
+        pytest.param("empty.txt", "good.txt", ["data.train_files", "empty.txt", "is empty"], id="empty"),
+        pytest.param("small.txt", "good.txt", ["data.train_files", "small.txt", "fewer than one window", "model.n_ctx"],
+                     id="smaller-than-a-window"),
+        pytest.param("malformed.jsonl", "good.txt", ["malformed.jsonl:2:", "not valid JSON"], id="malformed-jsonl"),
+        pytest.param("nocolumn.jsonl", "good.txt", ["nocolumn.jsonl", "'text'", "['body', 'id']", "data.text_column"],
+                     id="missing-text-column"),
+        pytest.param("latin1.jsonl", "good.txt", ["latin1.jsonl:2:", "invalid UTF-8", "byte 31 "], id="invalid-utf8"),
+    ],
+)
+def test_bad_pretraining_data_is_named_in_one_line(gpt1, bad, cache_dir, train_files, valid_files, names):
+    proc = gpt1("pretrain", *PRETRAIN, f"data.train_files={bad / train_files}", f"data.valid_files={bad / valid_files}",
+                f"paths.cache_dir={cache_dir}", cwd=bad.parent / f"run-{train_files}-{valid_files}".replace("*", "_"))
+    one_line_error(proc, *names)
+
+
+# -- configuration ----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "overrides, names",
+    [
+        pytest.param(["model.n_layr=3"], ["model.n_layr", "not in"], id="misspelt-key"),
+        pytest.param(["model.n_layer=two"], ["model.n_layer", "'two'"], id="wrong-type"),
+        pytest.param(["trainer=gpu"], ["trainer=gpu", "no CUDA GPU is visible", "use trainer=cpu"], id="trainer-gpu"),
+        pytest.param(["trainer=ddp"], ["trainer=ddp", "no CUDA GPU is visible", "use trainer=cpu"], id="trainer-ddp"),
+    ],
+)
+def test_bad_configuration_is_named_in_one_line(gpt1, tmp_path, bad, overrides, names):
+    if "trainer=" in overrides[0] and torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    proc = gpt1("pretrain", *PRETRAIN, f"data.train_files={bad}/good.txt", f"data.valid_files={bad}/good.txt",
+                f"paths.cache_dir={tmp_path / 'cache'}", *overrides, cwd=tmp_path)
+    one_line_error(proc, *names)
+
+
+def test_a_model_config_that_cannot_be_built_fails_before_any_data_work(gpt1, tmp_path, bad):
+    proc = gpt1("pretrain", *PRETRAIN, f"data.train_files={bad}/good.txt", f"data.valid_files={bad}/good.txt",
+                f"paths.cache_dir={tmp_path / 'cache'}", "model.n_head=5", cwd=tmp_path)
+    one_line_error(proc, "model.n_embd=32", "model.n_head=5", "multiple")
+    assert not (tmp_path / "cache").exists()  # no tokenizer trained, nothing tokenised
+
+
+# -- the whole command line, in a subprocess ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "module, overrides, names",
+    [
+        pytest.param(None, ["data.train_files={bad}/nothere.txt"],
+                     ["data.train_files", "nothere.txt", "matches no file"], id="data-error-python-m-gpt1.pretrain"),
+        pytest.param("cli", ["data.train_files={bad}/good.txt", "model.n_layr=3"], ["model.n_layr", "not in"],
+                     id="config-error-python-m-gpt1.cli"),
+    ],
+)
+def test_the_command_line_prints_one_line_and_exits_2(tmp_path, bad, module, overrides, names):
+    proc = gpt1_subprocess("pretrain", *PRETRAIN, *(o.format(bad=bad) for o in overrides),
+                           f"data.valid_files={bad}/good.txt", f"paths.cache_dir={tmp_path / 'cache'}", cwd=tmp_path,
+                           module=module)
+    one_line_error(proc, *names)
+
+
+def test_hydra_full_error_keeps_the_traceback(tmp_path, bad):
+    proc = gpt1_subprocess("pretrain", *PRETRAIN, f"data.train_files={bad}/nothere.txt",
+                           f"data.valid_files={bad}/good.txt", f"paths.cache_dir={tmp_path / 'cache'}", cwd=tmp_path,
+                           env={**ENV, "HYDRA_FULL_ERROR": "1"})
+    assert proc.returncode == 1 and "Traceback" in proc.stderr and "DataError: data.train_files" in proc.stderr
+
+
+# -- checkpoints ------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "command, ckpt, names",
+    [
+        pytest.param("generate", "{bad}/nothere.ckpt", ["nothere.ckpt", "does not exist"], id="missing"),
+        pytest.param("evaluate", "{bad}/corrupt.ckpt", ["corrupt.ckpt", "cannot be read"], id="corrupt"),
+        pytest.param("generate", "{run}/truncated.ckpt", ["truncated.ckpt", "cannot be read"], id="truncated"),
+        pytest.param("evaluate", "{bad}/foreign.ckpt", ["foreign.ckpt", "not a gpt1 checkpoint"], id="foreign"),
+        pytest.param("generate", "{run}/vocab.ckpt", ["vocab.ckpt", "tokenizer has 301 tokens", "600"],
+                     id="tokenizer-and-model-vocab-differ"),
+        pytest.param("evaluate", "{run}/shape.ckpt", ["shape.ckpt", "tokens_embed.weight is (301, 32)", "(301, 64)"],
+                     id="weights-do-not-fit-the-model-config"),
+    ],
+)
+def test_unusable_checkpoints_are_named_in_one_line(gpt1, bad, trained, command, ckpt, names):
+    path = ckpt.format(bad=bad, run=trained)
+    proc = gpt1(command, f"ckpt={path}", cwd=bad.parent / f"{command}-{Path(path).name}")
+    one_line_error(proc, *names)
+
+
+def test_a_language_model_scored_on_a_task_says_it_has_no_head(gpt1, tmp_path, trained, cache_dir):
+    proc = gpt1("evaluate", f"ckpt={trained}/checkpoints/last.ckpt", "task=sentiment", f"paths.cache_dir={cache_dir}",
+                cwd=tmp_path)
+    one_line_error(proc, "last.ckpt", "no classification head", "gpt1 finetune")
+
+
+@pytest.mark.parametrize(
+    "resume, overrides, names",
+    [
+        pytest.param("{bad}/nothere.ckpt", [], ["resume=", "nothere.ckpt", "no such checkpoint"], id="missing"),
+        pytest.param("{run}/weights.ckpt", [], ["weights.ckpt", "no training state", "init_from="], id="weights-only"),
+        pytest.param("{run}/checkpoints/last.ckpt", ["model.n_embd=64"],
+                     ["last.ckpt", "does not fit", "(301, 32) in the checkpoint but (301, 64) here"], id="other-shape"),
+        pytest.param("{run}/checkpoints/last.ckpt", ["tokenizer.vocab_size=320"],
+                     ["last.ckpt", "does not fit", "(301, 32) in the checkpoint but (321, 32) here"], id="other-vocab"),
+    ],
+)
+def test_a_checkpoint_that_cannot_be_resumed_is_named_in_one_line(gpt1, bad, trained, cache_dir, resume, overrides,
+                                                                  names):
+    path = resume.format(bad=bad, run=trained)
+    proc = gpt1("pretrain", *PRETRAIN, f"data.train_files={bad}/good.txt", f"data.valid_files={bad}/good.txt",
+                f"paths.cache_dir={cache_dir}", f"resume={path}", *overrides,
+                cwd=bad.parent / f"resume-{Path(path).name}-{len(overrides)}-{overrides[0][:7] if overrides else ''}")
+    one_line_error(proc, *names)
+
+
+# -- fine-tuning data -------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "train_file, names",
+    [
+        pytest.param("neutral.jsonl", ["neutral.jsonl row 7", "'neutral'", "task.label_names"], id="unknown-label"),
+        pytest.param("unlabelled.jsonl", ["unlabelled.jsonl", "no row has a label", "train split"],
+                     id="no-training-examples"),
+    ],
+)
+def test_bad_finetuning_data_is_named_in_one_line(gpt1, bad, trained, cache_dir, train_file, names):
+    proc = gpt1("finetune", "task=sentiment", f"task.data_files.train={bad / train_file}",
+                f"init_from={trained}/checkpoints/last.ckpt", f"paths.cache_dir={cache_dir}",
+                cwd=bad.parent / f"finetune-{train_file}")
+    one_line_error(proc, *names)
+
+
+def test_a_training_split_sliced_to_nothing_is_named(gpt1, tmp_path, trained, cache_dir):
+    proc = gpt1("finetune", "task=sentiment", "++task.splits.train='train[:0]'",
+                f"init_from={trained}/checkpoints/last.ckpt", f"paths.cache_dir={cache_dir}", cwd=tmp_path)
+    one_line_error(proc, "train.jsonl", "the train split has no rows", "train[:0]")
