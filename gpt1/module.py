@@ -25,15 +25,12 @@ from torchmetrics.regression import PearsonCorrCoef, SpearmanCorrCoef
 
 from gpt1.checkpoint import metadata
 from gpt1.config import NonFinite, OptimConfig, Schedule
-from gpt1.data.tasks import TaskConfig
+from gpt1.data.tasks import IGNORE_INDEX, TaskConfig  # IGNORE_INDEX: targets not scored (padding)
 from gpt1.errors import EXIT_USER_ERROR, ConfigError, UserError
 from gpt1.heads import build_head, task_logits
 from gpt1.lstm import LSTM
 from gpt1.model import GPT
 from gpt1.tokenizer import Tokenizer
-
-IGNORE_INDEX = -100
-"""Target id of positions that are not scored (padding)."""
 
 
 class NonFiniteLoss(UserError):
