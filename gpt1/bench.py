@@ -11,7 +11,14 @@ Every figure is the median over ``--iters`` timed repetitions after ``--warmup``
 - Peak: on GPUs the dense (no sparsity) rate of ``DENSE_PEAK_TFLOPS`` for the device and precision (``--peak-tflops``
   overrides); on CPU the fp32 matmul rate measured here on the model's own GEMM shapes (M = B T).
 - Decoding one token reads every weight once, so its ceiling is (weight bytes) / (memory bandwidth), the bandwidth
-  measured here by summing a 512 MiB tensor (on GPUs too).
+  measured here by summing a 512 MiB tensor (on GPUs too). A second, reachable ceiling: the same bytes at the rate
+  torch's own matrix-vector products stream the model's weight matrices (``gemv_bandwidth``); on CPUs whose BLAS
+  GEMV cannot saturate memory it says how much of the gap is the kernel's, not gpt1's.
+- Training losses are what each library's users run: gpt1's is ``GPT1Module.lm_loss``'s (targets shifted in the
+  data, no copy of the logits), HF's is ``model(ids, labels=ids).loss``. Both step a fused AdamW.
+- ``--compile``: gpt1's model under ``torch.compile`` for the training and multiple-choice steps (the compile time
+  is reported, not timed into the steps); HF stays eager.
+- On Linux ``gpt1`` tunes glibc's allocator (``gpt1.allocator``) for the whole process, HF's timings included.
 """
 
 from __future__ import annotations
@@ -31,6 +38,8 @@ from torch.nn import functional as F
 
 from omegaconf import OmegaConf
 
+from gpt1.allocator import tune_cpu_allocator
+from gpt1.data.tasks import IGNORE_INDEX
 from gpt1.model import GPT, PRESETS, GPTConfig
 
 DENSE_PEAK_TFLOPS: dict[str, dict[str, float]] = {
@@ -72,6 +81,22 @@ def gemm_peak(config: GPTConfig, tokens: int, device: torch.device, dtype: torch
     return flops / secs
 
 
+def gemv_bandwidth(model: GPT) -> float:
+    """Bytes/s of the matrix-vector products of one decoded token, without the rest of the model: every block's four
+    weight matrices and the tied head, multiplied by a (1, in) vector in model order (so they stream from memory as
+    in decoding, not from cache)."""
+    matrices = [m.weight for m in model.modules() if isinstance(m, torch.nn.Linear)] + [model.tokens_embed.weight]
+    inputs = {w.size(1): torch.randn(1, w.size(1), device=w.device, dtype=w.dtype) for w in matrices}
+
+    @torch.no_grad()
+    def products() -> None:
+        for w in matrices:
+            F.linear(inputs[w.size(1)], w)
+
+    nbytes = sum(w.numel() * w.element_size() for w in matrices)
+    return nbytes / median_seconds(products, warmup=2, iters=7, device=matrices[0].device)
+
+
 def memory_bandwidth(device: torch.device, mib: int = 512) -> float:
     """Bytes/s read by summing a ``mib`` MiB fp32 tensor (a read-only sweep, as decoding reads the weights)."""
     x = torch.ones(mib * 2**20 // 4, device=device)
@@ -90,9 +115,12 @@ def device_peak(device: torch.device, precision: str, override: float | None) ->
     return None, f"unknown GPU {name!r}: pass --peak-tflops"
 
 
-def lm_loss(logits: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
-    """Next-token cross-entropy of logits (B, T, V) on ids (B, T)."""
-    return F.cross_entropy(logits[:, :-1].flatten(0, 1).float(), ids[:, 1:].flatten())
+def lm_loss(model: GPT, ids: torch.Tensor) -> torch.Tensor:
+    """gpt1's next-token loss on ids (B, T), as ``GPT1Module.lm_loss`` computes it: the data shifts the targets
+    (here: ids[:, 1:], the last position unscored), so the (B, T, V) logits are never copied."""
+    targets = F.pad(ids[:, 1:], (0, 1), value=IGNORE_INDEX)  # (B, T)
+    logits = model.lm_logits(model(ids))  # (B, T, V)
+    return F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten(), ignore_index=IGNORE_INDEX)
 
 
 def train_step(module: torch.nn.Module, loss_fn: Callable[[], torch.Tensor], autocast: Any) -> Callable[[], None]:
@@ -152,6 +180,7 @@ def multiple_choice_batch(batch_size: int, n_ctx: int, device: torch.device) -> 
 def bench(args: argparse.Namespace) -> dict[str, Any]:
     """Run every measurement ``args`` asks for; return them as a dict (also printed as a table)."""
     device = torch.device(args.device if args.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu"))
+    tune_cpu_allocator()  # as the gpt1 command does (a no-op when it already has)
     torch.manual_seed(0)
     if device.type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = True
@@ -167,7 +196,7 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
     out: dict[str, Any] = {
         "device": torch.cuda.get_device_name(device) if device.type == "cuda" else f"cpu ({torch.get_num_threads()} threads)",
         "torch": torch.__version__, "model": args.model, "params": model.num_params(), "batch": B, "seq": T,
-        "precision": args.precision, "flops_per_token": flops_per_token,
+        "precision": args.precision, "compile": args.compile, "flops_per_token": flops_per_token,
         "date": time.strftime("%Y-%m-%d"),
     }  # fmt: skip
 
@@ -178,11 +207,19 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
         peak, peak_src = device_peak(device, args.precision, args.peak_tflops)
     bandwidth = memory_bandwidth(device)
     weight_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
-    out.update(peak_flops=peak, peak_source=peak_src, memory_bandwidth=bandwidth, decode_bound_ms=1e3 * weight_bytes / bandwidth)
+    gemv = gemv_bandwidth(model)
+    out.update(peak_flops=peak, peak_source=peak_src, memory_bandwidth=bandwidth, decode_bound_ms=1e3 * weight_bytes / bandwidth,
+               gemv_bandwidth=gemv, decode_gemv_bound_ms=1e3 * weight_bytes / gemv)  # fmt: skip
 
     # -- LM training step ----------------------------------------------------------------------------------------
     model.train()
-    secs = median_seconds(train_step(model, lambda: lm_loss(model.lm_logits(model(ids)), ids), autocast), args.warmup, args.iters, device)
+    trained = model
+    if args.compile:
+        trained = torch.compile(model)  # a wrapper: generation below stays eager
+        start = time.perf_counter()
+        train_step(trained, lambda: lm_loss(trained, ids), autocast)()
+        out["compile_s"] = time.perf_counter() - start
+    secs = median_seconds(train_step(trained, lambda: lm_loss(trained, ids), autocast), args.warmup, args.iters, device)
     out["train"] = {"step_s": secs, "tokens_per_s": B * T / secs, "mfu": B * T * flops_per_token / secs / peak if peak else None}
     if device.type == "cuda":
         out["train"]["peak_memory_gib"] = torch.cuda.max_memory_allocated(device) / 2**30
@@ -195,6 +232,7 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
         secs = median_seconds(lambda: model.generate(prompt, args.new_tokens, temperature=0), 1, max(1, args.iters // 2), device)
         out["generate"][f"batch{gb}_ms_per_token"] = 1e3 * secs / args.new_tokens
     out["generate"]["bound_fraction"] = out["decode_bound_ms"] / out["generate"]["batch1_ms_per_token"]
+    out["generate"]["gemv_bound_fraction"] = out["decode_gemv_bound_ms"] / out["generate"]["batch1_ms_per_token"]
 
     # -- multiple-choice fine-tuning step (task loss + 0.5 x LM loss), the sample task's real lengths ------------------
     if args.mc_batch:
@@ -206,12 +244,13 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
         if tokenizer.vocab_size != config.vocab_size:
             mc_model = GPT(replace(config, vocab_size=tokenizer.vocab_size)).to(device)
         mc = TaskModule(mc_model, tokenizer, OptimConfig(), task).to(device).train()
+        mc_forward = torch.compile(mc) if args.compile else mc
 
         def mc_loss() -> torch.Tensor:
-            logits, hidden = mc(batch)
+            logits, hidden = mc_forward(batch)
             return mc.task_loss(logits, batch["labels"]) + 0.5 * mc.sequence_lm_loss(hidden, batch["targets"])
 
-        secs = median_seconds(train_step(mc, mc_loss, autocast), args.warmup, args.iters, device)
+        secs = median_seconds(train_step(mc, mc_loss, autocast), max(args.warmup, args.compile), args.iters, device)
         real = int((batch["targets"] != -100).sum()) + int(batch["choice_mask"].sum())  # tokens that are not padding
         out["multiple_choice"] = {"shape": list(batch["input_ids"].shape), "real_tokens": real, "step_s": secs}
 
@@ -230,11 +269,15 @@ def compare_hf(
     hf = hf_twin(model)
     hf.train()
     B, T = ids.shape
-    secs = median_seconds(train_step(hf, lambda: lm_loss(hf(ids).logits, ids), autocast), args.warmup, args.iters, device)
+    secs = median_seconds(train_step(hf, lambda: hf(ids, labels=ids).loss, autocast), args.warmup, args.iters, device)
     hf.eval()
     prompt = torch.randint(0, model.config.vocab_size, (1, 16), device=device)
     gen = lambda: hf.generate(prompt, max_new_tokens=args.new_tokens, min_new_tokens=args.new_tokens, do_sample=False, pad_token_id=0)  # noqa: E731
-    gen_ms = 1e3 * median_seconds(gen, 1, max(1, args.iters // 2), device) / args.new_tokens
+    # HF's openai-gpt has no KV cache: each token re-runs the whole prefix, so one timing of a long generation is
+    # minutes on a CPU; a short warm-up, then one timing
+    hf_warm = lambda: hf.generate(prompt, max_new_tokens=2, min_new_tokens=2, do_sample=False, pad_token_id=0)  # noqa: E731
+    hf_warm()
+    gen_ms = 1e3 * median_seconds(gen, 0, 1, device) / args.new_tokens
     result = {}
     if mc is not None:
         mc_model, mc_batch = mc
@@ -264,11 +307,14 @@ def report(out: dict[str, Any]) -> str:
     lines = [
         f"gpt1 bench: {out['model']} ({out['params']:,} params), {out['device']}, torch {out['torch']}, {out['precision']}",
         f"peak {out['peak_flops'] / 1e9:,.0f} GFLOP/s ({out['peak_source']}); memory bandwidth "
-        f"{out['memory_bandwidth'] / 1e9:.1f} GB/s -> decode bound {out['decode_bound_ms']:.1f} ms/token",
+        f"{out['memory_bandwidth'] / 1e9:.1f} GB/s -> decode bound {out['decode_bound_ms']:.1f} ms/token; "
+        f"matrix-vector products stream {out['gemv_bandwidth'] / 1e9:.1f} GB/s -> {out['decode_gemv_bound_ms']:.1f} ms/token",
         f"train step {out['batch']}x{out['seq']}: {tr['step_s'] * 1e3:.0f} ms, {tr['tokens_per_s']:,.0f} tokens/s, "
-        f"MFU {tr['mfu']:.1%}" + (f", peak memory {tr['peak_memory_gib']:.1f} GiB" if "peak_memory_gib" in tr else ""),
+        f"MFU {tr['mfu']:.1%}" + (f", peak memory {tr['peak_memory_gib']:.1f} GiB" if "peak_memory_gib" in tr else "")
+        + (f" (compiled in {out['compile_s']:.0f} s)" if "compile_s" in out else ""),
         "generation: " + ", ".join(f"{k} {v:.1f}" for k, v in gen.items() if k.endswith("ms_per_token"))
-        + f" (batch 1 at {gen['bound_fraction']:.0%} of the bandwidth bound)",
+        + f" (batch 1 at {gen['bound_fraction']:.0%} of the bandwidth bound, {gen['gemv_bound_fraction']:.0%} of the "
+        "matrix-vector bound)",
     ]
     if "multiple_choice" in out:
         mc = out["multiple_choice"]
@@ -293,7 +339,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--batch", type=int, default=2, help="training batch (sequences)")
     p.add_argument("--seq", type=int, default=256, help="training sequence length")
     p.add_argument("--gen-batch", type=int, default=8, help="the batched generation's batch")
-    p.add_argument("--new-tokens", type=int, default=64, help="tokens generated per timing")
+    p.add_argument("--new-tokens", type=int, default=256, help="tokens generated per timing")
     p.add_argument("--mc-batch", type=int, default=8, help="examples of the multiple-choice step (0: skip it)")
     p.add_argument("--device", default="auto", help="cpu, cuda or auto")
     p.add_argument("--precision", default="32-true", choices=["32-true", "bf16-mixed", "16-mixed"])
@@ -301,6 +347,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--iters", type=int, default=5)
     p.add_argument("--compare", choices=["hf"], default=None, help="also time HF's model with identical weights")
+    p.add_argument("--compile", action="store_true", help="torch.compile gpt1's model for the training steps")
     p.add_argument("--json", type=Path, default=None, help="write the results here as JSON")
     args = p.parse_args(argv)
     out = bench(args)

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import sys
+
+from gpt1.allocator import tune_cpu_allocator
 
 COMMANDS = {
     "pretrain": "pre-train GPT-1 on a corpus (default: the quickstart on the sample books)",
@@ -13,6 +16,7 @@ COMMANDS = {
     "generate": "sample text from a checkpoint",
     "convert": "import/export Hugging Face openai-gpt checkpoints (from-hf SRC DST | to-hf SRC DST)",
     "bench": "speed on this device vs its own ceilings and vs HF's model (--compare hf; flags, not Hydra)",
+    "report": "tables and plots of sweeps: median and spread over seeds (DIR... [--out DIR]; flags, not Hydra)",
 }
 
 
@@ -22,7 +26,11 @@ def main() -> None:
         print("usage: gpt1 <command> [key=value ...] [-m] [--cfg job] [--help]\n\ncommands:\n" + "\n".join(lines))
         sys.exit(0 if len(sys.argv) > 1 and sys.argv[1] in ("-h", "--help") else 2)
     command = sys.argv.pop(1)
+    tune_cpu_allocator()  # before the first large allocation
     sys.argv[0] = f"gpt1 {command}"
+    # Lightning's DDP launcher starts the other ranks as `python -m <__main__.__spec__.name> ARGS` (or as `python
+    # <argv[0]>`, no file here): they run `python -m gpt1.<command>`, which is this command.
+    sys.modules["__main__"].__spec__ = importlib.util.find_spec(f"gpt1.{command}")
     importlib.import_module(f"gpt1.{command}").main()
 
 

@@ -8,6 +8,7 @@ with the offending key named. The ``model`` group's options are the presets of `
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
@@ -75,6 +76,9 @@ class TrainerConfig:
     """How many devices per node (-1: all), or which ones."""
     strategy: str = "auto"
     """ddp, fsdp, deepspeed_stage_2, ... (auto: single device)."""
+    strategy_options: dict[str, Any] = field(default_factory=dict)
+    """Keyword arguments of the strategy's class (trainer=fsdp: sharding_strategy, state_dict_type, auto_wrap_policy
+    as a list of module class paths); empty: Lightning's defaults for the strategy name."""
     num_nodes: int = 1
     """Nodes of a multi-node run (e.g. under SLURM)."""
     precision: str = "32-true"
@@ -124,9 +128,11 @@ class WandbConfig:
     entity: Optional[str] = None
     """W&B team or user (None: your default)."""
     name: Optional[str] = None
-    """Run name (None: <task>-<run dir name>)."""
+    """Run name (None: the job's overrides in a multirun, else <task or run name>-<run dir name>)."""
+    group: Optional[str] = None
+    """Run group (None: the sweep directory in a multirun, so that a sweep's jobs group together; else none)."""
     mode: str = "online"
-    """online, offline or disabled."""
+    """online, offline (no account; `wandb sync` later) or disabled."""
     tags: list[str] = field(default_factory=list)
     """Tags to filter runs by."""
 
@@ -208,6 +214,9 @@ class PretrainConfig:
     logger: LoggerConfig = field(default_factory=LoggerConfig)
     callbacks: CallbacksConfig = field(default_factory=CallbacksConfig)
     paths: PathsConfig = field(default_factory=PathsConfig)
+    compile: bool = False
+    """Compile the model with torch.compile (in place: checkpoints keep plain parameter names); faster steps on a
+    GPU after a first one that takes a while to compile."""
 
 
 @dataclass
@@ -249,8 +258,8 @@ class FinetuneConfig:
     batch_size: int = 32
     """Examples per optimizer update, over all devices (32 in the paper)."""
     micro_batch_size: Optional[int] = None
-    """Examples per device per forward pass (None: batch_size); gradients accumulate over
-    batch_size / (micro_batch_size x devices) passes. Also the evaluation batch size."""
+    """Examples per device per forward pass (None: batch_size / devices, one pass per update); gradients accumulate
+    over batch_size / (micro_batch_size x devices) passes. Also the evaluation batch size (None: batch_size)."""
     num_workers: int = 0
     """DataLoader worker processes."""
     seed: int = 1234
@@ -267,6 +276,8 @@ class FinetuneConfig:
     logger: LoggerConfig = field(default_factory=LoggerConfig)
     callbacks: CallbacksConfig = field(default_factory=CallbacksConfig)
     paths: PathsConfig = field(default_factory=PathsConfig)
+    compile: bool = False
+    """Compile the model with torch.compile (in place: checkpoints keep plain parameter names)."""
 
 
 @dataclass
@@ -387,6 +398,10 @@ def register() -> None:
         cs.store(group="model", name=name, node=preset)
     cs.store(group="model", name="lstm", node=LSTMConfig)  # gpt1 finetune only, as model=checkpoint
     cs.store(group="model", name="checkpoint", node=CheckpointModelConfig)
+    # conf/hydra/launcher/submitit_{slurm,local}.yaml are typed by the launcher plugin's schemas of the same names, by
+    # Hydra's (deprecated, still kept) automatic schema matching: a defaults list cannot name them, the plugin stores
+    # them anew at every start.
+    warnings.filterwarnings("ignore", message=r"\s*'hydra/launcher/submitit_\w+' is validated against ConfigStore")
 
 
 register()

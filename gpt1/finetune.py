@@ -33,10 +33,14 @@ from gpt1.run import (
     baseline_metrics,
     build_loggers,
     build_trainer,
+    compile_model,
     log_config,
+    log_summary,
     resolve_resume,
+    sample_predictions,
     score,
     task_prefixes,
+    wandb_job,
     write_metrics,
     write_predictions,
 )
@@ -102,10 +106,13 @@ def finetune(cfg: DictConfig) -> dict[str, Any]:
         model, tokenizer, OmegaConf.to_object(cfg.optim), task, val_prefixes, test_prefixes,
         aux_lm_weight=cfg.aux_lm_weight, head_pdrop=cfg.head_pdrop,
     )
+    compile_model(model, cfg.compile)
 
     loggers = build_loggers(cfg.logger, output_dir, run_name=f"{task.name}-{output_dir.name}")
     callbacks = build_callbacks(OmegaConf.to_object(cfg.callbacks), output_dir, with_loggers=bool(loggers))
     trainer = build_trainer(cfg.trainer, output_dir, loggers, callbacks)
+    if cfg.micro_batch_size is None:  # batch_size is global: each device takes its share in one pass
+        micro = data.batch_size = max(cfg.batch_size // trainer.world_size, 1)
     trainer.accumulate_grad_batches = accumulation(cfg.batch_size, micro, trainer.world_size)
     log_config(trainer, cfg)
     print(f"run directory: {output_dir.resolve()}")
@@ -130,6 +137,7 @@ def finetune(cfg: DictConfig) -> dict[str, Any]:
         write_predictions(trainer, module, data, output_dir / "predictions")
     if trainer.is_global_zero:
         path = write_metrics(output_dir, metrics)
+        log_summary(trainer.loggers, metrics, sample_predictions(module, data) if cfg.logger.wandb.enabled else None)
         main = f"val/{task.metrics[0]}"
         print(f"{main} {metrics[main]:.4f} (baseline {metrics[f'baseline/{task.metrics[0]}']:.4f})\nmetrics: {path}")
     return metrics
@@ -137,7 +145,8 @@ def finetune(cfg: DictConfig) -> dict[str, Any]:
 
 @command("finetune")
 def main(cfg: DictConfig) -> float:
-    return finetune(cfg)[f"val/{cfg.task.metrics[0]}"]
+    with wandb_job():  # one W&B run per job of a multirun
+        return finetune(cfg)[f"val/{cfg.task.metrics[0]}"]
 
 
 if __name__ == "__main__":

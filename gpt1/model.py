@@ -79,21 +79,26 @@ PRESETS: dict[str, GPTConfig] = {
 
 
 class LayerCache:
-    """Keys and values of one block for the tokens decoded so far, each (B, H, T_past, D)."""
+    """Keys and values of one block for the tokens decoded so far. Buffers of (B, H, capacity, D) are allocated
+    once, on the first update, and filled in place: decoding a token copies only its own keys and values."""
 
-    def __init__(self) -> None:
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self.length = 0
         self.k: torch.Tensor | None = None
         self.v: torch.Tensor | None = None
 
-    @property
-    def length(self) -> int:
-        return 0 if self.k is None else self.k.size(2)
-
     def update(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Append this step's (B, H, T, D) keys and values; return all of them so far."""
-        self.k = k if self.k is None else torch.cat([self.k, k], dim=2)
-        self.v = v if self.v is None else torch.cat([self.v, v], dim=2)
-        return self.k, self.v
+        """Append this step's (B, H, T, D) keys and values; return views of all of them so far."""
+        if self.k is None:
+            B, H, _, D = k.shape
+            self.k = k.new_empty(B, H, self.capacity, D)
+            self.v = v.new_empty(B, H, self.capacity, D)
+        end = self.length + k.size(2)
+        self.k[:, :, self.length : end] = k
+        self.v[:, :, self.length : end] = v
+        self.length = end
+        return self.k[:, :, :end], self.v[:, :, :end]
 
 
 class Attention(nn.Module):
@@ -170,8 +175,8 @@ class GPT(nn.Module):
             nn.init.zeros_(module.bias)
 
     def new_cache(self) -> list[LayerCache]:
-        """An empty KV cache, one entry per block, for incremental decoding."""
-        return [LayerCache() for _ in self.h]
+        """An empty KV cache, one entry per block, for incremental decoding of up to n_ctx tokens."""
+        return [LayerCache(self.config.n_ctx) for _ in self.h]
 
     def forward(self, idx: torch.Tensor, cache: list[LayerCache] | None = None) -> torch.Tensor:
         """Token ids (B, T) -> final hidden states (B, T, C). With a cache, idx holds only the new tokens."""
@@ -187,7 +192,9 @@ class GPT(nn.Module):
 
     def lm_logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """Tied LM head: hidden (..., C) -> logits (..., V); rows added by vocab padding are dropped."""
-        return F.linear(hidden, self.tokens_embed.weight)[..., : self.config.vocab_size]
+        logits = F.linear(hidden, self.tokens_embed.weight)
+        # slice only when padded: even a no-op slice costs its backward a zeroed (..., V) copy
+        return logits[..., : self.config.vocab_size] if self.config.padded_vocab_size > self.config.vocab_size else logits
 
     def resize_token_embeddings(self, vocab_size: int) -> None:
         """Grow the vocabulary (e.g. for new special tokens); new rows are drawn from N(0, init_std)."""

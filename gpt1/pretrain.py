@@ -22,7 +22,18 @@ from gpt1.data.pretrain import PretrainDataModule, unigram_perplexity
 from gpt1.errors import command
 from gpt1.model import GPT
 from gpt1.module import GPT1Module
-from gpt1.run import build_loggers, build_trainer, check_accelerator, log_config, resolve_resume, write_metrics
+from gpt1.run import (
+    build_loggers,
+    build_trainer,
+    check_accelerator,
+    compile_model,
+    device_batch_size,
+    log_config,
+    log_summary,
+    resolve_resume,
+    wandb_job,
+    write_metrics,
+)
 
 
 def load_init(path: str) -> Loaded:
@@ -57,10 +68,14 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     vocab_size = data.tokenizer.vocab_size
     model = init.model if init else GPT(replace(model_cfg, vocab_size=vocab_size))
     module = GPT1Module(model, data.tokenizer, OmegaConf.to_object(cfg.optim))
+    compile_model(model, cfg.compile)
 
     loggers = build_loggers(cfg.logger, output_dir, run_name=f"{cfg.run_name}-{output_dir.name}")
     callbacks = build_callbacks(OmegaConf.to_object(cfg.callbacks), output_dir, with_loggers=bool(loggers))
     trainer = build_trainer(cfg.trainer, output_dir, loggers, callbacks)
+    # data.batch_size is global: each device's batch is its share of an update's windows
+    batch_size = device_batch_size(cfg.data.batch_size, trainer.world_size, trainer.accumulate_grad_batches)
+    data.cfg = replace(data.cfg, batch_size=batch_size)
     log_config(trainer, cfg)
     print(f"run directory: {output_dir.resolve()}")
     print(f"model: {model.num_params():,} parameters, vocab {vocab_size}, context {model.config.n_ctx}")
@@ -71,7 +86,6 @@ def train(cfg: DictConfig) -> dict[str, Any]:
 
     train_metrics = {k: float(v) for k, v in trainer.callback_metrics.items() if k.startswith("train/")}
     valid = trainer.validate(module, datamodule=data, verbose=False)[0]  # the whole (capped) validation set
-    tokens_per_step = cfg.data.batch_size * model.config.n_ctx * cfg.trainer.accumulate_grad_batches
     sample = next((c.last_text for c in callbacks if isinstance(c, SampleText)), None)
     metrics = {
         "train/loss": train_metrics.get("train/loss"),
@@ -85,7 +99,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
         "val_unigram_ppl": unigram_perplexity(data.train_tokens, data.valid_tokens, vocab_size),
         "steps": trainer.global_step,
         "skipped_batches": module.skipped_batches,  # optim.nonfinite=skip
-        "tokens_seen": trainer.global_step * tokens_per_step * trainer.world_size,
+        "tokens_seen": trainer.global_step * cfg.data.batch_size * model.config.n_ctx,  # a global batch per update
         "params": model.num_params(),
         "wall_time_s": round(time.perf_counter() - start, 1),
         "last_checkpoint": str(output_dir / "checkpoints" / "last.ckpt"),
@@ -93,6 +107,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     }
     if trainer.is_global_zero:
         path = write_metrics(output_dir, metrics)
+        log_summary(trainer.loggers, metrics)  # (SampleText logs the generations)
         print(f"validation perplexity {metrics['val_ppl']:.1f} (unigram baseline {metrics['val_unigram_ppl']:.1f})")
         print(f"checkpoint: {metrics['last_checkpoint']}\nmetrics: {path}")
     return metrics
@@ -100,7 +115,8 @@ def train(cfg: DictConfig) -> dict[str, Any]:
 
 @command("pretrain")
 def main(cfg: DictConfig) -> None:
-    train(cfg)
+    with wandb_job():  # one W&B run per job of a multirun
+        train(cfg)
 
 
 if __name__ == "__main__":

@@ -7,10 +7,15 @@ silences the library output that says nothing to them.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import logging
+import os
 import re
+import sys
 import warnings
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Optional
 
@@ -19,14 +24,19 @@ import torch
 from lightning.pytorch.callbacks import Callback, ModelSummary, ProgressBar, RichModelSummary, RichProgressBar
 from lightning.pytorch.callbacks.progress.rich_progress import _RICH_AVAILABLE
 from lightning.pytorch.loggers import CSVLogger, Logger, TensorBoardLogger, WandbLogger
+from lightning.pytorch.strategies import Strategy, StrategyRegistry
 from lightning.pytorch.utilities.model_summary import get_human_readable_count
 from lightning.pytorch.utilities.model_summary.model_summary import _format_summary_table
+from hydra.core.hydra_config import HydraConfig
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.types import RunMode
+from hydra.utils import get_class
 from omegaconf import DictConfig, OmegaConf
 
 from gpt1.callbacks import AtomicCheckpointIO
 from gpt1.checkpoint import read_checkpoint, state_mismatch
-from gpt1.config import LoggerConfig, group_choice
-from gpt1.data.tasks import TaskConfig, TaskDataModule
+from gpt1.config import LoggerConfig, WandbConfig, group_choice
+from gpt1.data.tasks import Collate, TaskConfig, TaskDataModule
 from gpt1.errors import CheckpointError, ConfigError
 from gpt1.io import atomic_file
 from gpt1.module import TaskModule, build_metric
@@ -41,13 +51,75 @@ def build_loggers(cfg: LoggerConfig, output_dir: Path, run_name: str) -> list[Lo
         loggers.append(TensorBoardLogger(output_dir, name="tensorboard", version="", default_hp_metric=False))
     if cfg.wandb.enabled:
         w = cfg.wandb
+        group, name = wandb_group_and_name(w, run_name)
         loggers.append(
             WandbLogger(
-                project=w.project, entity=w.entity, name=w.name or run_name, save_dir=str(output_dir),
-                mode=w.mode, tags=list(w.tags),
+                project=w.project, entity=w.entity, group=group, name=name, save_dir=str(output_dir), mode=w.mode,
+                tags=list(w.tags),
             )
         )
     return loggers
+
+
+def wandb_group_and_name(cfg: WandbConfig, run_name: str) -> tuple[Optional[str], str]:
+    """This job's W&B group and run name: in a multirun the sweep directory and the job's overrides, else no
+    group and ``run_name``; ``logger.wandb.group`` and ``logger.wandb.name`` win over both."""
+    group, name = None, run_name
+    if HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN:
+        hydra = HydraConfig.get()
+        # The sweep directory from the job's own directory (<sweep dir>/<subdir>), as every launcher made it.
+        sweep = Path(hydra.runtime.output_dir).parents[len(Path(hydra.sweep.subdir).parts) - 1]
+        group = os.path.relpath(sweep, hydra.runtime.cwd) if sweep.is_relative_to(hydra.runtime.cwd) else str(sweep)
+        group = group[-128:]  # W&B's limit on a group's length
+        parser = OverridesParser.create()
+        swept = _swept_keys(parser, hydra, sweep)
+        mine = [o.input_line for o in parser.parse_overrides(list(hydra.overrides.task)) if o.key_or_group in swept]
+        name = ",".join(mine) or hydra.job.override_dirname or f"job {hydra.job.num}"
+    return cfg.group or group, cfg.name or name
+
+
+def _swept_keys(parser: OverridesParser, hydra: DictConfig, sweep: Path) -> set[str]:
+    """The keys a multirun sweeps: its sweeper's params (an experiment's) and the command line's sweeps, as the
+    sweep directory's multirun.yaml records them (a job's own overrides hold one value each)."""
+    keys = set((hydra.sweeper.get("params") or {}).keys())
+    saved = sweep / "multirun.yaml"
+    if saved.is_file():
+        command_line = parser.parse_overrides(list(OmegaConf.load(saved).hydra.overrides.task))
+        keys |= {o.key_or_group for o in command_line if o.is_sweep_override()}
+    return keys
+
+
+@contextmanager
+def wandb_job() -> Iterator[None]:
+    """Finish the process's W&B run when the job ends, failed (exit code 1) or not: the next job of a multirun,
+    in the same process, then starts a run of its own (``WandbLogger`` reuses a run still open)."""
+    try:
+        yield
+    except BaseException as e:
+        _finish_wandb(e.code if isinstance(e, SystemExit) and isinstance(e.code, int) else 1)
+        raise
+    _finish_wandb(0)
+
+
+def _finish_wandb(exit_code: int) -> None:
+    if "wandb" in sys.modules:  # a run without logger=wandb never imports it
+        import wandb
+
+        if wandb.run is not None:
+            wandb.finish(exit_code=exit_code)
+
+
+def log_summary(
+    loggers: Sequence[Logger], metrics: dict[str, Any], table: Optional[tuple[str, list[str], list[list[Any]]]] = None
+) -> None:
+    """Give the W&B run the job's final metrics (those of metrics.json) as its summary, and a table (key, columns,
+    rows) such as ``sample_predictions`` returns. Call on global rank zero."""
+    for logger in loggers:
+        if isinstance(logger, WandbLogger):
+            if table is not None:
+                key, columns, rows = table
+                logger.log_table(key, columns=columns, data=rows)
+            logger.experiment.summary.update(metrics)
 
 
 def build_trainer(
@@ -64,6 +136,7 @@ def build_trainer(
     if torch.cuda.is_available():
         torch.set_float32_matmul_precision("high")  # TF32 matmuls for fp32 runs on Ampere and later
     args = OmegaConf.to_container(cfg, resolve=True)
+    args["strategy"] = build_strategy(args["strategy"], args.pop("strategy_options", None) or {})
     interval = args.get("val_check_interval")
     if isinstance(interval, int) and not isinstance(interval, bool):
         args["check_val_every_n_epoch"] = None
@@ -81,10 +154,32 @@ def build_trainer(
     )
 
 
+def build_strategy(name: str, options: dict[str, Any]) -> str | Strategy:
+    """Lightning's strategy ``name`` (ddp, fsdp, deepspeed_stage_2, ...) as is, or with ``options`` its class built
+    with them as keyword arguments; a ``*_policy`` option given as a list of class paths (FSDP's auto_wrap_policy)
+    becomes the set of those classes."""
+    if not options:
+        return name
+    if name not in StrategyRegistry:
+        raise ConfigError(f"trainer.strategy_options needs a strategy name Lightning knows, not trainer.strategy="
+                          f"{name}: one of {', '.join(sorted(StrategyRegistry))}")
+    entry = StrategyRegistry[name]
+    for key, value in options.items():
+        if key.endswith("_policy") and isinstance(value, list):
+            options[key] = {get_class(path) for path in value}
+    return entry["strategy"](**{**entry["init_params"], **options})
+
+
 def check_accelerator(cfg: DictConfig) -> None:
-    """Refuse, in one line, a trainer config that asks for GPUs this machine does not have (before Lightning does,
-    at length)."""
+    """Refuse, in one line, a trainer config this machine cannot run: a DeepSpeed strategy without DeepSpeed, GPUs it
+    does not have (before Lightning does, at length)."""
+    if str(cfg.strategy).startswith("deepspeed") and importlib.util.find_spec("deepspeed") is None:
+        raise ConfigError(f"trainer.strategy={cfg.strategy} needs DeepSpeed, which is not installed: "
+                          "pip install 'gpt1[deepspeed]'")
     accelerator = str(cfg.accelerator).lower()
+    if str(cfg.strategy).startswith(("fsdp", "deepspeed")) and accelerator == "cpu":
+        raise ConfigError(f"trainer.strategy={cfg.strategy} runs on GPUs only (Lightning's), not "
+                          "trainer.accelerator=cpu: use trainer=ddp trainer.accelerator=cpu on CPUs")
     if accelerator not in ("gpu", "cuda"):
         return
     chosen = group_choice("trainer")
@@ -205,6 +300,25 @@ def quiet_library_noise() -> None:
         warnings.filterwarnings("ignore", message=message, category=category)
 
 
+def device_batch_size(batch_size: int, world_size: int, accumulate: int) -> int:
+    """Windows per device per forward pass such that an update sees ``batch_size`` (data.batch_size, global) over
+    all devices and accumulated batches."""
+    per_window = world_size * accumulate
+    if batch_size % per_window:
+        raise ConfigError(
+            f"data.batch_size={batch_size} (windows per update, over all devices) is not a multiple of devices x "
+            f"trainer.accumulate_grad_batches = {world_size} x {accumulate}: choose a batch size that is"
+        )
+    return batch_size // per_window
+
+
+def compile_model(model: torch.nn.Module, enabled: bool) -> None:
+    """``compile=true``: compile ``model`` in place (``nn.Module.compile``), so that its ``state_dict``, and so the
+    checkpoints, keep plain parameter names (no ``_orig_mod.``) that every gpt1 command loads."""
+    if enabled:
+        model.compile()
+
+
 def resolve_resume(resume: str | None, output_dir: Path, module: Optional[L.LightningModule] = None) -> str | None:
     """The checkpoint to resume from: a path, or "auto" for this run directory's last.ckpt when there is one.
 
@@ -319,3 +433,35 @@ def write_predictions(trainer: L.Trainer, module: TaskModule, data: TaskDataModu
                 f.write("\n".join(lines) + "\n")
         paths.append(path)
     return paths
+
+
+@torch.no_grad()
+def sample_predictions(module: TaskModule, data: TaskDataModule, n: int = 8) -> tuple[str, list[str], list[list[Any]]]:
+    """The first ``n`` examples of the first validation split, as the model saw them (decoded), with their gold
+    label and the model's prediction: ("val/predictions", columns, rows), a table for ``log_summary``."""
+    split = data.eval_splits["val"]
+    dataset, task, tokenizer = data.dataset(split), module.task, module.tokenizer
+    items = [dataset[i] for i in range(min(n, len(dataset)))]
+    batch = {k: v.to(module.device) for k, v in Collate(task.type, module.regression)(items).items()}
+    was_training = module.training
+    module.eval()
+    predictions = module.predictions(module(batch)[0]).tolist()
+    module.train(was_training)
+
+    def label(value: Any) -> Any:
+        return round(value, 4) if module.regression else task.label_names[value] if task.label_names else value
+
+    encoded = dataset.split
+    columns = ["index", "text", *(["text_pair"] if encoded.pair is not None else []),
+               *(["choices"] if encoded.choices is not None else []), "gold", "predicted"]
+    rows = []
+    for i, (item, predicted) in enumerate(zip(items, predictions)):
+        row: list[Any] = [item["index"], tokenizer.decode(encoded.text[i].tolist())]
+        if encoded.pair is not None:
+            row.append(tokenizer.decode(encoded.pair[i].tolist()))
+        if encoded.choices is not None:
+            offsets = encoded.choice_offsets
+            row.append(" | ".join(tokenizer.decode(encoded.choices[k].tolist())
+                                  for k in range(offsets[i], offsets[i + 1])))
+        rows.append([*row, label(item["label"]), label(predicted)])
+    return "val/predictions", columns, rows

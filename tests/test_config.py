@@ -12,11 +12,11 @@ from gpt1.config import CheckpointModelConfig, EvaluateConfig, FinetuneConfig, P
 from gpt1.data.tasks import TaskConfig
 from gpt1.lstm import LSTMConfig
 from gpt1.model import PRESETS, GPTConfig
+from tests.test_experiments import EXPERIMENTS as EXPERIMENTS_BY_COMMAND
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
-FINETUNE_EXPERIMENTS = ["finetune"]
-EXPERIMENTS = sorted(p.stem for p in (CONF / "experiment").glob("*.yaml") if p.stem not in FINETUNE_EXPERIMENTS)
-"""Pre-training experiments."""
+EXPERIMENTS = EXPERIMENTS_BY_COMMAND["pretrain"]
+"""Pre-training experiments (tests/test_experiments.py covers the others)."""
 DEBUGS = sorted(p.stem for p in (CONF / "debug").glob("*.yaml"))
 
 
@@ -96,7 +96,8 @@ TASKS = GROUPS.pop("task")  # fine-tuning's
 
 @pytest.mark.parametrize(
     "group, option",
-    [(g, o) for g, options in GROUPS.items() if g not in ("experiment", "debug", "hydra") for o in options],
+    [(g, o) for g, options in GROUPS.items() if g not in ("experiment", "debug", "hydra", "hparams_search")
+     for o in options],  # (hparams_search is fine-tuning's: tests/test_experiments.py)
 )
 def test_every_group_option_composes(make_cfg, group, option):
     cfg = make_cfg("pretrain", [f"{group}={option}"])

@@ -23,6 +23,7 @@ from gpt1.config import Schedule
 from gpt1.module import lr_factor
 from gpt1.pretrain import train
 from tests.conftest import TINY_RUN
+from tests.test_experiments import EXPERIMENTS
 
 
 def train_losses(run_dir: Path) -> list[float]:
@@ -263,7 +264,7 @@ def test_wandb_logs_offline_without_an_account(make_cfg, monkeypatch):
     assert len(runs) == 1 and list(runs[0].glob("*.wandb"))
 
 
-@pytest.mark.parametrize("experiment", sorted(p.stem for p in (Path(__file__).parents[1] / "conf/experiment").glob("*.yaml") if p.stem != "finetune"))
+@pytest.mark.parametrize("experiment", EXPERIMENTS["pretrain"])
 def test_every_experiment_runs_a_few_steps(make_cfg, experiment):
     """Each recipe's optimiser, schedule, trainer and callbacks, at toy scale on CPU with local data."""
     cfg = make_cfg("pretrain", [f"experiment={experiment}", "data=books", "trainer=cpu", *TINY_RUN, "debug=fast",

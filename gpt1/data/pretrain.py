@@ -77,7 +77,9 @@ class DataConfig:
     """Follow each document with the eod token in the packed stream (off for corpora whose rows are not whole
     documents, e.g. the lines of WikiText)."""
     batch_size: int = 64
-    """Windows per batch (64 in the paper), per device."""
+    """Windows per optimizer update over all devices (64 in the paper): each device's batch is batch_size / (devices
+    x nodes x trainer.accumulate_grad_batches), so the recipe means the same on 1 GPU and on 64. Also the batch of
+    gpt1 evaluate."""
     num_workers: int = 0
     """DataLoader worker processes (windows are memory-mapped slices: 0 is usually fast enough)."""
     num_proc: int = 2

@@ -1,0 +1,251 @@
+"""The experiments (conf/experiment/) and the hyper-parameter search (conf/hparams_search/): each composes for its
+command with the paper's values and the sweep it declares, and the sweeps run as one command, one directory per job
+(.hydra/overrides.yaml and metrics.json in each, what `gpt1 report` reads)."""
+
+import itertools
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from hydra import compose, initialize_config_module
+from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from omegaconf import DictConfig, OmegaConf
+
+from gpt1.config import FinetuneConfig, Schedule, ZeroshotCommandConfig
+from gpt1.pretrain import train
+from gpt1.zeroshot import heuristic_of
+from tests.conftest import TINY_RUN
+
+CONF = Path(__file__).resolve().parents[1] / "conf"
+PAPER_TASKS = ["sst2", "cola", "mnli", "snli", "scitail", "qnli", "rte", "stsb", "qqp", "mrpc", "race", "story_cloze"]
+SWEEPS = {
+    "ablation_aux_lm": {"aux_lm_weight": "0,0.5", "seed": "1,2,3"},
+    "ablation_pretraining": {"init_from": "random,'${tokenizer_from}'", "seed": "1,2,3"},
+    "ablation_lstm": {"model": "checkpoint,lstm", "seed": "1,2,3"},
+    "layers_transferred": {"n_transfer": "range(0,13)", "seed": "1,2,3"},
+}
+"""The fine-tuning sweeps and the hydra.sweeper.params each declares."""
+EXPERIMENTS = {
+    "pretrain": ["paper", "quickstart"],
+    "finetune": ["finetune", *SWEEPS, *(f"finetune_{task}" for task in PAPER_TASKS)],
+    "zeroshot": ["zero_shot_curve"],
+}
+"""Every experiment, by the command it configures (test_config.py and test_train.py run the pretrain ones)."""
+OPTUNA_SPACE = {
+    "optim.lr": "tag(log, interval(1e-5, 3e-4))",
+    "aux_lm_weight": "interval(0.0, 1.0)",
+    "head_pdrop": "interval(0.0, 0.3)",
+    "trainer.max_epochs": "int(interval(2, 4))",
+}
+TINY_TASK = ["task=sentiment", "++task.splits.train='train[:64]'", "++task.splits.validation='validation[:32]'",
+             "++task.splits.test='test[:32]'", "batch_size=8", "trainer.max_steps=2", "logger=csv",
+             "trainer.enable_progress_bar=false", "trainer.num_sanity_val_steps=0"]
+"""Overrides for fine-tuning jobs of a second: 2 updates of 8 examples, 32 validation and 32 test examples."""
+ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+
+
+def hydra_cfg(config_name: str, overrides: list[str]) -> DictConfig:
+    """The config of a command with its hydra node (sweeper, runtime choices), as a launched job sees it."""
+    with initialize_config_module(config_module="gpt1.conf", version_base="1.3"):
+        return compose(config_name, ["paths.output_dir=run", *overrides], return_hydra_config=True)
+
+
+def jobs(params: dict[str, str], command_line: list[str]) -> list[list[str]]:
+    """The jobs Hydra's basic sweeper makes of a config's sweeper params and the command line's overrides."""
+    overrides = OverridesParser.create().parse_overrides([*(f"{k}={v}" for k, v in params.items()), *command_line])
+    return BasicSweeper.split_arguments(overrides, max_batch_size=None)[0]
+
+
+def sweep_jobs(sweep: Path) -> list[Path]:
+    """The job directories of a sweep directory, in job order."""
+    return sorted((p for p in sweep.iterdir() if p.is_dir()), key=lambda p: int(p.name))
+
+
+def overrides(job: Path) -> dict[str, Any]:
+    """A job's command-line overrides, from its .hydra/overrides.yaml: key -> value, as Hydra parses them."""
+    lines = yaml.safe_load((job / ".hydra" / "overrides.yaml").read_text())
+    return {o.key_or_group: o.value() for o in OverridesParser.create().parse_overrides(lines)}
+
+
+def gpt1(command: str, *args: str, cwd: Path) -> subprocess.CompletedProcess:
+    proc = subprocess.run([sys.executable, "-m", f"gpt1.{command}", *args], cwd=cwd, env=ENV, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, f"gpt1 {command} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
+    return proc
+
+
+@pytest.fixture(scope="module")
+def tiny_ckpt(tmp_path_factory, cache_dir) -> Path:
+    """A tiny pre-trained checkpoint (2 layers, context 32; 2 updates: its weights do not matter here)."""
+    run = tmp_path_factory.mktemp("pretrain")
+    with initialize_config_module(config_module="gpt1.conf", version_base="1.3"):
+        train(compose("pretrain", [f"paths.output_dir={run}", f"paths.cache_dir={cache_dir}", *TINY_RUN,
+                                   "trainer.max_steps=2", "callbacks.samples.every_n_steps=0"]))
+    return run / "checkpoints" / "last.ckpt"
+
+
+def test_every_experiment_is_listed_under_its_command():
+    assert sorted(e for names in EXPERIMENTS.values() for e in names) == sorted(
+        p.stem for p in (CONF / "experiment").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("experiment", EXPERIMENTS["finetune"])
+def test_every_finetune_experiment_composes_with_the_papers_recipe(make_cfg, experiment):
+    args = [f"experiment={experiment}", "init_from=x.ckpt"]
+    if not experiment.startswith("finetune_"):  # the task recipes name their task
+        args.append("task=sentiment")
+    obj = OmegaConf.to_object(make_cfg("finetune", args))
+    assert isinstance(obj, FinetuneConfig)
+    assert (obj.batch_size, obj.aux_lm_weight, obj.head_pdrop, obj.trainer.max_epochs) == (32, 0.5, 0.1, 3)
+    assert (obj.optim.lr, obj.optim.warmup_fraction, obj.optim.schedule) == (6.25e-5, 0.002, Schedule.linear)
+    assert (obj.trainer.max_steps, obj.trainer.gradient_clip_val, obj.optim.weight_decay) == (-1, 1.0, 0.01)
+    assert obj.callbacks.samples.every_n_steps == 0  # finetune.yaml's, kept under every experiment
+
+
+@pytest.mark.parametrize("task", PAPER_TASKS)
+def test_each_papers_task_recipe_is_the_recipe_on_that_task(task):
+    """experiment=finetune_<task> composes exactly what experiment=finetune task=<task> does."""
+    recipe = hydra_cfg("finetune", [f"experiment=finetune_{task}", "init_from=x.ckpt"])
+    assert recipe.hydra.runtime.choices.task == task and recipe.run_name == f"finetune/{task}"
+    with initialize_config_module(config_module="gpt1.conf", version_base="1.3"):
+        plain = compose("finetune", ["paths.output_dir=run", "experiment=finetune", f"task={task}", "init_from=x.ckpt"])
+    recipe = {k: v for k, v in OmegaConf.to_container(recipe).items() if k != "hydra"}  # its choices name it
+    assert recipe == OmegaConf.to_container(plain)
+
+
+@pytest.mark.parametrize("experiment, params", SWEEPS.items())
+def test_each_ablation_declares_its_sweep_and_names_its_runs(experiment, params):
+    cfg = hydra_cfg("finetune", [f"experiment={experiment}", "task=sentiment", "init_from=x.ckpt"])
+    assert OmegaConf.to_container(cfg.hydra.sweeper.params) == params
+    assert cfg.run_name == experiment  # outputs/<experiment>/multirun/<time>/<job number>, whichever the tasks
+    assert cfg.hydra.mode.name == "MULTIRUN"  # -m or not
+    assert OmegaConf.to_container(cfg.hydra.sweep)["subdir"] == "${hydra.job.num}"
+    assert cfg.hydra.output_subdir == ".hydra"
+
+
+@pytest.mark.parametrize(
+    "experiment, command_line, expected",
+    [
+        ("ablation_aux_lm", [], {"aux_lm_weight": ["0", "0.5"], "seed": ["1", "2", "3"]}),
+        ("ablation_aux_lm", ["seed=1,2"], {"aux_lm_weight": ["0", "0.5"], "seed": ["1", "2"]}),
+        ("ablation_aux_lm", ["aux_lm_weight=1"], {"aux_lm_weight": ["1"], "seed": ["1", "2", "3"]}),
+        ("ablation_lstm", ["seed=7"], {"model": ["checkpoint", "lstm"], "seed": ["7"]}),
+        ("layers_transferred", [], {"n_transfer": [str(n) for n in range(13)], "seed": ["1", "2", "3"]}),
+        ("layers_transferred", ["n_transfer=range(0,5)", "seed=1"],
+         {"n_transfer": ["0", "1", "2", "3", "4"], "seed": ["1"]}),
+        ("layers_transferred", ["optim.lr=0.0001,0.0002"],
+         {"n_transfer": [str(n) for n in range(13)], "seed": ["1", "2", "3"], "optim.lr": ["0.0001", "0.0002"]}),
+    ],
+)
+def test_command_line_sweeps_replace_or_multiply_the_experiments(experiment, command_line, expected):
+    """A key swept on the command line replaces the experiment's sweep of it; another key multiplies the jobs."""
+    points = {tuple(sorted(job)) for job in jobs(SWEEPS[experiment], command_line)}
+    grid = itertools.product(*([f"{key}={value}" for value in values] for key, values in expected.items()))
+    assert points == {tuple(sorted(point)) for point in grid}
+
+
+def test_the_zero_shot_curve_sweeps_the_papers_heuristic_tasks():
+    cfg = hydra_cfg("zeroshot", ["experiment=zero_shot_curve", "task=sst2", "ckpts=[a.ckpt]"])
+    assert OmegaConf.to_container(cfg.hydra.sweeper.params) == {"task": "sst2,cola,race"}
+    assert cfg.run_name == "zero_shot_curve" and cfg.hydra.mode.name == "MULTIRUN"
+    expected = {"sst2": "verbalizer", "cola": "mean_logprob", "race": "multiple_choice"}
+    for task, heuristic in expected.items():
+        with initialize_config_module(config_module="gpt1.conf", version_base="1.3"):
+            cfg = compose("zeroshot", ["paths.output_dir=run", "experiment=zero_shot_curve", f"task={task}",
+                                       "ckpts=[a.ckpt]"])
+        obj = OmegaConf.to_object(cfg)
+        assert isinstance(obj, ZeroshotCommandConfig)
+        obj.task.name = task
+        assert heuristic_of(obj.task) == heuristic
+
+
+def test_the_optuna_search_maximises_the_returned_metric_around_the_papers_recipe():
+    cfg = hydra_cfg("finetune", ["hparams_search=optuna", "task=rte", "init_from=x.ckpt"])
+    sweeper = cfg.hydra.sweeper
+    assert sweeper._target_ == "hydra_plugins.hydra_optuna_sweeper.optuna_sweeper.OptunaSweeper"
+    assert (sweeper.direction, sweeper.n_jobs, sweeper.sampler._target_) == ("maximize", 1,
+                                                                             "optuna.samplers.TPESampler")
+    assert cfg.hydra.mode.name == "MULTIRUN" and cfg.run_name == "hparams_search/rte"
+    assert OmegaConf.to_container(sweeper.params) == OPTUNA_SPACE
+    parsed = OverridesParser.create().parse_overrides([f"{k}={v}" for k, v in OPTUNA_SPACE.items()])
+    for override in parsed:  # every searched key exists, and the paper's value lies inside its range
+        interval, paper = override.value(), OmegaConf.select(cfg, override.key_or_group)
+        assert interval.start <= paper <= interval.end, override.key_or_group
+
+
+def test_an_ablation_sweep_runs_one_directory_per_job(tmp_path, tiny_ckpt, cache_dir):
+    """The issue's command: gpt1 finetune -m experiment=ablation_aux_lm task=sentiment init_from=CKPT seed=1,2."""
+    gpt1("finetune", "-m", "experiment=ablation_aux_lm", f"init_from={tiny_ckpt}", "seed=1,2", *TINY_TASK,
+         f"paths.cache_dir={cache_dir}", cwd=tmp_path)
+    (sweep,) = (tmp_path / "outputs" / "ablation_aux_lm" / "multirun").iterdir()
+    done = sweep_jobs(sweep)
+    assert [job.name for job in done] == ["0", "1", "2", "3"] and (sweep / "multirun.yaml").is_file()
+    points = [overrides(job) for job in done]
+    assert [(p["aux_lm_weight"], p["seed"]) for p in points] == [(0, 1), (0, 2), (0.5, 1), (0.5, 2)]
+    for job, point in zip(done, points):
+        metrics = json.loads((job / "metrics.json").read_text())
+        assert metrics["steps"] == 2 and 0 <= metrics["val/accuracy"] <= 1
+        assert OmegaConf.load(job / ".hydra" / "config.yaml").aux_lm_weight == point["aux_lm_weight"]
+
+
+def test_the_pretraining_ablation_takes_the_checkpoint_once(tmp_path, tiny_ckpt, cache_dir):
+    """tokenizer_from=CKPT: one job from random weights, one from the checkpoint's (its path one value, commas and
+    all); each job's overrides name it."""
+    ckpt = tmp_path / "a run, n=2" / "last.ckpt"
+    ckpt.parent.mkdir()
+    shutil.copy(tiny_ckpt, ckpt)
+    gpt1("finetune", "-m", "experiment=ablation_pretraining", f"tokenizer_from='{ckpt}'", "seed=1", *TINY_TASK,
+         f"paths.cache_dir={cache_dir}", cwd=tmp_path)
+    (sweep,) = (tmp_path / "outputs" / "ablation_pretraining" / "multirun").iterdir()
+    done = sweep_jobs(sweep)
+    assert [overrides(job)["init_from"] for job in done] == ["random", str(ckpt)]
+    assert [json.loads((job / "metrics.json").read_text())["init_from"] for job in done] == ["random", str(ckpt)]
+
+
+def test_an_optuna_search_runs_its_trials_and_reports_the_best(tmp_path, tiny_ckpt, cache_dir):
+    gpt1("finetune", "hparams_search=optuna", "hydra.sweeper.n_trials=2", f"init_from={tiny_ckpt}", *TINY_TASK,
+         f"paths.cache_dir={cache_dir}", cwd=tmp_path)
+    (sweep,) = (tmp_path / "outputs" / "hparams_search" / "sentiment" / "multirun").iterdir()
+    done = sweep_jobs(sweep)
+    assert [job.name for job in done] == ["0", "1"]
+    values = [json.loads((job / "metrics.json").read_text())["val/accuracy"] for job in done]
+    for job in done:
+        trial = overrides(job)
+        assert set(OPTUNA_SPACE) <= set(trial)
+        assert 1e-5 <= trial["optim.lr"] <= 3e-4 and 0 <= trial["aux_lm_weight"] <= 1
+        assert 0 <= trial["head_pdrop"] <= 0.3 and trial["trainer.max_epochs"] in {2, 3, 4}
+    results = yaml.safe_load((sweep / "optimization_results.yaml").read_text())
+    assert results["best_value"] == max(values) and set(results["best_params"]) == set(OPTUNA_SPACE)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "experiment, args, swept",
+    [("ablation_lstm", [], ["checkpoint", "lstm"]), ("layers_transferred", ["n_transfer=range(0,3)"], [0, 1, 2])],
+)
+def test_the_other_ablations_run(tmp_path, tiny_ckpt, cache_dir, experiment, args, swept):
+    gpt1("finetune", "-m", f"experiment={experiment}", f"init_from={tiny_ckpt}", "seed=1", *args, *TINY_TASK,
+         f"paths.cache_dir={cache_dir}", cwd=tmp_path)
+    (sweep,) = (tmp_path / "outputs" / experiment / "multirun").iterdir()
+    done = sweep_jobs(sweep)
+    assert [next(iter(overrides(job).values())) for job in done] == swept
+    assert all((job / "metrics.json").is_file() for job in done)
+
+
+@pytest.mark.slow
+def test_the_zero_shot_curve_runs_one_job_per_task(tmp_path, tiny_ckpt, cache_dir):
+    gpt1("zeroshot", "-m", "experiment=zero_shot_curve", f"ckpts=[{tiny_ckpt}]", "task=multiple_choice,story",
+         f"paths.cache_dir={cache_dir}", cwd=tmp_path)
+    (sweep,) = (tmp_path / "outputs" / "zero_shot_curve" / "multirun").iterdir()
+    done = sweep_jobs(sweep)
+    assert [overrides(job)["task"] for job in done] == ["multiple_choice", "story"]
+    for job in done:
+        metrics = json.loads((job / "metrics.json").read_text())
+        assert metrics["heuristic"] == "multiple_choice" and len(metrics["checkpoints"]) == 1

@@ -1,0 +1,143 @@
+"""``gpt1 report`` on synthetic sweep directories (fake overrides.yaml and metrics.json): groups, medians and
+spreads over seeds, failed jobs, the paper's numbers, the plots, and one-line errors. Fast: no training."""
+
+import csv
+import json
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from gpt1.report import PAPER, main, report
+
+FACTS = Path(__file__).resolve().parents[2] / "shared" / "reference" / "gpt1-facts.md"
+
+
+def job(directory: Path, overrides: list[str], metrics: dict | None, config: dict | None = None) -> Path:
+    """A fake job directory: .hydra/overrides.yaml (and config.yaml), and metrics.json unless ``metrics`` is None
+    (a failed job)."""
+    (directory / ".hydra").mkdir(parents=True)
+    (directory / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(overrides))
+    (directory / ".hydra" / "config.yaml").write_text(yaml.safe_dump(config or {"task": {"metrics": ["accuracy"]}}))
+    if metrics is not None:
+        (directory / "metrics.json").write_text(json.dumps(metrics))
+    return directory
+
+
+def read_csv(path: Path) -> list[dict[str, str]]:
+    with path.open() as f:
+        return list(csv.DictReader(f))
+
+
+@pytest.fixture
+def aux_sweep(tmp_path: Path) -> Path:
+    """aux_lm_weight 0 and 0.5 over seeds 1-3 on sst2; the job of (0.5, seed 3) failed."""
+    sweep = tmp_path / "sweep"
+    scores = {("0", 1): 0.70, ("0", 2): 0.80, ("0", 3): 0.74, ("0.5", 1): 0.60, ("0.5", 2): 0.66}
+    for num, (weight, seed) in enumerate((w, s) for w in ("0", "0.5") for s in (1, 2, 3)):
+        score = scores.get((weight, seed))
+        metrics = None if score is None else {"task": "sst2", "val/accuracy": score, "val/loss": 1 - score,
+                                               "baseline/accuracy": 0.5, "steps": 10, "examples": {"train": 16}}
+        job(sweep / str(num), ["task=sst2", f"aux_lm_weight={weight}", f"seed={seed}"], metrics)
+    return sweep
+
+
+def test_rows_are_settings_with_the_median_and_spread_over_seeds(aux_sweep):
+    result = report([aux_sweep])
+    assert result["swept"] == ["aux_lm_weight"] and result["jobs"] == 6
+    assert result["failed"] == [str(aux_sweep / "5")]
+    rows = read_csv(aux_sweep / "report.csv")
+    assert [r["aux_lm_weight"] for r in rows] == ["0", "0.5"]
+    first, second = rows
+    assert (first["n"], first["failed"], second["n"], second["failed"]) == ("3", "0", "2", "1")
+    assert float(first["val/accuracy median"]) == pytest.approx(0.74)
+    assert (float(first["val/accuracy min"]), float(first["val/accuracy max"])) == pytest.approx((0.70, 0.80))
+    assert float(second["val/accuracy median"]) == pytest.approx(0.63)  # the median of two: their mean
+    assert float(first["val/accuracy paper"]) == pytest.approx(0.913)  # SST-2, beside our score
+    assert "val/loss paper" not in first and "baseline/accuracy paper" not in first
+
+    text = (aux_sweep / "report.md").read_text()
+    assert "| 0 | 3 | 0 | 0.74 [0.7, 0.8] | 0.913 |" in text
+    assert "Fixed: `task=sst2`" in text
+    assert "## Failed jobs" in text and f"`{aux_sweep / '5'}`: task=sst2, aux_lm_weight=0.5, seed=3" in text
+    plots = [p.name for p in result["plots"]]
+    assert plots == ["ablation-val_accuracy.png"]
+    assert (aux_sweep / plots[0]).read_bytes().startswith(b"\x89PNG") and f"({plots[0]})" in text
+
+
+def test_a_layers_transferred_sweep_is_a_curve_and_several_dirs_merge(tmp_path):
+    for sweep, layers in (("a", (0, 6)), ("b", (12,))):
+        for n in layers:
+            for seed in (1, 2):
+                job(tmp_path / sweep / f"{n}-{seed}", ["task=mnli", f"n_transfer={n}", f"seed={seed}"],
+                    {"task": "mnli", "val/accuracy": 0.4 + n / 100 + seed / 1000,
+                     "val_mismatched/accuracy": 0.4, "baseline/accuracy": 0.35})
+    out = tmp_path / "out"
+    result = report([tmp_path / "a", tmp_path / "b"], out)
+    assert result["swept"] == ["n_transfer"] and [p.name for p in result["plots"]] == [
+        "layers_transferred-val_accuracy.png"]
+    rows = read_csv(out / "report.csv")
+    assert [r["n_transfer"] for r in rows] == ["0", "6", "12"]  # in numeric order
+    assert float(rows[2]["val/accuracy median"]) == pytest.approx(0.5215)
+    assert float(rows[0]["val_mismatched/accuracy paper"]) == pytest.approx(0.814)  # MNLI-mm
+    assert float(rows[0]["val/accuracy paper"]) == pytest.approx(0.821)  # MNLI-m
+    assert not (tmp_path / "a" / "report.md").exists() and (out / "report.md").is_file()
+
+
+def test_zero_shot_jobs_are_curves_over_checkpoints(tmp_path):
+    for task, base in (("sentiment", 0.5), ("cola", 0.0)):
+        metric = "accuracy" if task == "sentiment" else "mcc"
+        checkpoints = [{"path": f"run/step{s}.ckpt", "step": s, metric: base + s / 1000, "truncated": 0}
+                       for s in (100, 200, 300)]
+        job(tmp_path / "zs" / task, [f"task={task}"],
+            {"task": task, "heuristic": "verbalizer", "checkpoints": checkpoints, f"baseline/{metric}": base},
+            {"task": {"metrics": [metric]}})
+    result = report([tmp_path / "zs"])
+    assert result["swept"] == ["task", "step"]
+    assert sorted(p.name for p in result["plots"]) == ["zero_shot-zeroshot_accuracy.png", "zero_shot-zeroshot_mcc.png"]
+    rows = read_csv(tmp_path / "zs" / "report.csv")
+    assert [(r["task"], r["step"]) for r in rows] == [("cola", "100"), ("cola", "200"), ("cola", "300"),
+                                                     ("sentiment", "100"), ("sentiment", "200"), ("sentiment", "300")]
+    assert float(rows[4]["zeroshot/accuracy median"]) == pytest.approx(0.7)
+    assert not any(k.endswith("paper") for k in rows[0])  # the paper gives curves, not numbers, for zero-shot
+
+
+def test_a_single_run_directory_is_a_report_of_one_row(tmp_path, capsys):
+    run = job(tmp_path / "run", ["trainer.max_steps=300"], {"val/ppl": 227.6, "val/loss": 5.4, "val_ppl": 227.6},
+              {"trainer": {"max_steps": 300}})
+    result = main([str(run)])
+    assert result["swept"] == [] and len(result["rows"]) == 1
+    assert [p.name for p in result["plots"]] == ["ablation-val_ppl.png"]
+    assert "| 1 | 0 | 227.6 | 5.4 |" in (run / "report.md").read_text()
+    assert "1 jobs (0 failed), 1 rows; swept: nothing" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("case", ["missing", "empty", "bad_json"])
+def test_bad_input_is_one_line_and_exit_status_2(tmp_path, capsys, case):
+    target = tmp_path / "sweep"
+    if case == "empty":
+        target.mkdir()
+    if case == "bad_json":
+        job(target / "0", ["seed=1"], {})
+        (target / "0" / "metrics.json").write_text("{not json")
+    with pytest.raises(SystemExit) as exit_info:
+        main([str(target)])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"error: {target}")
+    assert {"missing": "no such directory", "empty": "no jobs found", "bad_json": "not valid JSON"}[case] in err
+
+
+@pytest.mark.skipif(not FACTS.is_file(), reason="no ../shared/reference/gpt1-facts.md beside the checkout")
+def test_the_paper_numbers_are_those_of_the_facts_file():
+    table = dict(re.findall(r"^\| ([^|]+?) \| [^|]+ \| ([\d. /]+) \|$", FACTS.read_text(), re.M))
+    facts = {name: [float(v) for v in value.split("/")] for name, value in table.items()}
+    assert facts["MNLI-m / MNLI-mm"] == [PAPER["mnli"]["/accuracy"], PAPER["mnli"]["_mismatched/accuracy"]]
+    assert facts["RACE-m / RACE-h / RACE"] == [PAPER[t]["/accuracy"] for t in ("race_middle", "race_high", "race")]
+    for name, task, key in [("SNLI", "snli", "/accuracy"), ("SciTail", "scitail", "/accuracy"),
+                            ("QNLI", "qnli", "/accuracy"), ("RTE", "rte", "/accuracy"),
+                            ("Story Cloze", "story_cloze", "/accuracy"), ("CoLA", "cola", "/mcc"),
+                            ("SST-2", "sst2", "/accuracy"), ("MRPC", "mrpc", "/f1"), ("STS-B", "stsb", "/pearson"),
+                            ("QQP", "qqp", "/f1")]:
+        assert facts[name] == [PAPER[task][key]], name

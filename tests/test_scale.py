@@ -1,0 +1,243 @@
+"""Scale: trainer groups (ddp, fsdp, deepspeed), global batch sizes, compile=true, 2-process DDP on CPU from the
+command line, and the submitit launchers (a local sweep that runs; a SLURM job whose submission is checked)."""
+
+import importlib.util
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+import submitit
+import torch
+from hydra import compose, initialize_config_module
+from hydra.errors import ConfigCompositionException
+from hydra.utils import instantiate
+from lightning.fabric.plugins.environments import SLURMEnvironment
+from lightning.pytorch.callbacks import Callback
+from lightning.pytorch.strategies import FSDPStrategy
+from omegaconf import OmegaConf
+
+import gpt1.pretrain
+from gpt1.checkpoint import load_checkpoint
+from gpt1.errors import ConfigError, user_message
+from gpt1.evaluate import evaluate
+from gpt1.generate import generate
+from gpt1.model import Block
+from gpt1.pretrain import train
+from gpt1.run import build_strategy, build_trainer, check_accelerator, device_batch_size
+from tests.conftest import TINY_RUN
+
+ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
+FEW = [*TINY_RUN, "trainer.max_steps=4", "trainer.val_check_interval=2", "trainer.check_val_every_n_epoch=null",
+       "trainer.limit_val_batches=2", "callbacks.samples.every_n_steps=0"]
+"""4 updates of the tiny model, validated twice on 2 batches."""
+CPU_DDP = ["trainer=ddp", "trainer.accelerator=cpu", "trainer.devices=2", "trainer.precision=32-true"]
+"""The issue's DDP on CPU: 2 processes."""
+
+
+def run_gpt1(*args: str, cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess:
+    proc = subprocess.run(["gpt1", *args], cwd=cwd, env=ENV, capture_output=True, text=True, timeout=timeout)
+    assert proc.returncode == 0, f"gpt1 {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
+    return proc
+
+
+def composed(config_name: str, overrides: list[str], hydra: bool = False):
+    with initialize_config_module(config_module="gpt1.conf", version_base="1.3"):
+        return compose(config_name=config_name, overrides=overrides, return_hydra_config=hydra)
+
+
+# -- trainer groups ----------------------------------------------------------------------------------------------
+
+
+def test_strategies_compose_with_every_command():
+    assert composed("finetune", ["task=rte", "trainer=fsdp"]).trainer.strategy == "fsdp"
+    cfg = composed("pretrain", ["experiment=paper", "trainer=ddp", "trainer.num_nodes=4"])
+    assert (cfg.trainer.strategy, cfg.trainer.num_nodes, cfg.trainer.devices, cfg.data.batch_size) == ("ddp", 4, -1, 64)
+    assert composed("pretrain", ["trainer=deepspeed"]).trainer.strategy == "deepspeed_stage_2"
+    cfg = composed("finetune", ["task=sentiment", "trainer=cpu", "compile=true"])
+    assert cfg.compile and cfg.trainer.strategy_options == {}
+
+
+def test_fsdp_is_full_shard_with_consolidated_checkpoints():
+    options = composed("pretrain", ["trainer=fsdp"]).trainer.strategy_options
+    strategy = build_strategy("fsdp", OmegaConf.to_container(options))
+    assert isinstance(strategy, FSDPStrategy)
+    assert strategy._state_dict_type == "full"  # one file, as on one device
+    assert str(strategy.sharding_strategy) == "ShardingStrategy.FULL_SHARD"
+    assert strategy.kwargs["auto_wrap_policy"]._module_classes == {Block}  # a unit per block
+    assert build_strategy("ddp", {}) == "ddp"  # no options: Lightning's name as is
+    with pytest.raises(ConfigError, match="trainer.strategy=nonsense"):
+        build_strategy("nonsense", {"a": 1})
+
+
+@pytest.mark.skipif(importlib.util.find_spec("deepspeed") is not None, reason="DeepSpeed is installed")
+def test_deepspeed_without_deepspeed_is_refused_in_one_line():
+    with pytest.raises(ConfigError) as error:
+        check_accelerator(composed("pretrain", ["trainer=deepspeed"]).trainer)
+    assert user_message(error.value) == ("trainer.strategy=deepspeed_stage_2 needs DeepSpeed, which is not installed: "
+                                         "pip install 'gpt1[deepspeed]'")
+
+
+def test_fsdp_on_cpu_is_refused_in_one_line():
+    with pytest.raises(ConfigError, match=r"^trainer.strategy=fsdp runs on GPUs only"):
+        check_accelerator(composed("pretrain", ["trainer=fsdp", "trainer.accelerator=cpu"]).trainer)
+
+
+# -- global batch sizes ------------------------------------------------------------------------------------------
+
+
+def test_the_batch_is_split_over_devices_and_accumulation():
+    assert device_batch_size(64, 1, 1) == 64
+    assert device_batch_size(64, 8, 2) == 4
+    with pytest.raises(ConfigError, match=r"^data.batch_size=64 .* not a multiple of devices x "
+                                          r"trainer.accumulate_grad_batches = 3 x 1"):
+        device_batch_size(64, 3, 1)
+
+
+class BatchSizes(Callback):
+    def __init__(self) -> None:
+        self.sizes = set()
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
+        self.sizes.add(len(batch["input_ids"]))
+
+
+def test_pretrain_batch_size_is_per_update_and_tokens_seen_count_it(make_cfg, monkeypatch):
+    sizes = BatchSizes()
+    build = gpt1.pretrain.build_callbacks
+    monkeypatch.setattr(gpt1.pretrain, "build_callbacks", lambda *a, **k: [sizes, *build(*a, **k)])
+    metrics = train(make_cfg("pretrain", [*FEW, "trainer.accumulate_grad_batches=2"]))  # data.batch_size=8
+    assert sizes.sizes == {4}  # 2 batches of 4 an update
+    assert metrics["tokens_seen"] == 4 * 8 * 32  # updates x windows x n_ctx
+    with pytest.raises(ConfigError, match="data.batch_size=8"):
+        train(make_cfg("pretrain", [*FEW, "trainer.accumulate_grad_batches=3"]))
+
+
+# -- DDP on CPU, from the command line ---------------------------------------------------------------------------
+
+
+def test_ddp_pretrain_on_cpu_writes_one_run_directory(tmp_path, cache_dir, make_cfg):
+    """The issue's `gpt1 pretrain experiment=quickstart trainer=ddp ...`: Lightning starts rank 1 again from the
+    command line (`python -m gpt1.pretrain`), into rank 0's run directory."""
+    run_gpt1("pretrain", "experiment=quickstart", *CPU_DDP, *FEW, f"paths.cache_dir={cache_dir}", cwd=tmp_path)
+    (run,) = (tmp_path / "outputs" / "quickstart").iterdir()
+    metrics = json.loads((run / "metrics.json").read_text())
+    assert metrics["steps"] == 4 and metrics["tokens_seen"] == 4 * 8 * 32  # batches of 8 over both ranks
+    ckpt = run / "checkpoints" / "last.ckpt"
+    assert load_checkpoint(ckpt).model.config.n_layer == 2
+    text = generate(make_cfg("generate", [f"ckpt={ckpt}", "prompt=she said", "max_new_tokens=4", "device=cpu"]))
+    assert text[0].startswith("she said")
+
+
+@pytest.fixture(scope="module")
+def tiny_checkpoint(tmp_path_factory, cache_dir) -> Path:
+    run = tmp_path_factory.mktemp("tiny")
+    train(composed("pretrain", [f"paths.output_dir={run}", f"paths.cache_dir={cache_dir}", *TINY_RUN,
+                                "trainer.max_steps=2", "callbacks.samples.every_n_steps=0"]))
+    return run / "checkpoints" / "last.ckpt"
+
+
+def test_ddp_finetune_on_cpu_writes_one_run_directory(tmp_path, cache_dir, make_cfg, tiny_checkpoint):
+    run_gpt1("finetune", "task=sentiment", f"init_from={tiny_checkpoint}", *CPU_DDP, "++task.splits.train='train[:64]'",
+             "++task.splits.validation='validation[:16]'", "++task.splits.test='test[:16]'", "batch_size=8",
+             "trainer.max_steps=4", "logger=csv", "trainer.enable_progress_bar=false", "trainer.num_sanity_val_steps=0",
+             f"paths.cache_dir={cache_dir}", cwd=tmp_path)
+    (run,) = (tmp_path / "outputs" / "finetune" / "sentiment").iterdir()
+    metrics = json.loads((run / "metrics.json").read_text())
+    assert metrics["steps"] == 4 and "val/accuracy" in metrics
+    ckpt = run / "checkpoints" / "last.ckpt"
+    scores = evaluate(make_cfg("evaluate", [f"ckpt={ckpt}", "trainer.enable_progress_bar=false"]))
+    assert scores["val/accuracy"] == pytest.approx(metrics["val/accuracy"], abs=1e-6)  # the 16 examples, as 2 x 8
+
+
+# -- compile=true ------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.slow  # compiling the forward and backward graphs of train and eval: over a minute on one core
+def test_a_compiled_run_saves_plain_parameter_names(tmp_path, cache_dir):
+    run = tmp_path / "run"
+    run_gpt1("pretrain", *FEW, "trainer.max_steps=2", "data.max_valid_windows=8", "compile=true",
+             f"hydra.run.dir={run}", f"paths.cache_dir={cache_dir}", cwd=tmp_path, timeout=600)
+    ckpt = run / "checkpoints" / "last.ckpt"
+    keys = torch.load(ckpt, map_location="cpu", weights_only=False)["state_dict"].keys()
+    assert keys and not any("_orig_mod" in k for k in keys)
+    out = run_gpt1("generate", f"ckpt={ckpt}", "prompt=she said", "max_new_tokens=4",
+                   f"hydra.run.dir={tmp_path / 'g'}", cwd=tmp_path).stdout
+    assert "she said" in out
+
+
+# -- launchers ---------------------------------------------------------------------------------------------------
+
+
+def test_a_local_submitit_sweep_runs_each_job_in_its_directory(tmp_path, cache_dir):
+    sweep = tmp_path / "sweep"
+    run_gpt1("pretrain", "-m", "hydra/launcher=submitit_local", *FEW, "trainer.max_steps=2", "optim.lr=1e-3,3e-3",
+             f"hydra.sweep.dir={sweep}", f"paths.cache_dir={cache_dir}", cwd=tmp_path)
+    for job in ("0", "1"):
+        assert json.loads((sweep / job / "metrics.json").read_text())["steps"] == 2
+
+
+@pytest.fixture
+def slurm_submission(tmp_path, monkeypatch):
+    """submission(overrides) -> (the sbatch script the SLURM launcher would submit, its executor): the launcher as
+    Hydra instantiates it, stopped at submission (a fake srun makes submitit believe it is on a cluster)."""
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "srun").write_text("#!/bin/sh\nexit 1\n")
+    (tmp_path / "bin" / "srun").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    submitted = []
+    monkeypatch.setattr(submitit.AutoExecutor, "map_array", lambda self, fn, *args: submitted.append(self) or [])
+
+    def _submission(overrides: list[str]):
+        cfg = composed("pretrain", ["hydra/launcher=submitit_slurm", f"hydra.sweep.dir={tmp_path / 'sweep'}",
+                                    *overrides], hydra=True)
+        launcher = instantiate(cfg.hydra.launcher)
+        launcher.config = cfg
+        launcher.launch([["seed=1"]], initial_job_idx=0)
+        executor = submitted[-1]._executor
+        return executor._make_submission_file_text("COMMAND", "0"), executor
+
+    return _submission
+
+
+def test_the_slurm_launcher_submits_what_the_yaml_says(slurm_submission):
+    sbatch, executor = slurm_submission(["experiment=paper", "trainer=ddp"])
+    for line in ["--nodes=1", "--gpus-per-node=8", "--ntasks-per-node=8", "--cpus-per-task=8", "--time=1440",
+                 "--signal=USR2@120"]:
+        assert f"#SBATCH {line}\n" in sbatch
+    assert "--partition" not in sbatch and executor.max_num_timeout == 30  # requeued on timeout
+    assert "\nsrun " in sbatch  # every task (rank) started by srun
+
+
+def test_the_slurm_launcher_takes_its_nodes_from_the_trainer_and_overrides(slurm_submission):
+    sbatch, executor = slurm_submission(["experiment=paper", "trainer=ddp", "trainer.num_nodes=4",
+                                         "hydra.launcher.gpus_per_node=4", "hydra.launcher.partition=gpu",
+                                         "hydra.launcher.timeout_min=120", "hydra.launcher.max_num_timeout=3"])
+    for line in ["--nodes=4", "--gpus-per-node=4", "--ntasks-per-node=4", "--partition=gpu", "--time=120"]:
+        assert f"#SBATCH {line}\n" in sbatch
+    assert executor.max_num_timeout == 3
+
+
+def test_a_misspelt_slurm_launcher_key_fails_at_start_up():
+    with pytest.raises(ConfigCompositionException) as error:  # the launcher's keys are typed by the plugin's schema
+        composed("pretrain", ["hydra/launcher=submitit_slurm", "hydra.launcher.gpu_per_node=8"], hydra=True)
+    assert "Key 'gpu_per_node' not in 'SlurmQueueConf'" in user_message(error.value)
+
+
+def test_lightning_takes_the_ranks_of_a_slurm_job(monkeypatch, tmp_path):
+    """What srun gives each task of a 2-node x 4-task job: Lightning's SLURM environment, rank 5 of 8, and the
+    global batch of 64 becomes 8 windows a device."""
+    from lightning_utilities.core.rank_zero import rank_zero_only
+
+    monkeypatch.setattr(rank_zero_only, "rank", rank_zero_only.rank)  # the trainer sets it to 5 for the whole process
+    for key, value in {"SLURM_NTASKS": "8", "SLURM_NTASKS_PER_NODE": "4", "SLURM_NNODES": "2", "SLURM_PROCID": "5",
+                       "SLURM_LOCALID": "1", "SLURM_NODEID": "1", "SLURM_JOB_ID": "1", "SLURM_JOB_NAME": "pretrain",
+                       "SLURM_NODELIST": "node[1-2]"}.items():
+        monkeypatch.setenv(key, value)
+    cfg = composed("pretrain", ["trainer=ddp", "trainer.accelerator=cpu", "trainer.devices=4", "trainer.num_nodes=2",
+                                "trainer.precision=32-true", "logger=csv"])
+    trainer = build_trainer(cfg.trainer, tmp_path)
+    assert isinstance(trainer._accelerator_connector.cluster_environment, SLURMEnvironment)
+    assert (trainer.world_size, trainer.global_rank, trainer.local_rank, trainer.node_rank) == (8, 5, 1, 1)
+    assert device_batch_size(64, trainer.world_size, trainer.accumulate_grad_batches) == 8
