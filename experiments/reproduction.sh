@@ -4,26 +4,28 @@
 # The pre-trained model is the quickstart's (`gpt1 pretrain`: 4 layers, 256 wide, ~1.2M tokens of the sample
 # novels), far from the paper's 117M model and 1B tokens: what a laptop can show in half an hour.
 #   bash experiments/reproduction.sh                                    # pre-trains first if RUN has no checkpoint
-#   RUN=outputs/exp/quickstart TASK=sentiment STEPS=150 VAL=1000 SEEDS=1,2,3 bash experiments/reproduction.sh
+#   RUN=outputs/exp/quickstart TASK=sentiment STEPS=150 VAL=1000 SEEDS=1,2,3 LAYER_SEEDS=1,2 bash experiments/reproduction.sh
 # Writes the sweeps under OUT (outputs/reproduction) and the reports under experiments/reproduction/<sweep>/.
 set -euo pipefail
 run=${RUN:-outputs/reproduction/quickstart}
 out=${OUT:-outputs/reproduction}
 task=${TASK:-sentiment}
-seeds=${SEEDS:-1,2,3}
+seeds=${SEEDS:-1,2}
 ckpt=$run/checkpoints/last.ckpt
 [ -f "$ckpt" ] || gpt1 pretrain "hydra.run.dir=$run" trainer.enable_progress_bar=false
 
 # Every fine-tuning job: the paper's recipe (experiment=finetune) with a CPU budget of updates, scored on the first
 # 1,000 validation examples (no test split: the budget goes to more jobs).
 common=("task=$task" "trainer.max_steps=${STEPS:-150}" "++task.splits.validation='validation[:${VAL:-1000}]'"
-  "~task.data_files.test" trainer.enable_progress_bar=false logger=csv "seed=$seeds")
-gpt1 finetune -m experiment=ablation_aux_lm "init_from=$ckpt" "${common[@]}" "hydra.sweep.dir=$out/ablation_aux_lm"
-gpt1 finetune -m experiment=ablation_pretraining "tokenizer_from=$ckpt" "${common[@]}" \
+  "~task.data_files.test" trainer.enable_progress_bar=false logger=csv)
+gpt1 finetune -m experiment=ablation_aux_lm "init_from=$ckpt" "${common[@]}" "seed=$seeds" \
+  "hydra.sweep.dir=$out/ablation_aux_lm"
+gpt1 finetune -m experiment=ablation_pretraining "tokenizer_from=$ckpt" "${common[@]}" "seed=$seeds" \
   "hydra.sweep.dir=$out/ablation_pretraining"
-gpt1 finetune -m experiment=ablation_lstm "init_from=$ckpt" "${common[@]}" "hydra.sweep.dir=$out/ablation_lstm"
+gpt1 finetune -m experiment=ablation_lstm "init_from=$ckpt" "${common[@]}" "seed=$seeds" \
+  "hydra.sweep.dir=$out/ablation_lstm"
 gpt1 finetune -m experiment=layers_transferred "init_from=$ckpt" "${common[@]}" 'n_transfer=range(0,5)' \
-  "hydra.sweep.dir=$out/layers_transferred"  # the quickstart model has 4 layers
+  "seed=${LAYER_SEEDS:-1}" "hydra.sweep.dir=$out/layers_transferred"  # the quickstart model has 4 layers
 gpt1 zeroshot -m experiment=zero_shot_curve "ckpts=[$run/checkpoints/step*.ckpt]" \
   task=sentiment,multiple_choice,story "hydra.sweep.dir=$out/zero_shot_curve"
 

@@ -114,3 +114,23 @@ def test_config_errors_name_the_field():
         GPTConfig(n_embd=100, n_head=12)
     with pytest.raises(ValueError, match="model.activation"):
         GPTConfig(activation="swish")
+
+
+@pytest.mark.parametrize("training", [True, False], ids=["train", "eval"])
+def test_the_model_compiles_whole_without_graph_breaks(training):
+    """torch.compile sees one graph for the forward and the tied head, dropout included (tracing only: no compiler)."""
+    model = GPT(PRESETS["tiny"]).train(training)
+    ids = torch.randint(0, model.config.vocab_size, (2, 16))
+    explained = torch._dynamo.explain(lambda x: model.lm_logits(model(x)))(ids)
+    assert (explained.graph_count, explained.graph_break_count) == (1, 0), explained.break_reasons
+
+
+def test_the_kv_cache_is_allocated_once_and_filled_in_place():
+    model = GPT(PRESETS["tiny"]).eval()
+    cache = model.new_cache()
+    model(torch.randint(0, model.config.vocab_size, (1, 5)), cache)
+    buffer = cache[0].k.data_ptr()
+    for _ in range(3):
+        model(torch.randint(0, model.config.vocab_size, (1, 1)), cache)
+    assert cache[0].k.data_ptr() == buffer and cache[0].length == 8
+    assert cache[0].k.shape[2] == model.config.n_ctx  # room for the whole context, allocated on the first update
