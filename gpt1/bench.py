@@ -18,7 +18,8 @@ Every figure is the median over ``--iters`` timed repetitions after ``--warmup``
   data, no copy of the logits), HF's is ``model(ids, labels=ids).loss``. Both step a fused AdamW.
 - ``--compile``: gpt1's model under ``torch.compile`` for the training and multiple-choice steps (the compile time
   is reported, not timed into the steps); HF stays eager.
-- On Linux ``gpt1`` tunes glibc's allocator (``gpt1.allocator``) for the whole process, HF's timings included.
+- On Linux gpt1 tunes glibc's allocator (``gpt1.allocator``, as every gpt1 command does) for the whole process,
+  HF's timings included.
 """
 
 from __future__ import annotations

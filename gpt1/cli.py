@@ -6,8 +6,6 @@ import importlib
 import importlib.util
 import sys
 
-from gpt1.allocator import tune_cpu_allocator
-
 COMMANDS = {
     "pretrain": "pre-train GPT-1 on a corpus (default: the quickstart on the sample books)",
     "finetune": "fine-tune a checkpoint on a task (task=NAME init_from=CKPT)",
@@ -26,7 +24,6 @@ def main() -> None:
         print("usage: gpt1 <command> [key=value ...] [-m] [--cfg job] [--help]\n\ncommands:\n" + "\n".join(lines))
         sys.exit(0 if len(sys.argv) > 1 and sys.argv[1] in ("-h", "--help") else 2)
     command = sys.argv.pop(1)
-    tune_cpu_allocator()  # before the first large allocation
     sys.argv[0] = f"gpt1 {command}"
     # Lightning's DDP launcher starts the other ranks as `python -m <__main__.__spec__.name> ARGS` (or as `python
     # <argv[0]>`, no file here): they run `python -m gpt1.<command>`, which is this command.
