@@ -9,11 +9,12 @@ Every figure is the median over ``--iters`` timed repetitions after ``--warmup``
 - MFU = achieved training FLOP/s / peak. FLOPs per trained token = 6 N + 12 L C T (PaLM appendix B; N counts the
   parameters without the position table), so a step of B x T tokens costs B T (6 N + 12 L C T).
 - Peak: on GPUs the dense (no sparsity) rate of ``DENSE_PEAK_TFLOPS`` for the device and precision (``--peak-tflops``
-  overrides); on CPU the fp32 matmul rate measured here on the model's own GEMM shapes (M = B T).
+  overrides); on CPU the fp32 matmul rate measured here on the model's own GEMM shapes (M = B T), by the faster of
+  MKL (torch.mm) and oneDNN (gpt1's ``linear``) per shape.
 - Decoding one token reads every weight once, so its ceiling is (weight bytes) / (memory bandwidth), the bandwidth
   measured here by summing a 512 MiB tensor (on GPUs too). A second, reachable ceiling: the same bytes at the rate
-  torch's own matrix-vector products stream the model's weight matrices (``gemv_bandwidth``); on CPUs whose BLAS
-  GEMV cannot saturate memory it says how much of the gap is the kernel's, not gpt1's.
+  the fastest of torch's matrix-vector products (MKL's, oneDNN's) streams the model's weight matrices
+  (``gemv_bandwidth``); on CPUs where no GEMV kernel saturates memory it says how much of the gap is the kernel's.
 - Training losses are what each library's users run: gpt1's is ``GPT1Module.lm_loss``'s (targets shifted in the
   data, no copy of the logits), HF's is ``model(ids, labels=ids).loss``. Both step a fused AdamW.
 - ``--compile``: gpt1's model under ``torch.compile`` for the training and multiple-choice steps (the compile time
@@ -41,7 +42,7 @@ from omegaconf import OmegaConf
 
 from gpt1.allocator import tune_cpu_allocator
 from gpt1.data.tasks import IGNORE_INDEX
-from gpt1.model import GPT, PRESETS, GPTConfig
+from gpt1.model import GPT, PRESETS, GPTConfig, linear
 
 DENSE_PEAK_TFLOPS: dict[str, dict[str, float]] = {
     # dense tensor-core TFLOP/s from the vendors' data sheets (the sparsity figures are twice these)
@@ -71,13 +72,15 @@ def median_seconds(fn: Callable[[], Any], warmup: int, iters: int, device: torch
 
 def gemm_peak(config: GPTConfig, tokens: int, device: torch.device, dtype: torch.dtype) -> float:
     """FLOP/s of plain matmuls on the shapes a training step multiplies: (M = tokens) x C x {3C, C, 4C}, 4C x C and
-    the C x V head; the FLOP-weighted rate over all of them."""
+    the C x V head, each by the faster of torch.mm and gpt1's ``linear`` (oneDNN on CPU); the FLOP-weighted rate."""
     C, V = config.n_embd, config.vocab_size
     flops = secs = 0.0
     for k, n in [(C, 3 * C), (C, C), (C, config.n_inner), (config.n_inner, C), (C, V)]:
         a, b = torch.randn(tokens, k, device=device, dtype=dtype), torch.randn(k, n, device=device, dtype=dtype)
-        c = torch.empty(tokens, n, device=device, dtype=dtype)  # preallocated: time the multiply, not the allocator
-        secs += median_seconds(lambda: torch.mm(a, b, out=c), warmup=2, iters=5, device=device)
+        c, w = torch.empty(tokens, n, device=device, dtype=dtype), b.t().contiguous()  # c: time the multiply only
+        with torch.no_grad():
+            secs += min(median_seconds(f, warmup=2, iters=5, device=device)
+                        for f in (lambda: torch.mm(a, b, out=c), lambda: linear(a, w)))  # fmt: skip
         flops += 2.0 * tokens * k * n
     return flops / secs
 
@@ -85,17 +88,17 @@ def gemm_peak(config: GPTConfig, tokens: int, device: torch.device, dtype: torch
 def gemv_bandwidth(model: GPT) -> float:
     """Bytes/s of the matrix-vector products of one decoded token, without the rest of the model: every block's four
     weight matrices and the tied head, multiplied by a (1, in) vector in model order (so they stream from memory as
-    in decoding, not from cache)."""
+    in decoding, not from cache), by the faster of ``F.linear`` and gpt1's ``linear`` (oneDNN on CPU)."""
     matrices = [m.weight for m in model.modules() if isinstance(m, torch.nn.Linear)] + [model.tokens_embed.weight]
     inputs = {w.size(1): torch.randn(1, w.size(1), device=w.device, dtype=w.dtype) for w in matrices}
 
-    @torch.no_grad()
-    def products() -> None:
-        for w in matrices:
-            F.linear(inputs[w.size(1)], w)
+    def products(fn: Callable[..., torch.Tensor]) -> Callable[[], None]:
+        return lambda: [fn(inputs[w.size(1)], w) for w in matrices]
 
     nbytes = sum(w.numel() * w.element_size() for w in matrices)
-    return nbytes / median_seconds(products, warmup=2, iters=7, device=matrices[0].device)
+    with torch.no_grad():
+        secs = min(median_seconds(products(f), warmup=2, iters=7, device=matrices[0].device) for f in (F.linear, linear))
+    return nbytes / secs
 
 
 def memory_bandwidth(device: torch.device, mib: int = 512) -> float:
@@ -248,8 +251,8 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
         mc_forward = torch.compile(mc) if args.compile else mc
 
         def mc_loss() -> torch.Tensor:
-            logits, hidden = mc_forward(batch)
-            return mc.task_loss(logits, batch["labels"]) + 0.5 * mc.sequence_lm_loss(hidden, batch["targets"])
+            out = mc_forward(batch)
+            return mc.task_loss(out.logits, batch["labels"]) + 0.5 * mc.sequence_lm_loss(out.hidden, out.index, batch["targets"])
 
         secs = median_seconds(train_step(mc, mc_loss, autocast), max(args.warmup, args.compile), args.iters, device)
         real = int((batch["targets"] != -100).sum()) + int(batch["choice_mask"].sum())  # tokens that are not padding

@@ -104,7 +104,7 @@ def finetune(cfg: DictConfig) -> dict[str, Any]:
     val_prefixes, test_prefixes = task_prefixes(data)
     module = TaskModule(
         model, tokenizer, OmegaConf.to_object(cfg.optim), task, val_prefixes, test_prefixes,
-        aux_lm_weight=cfg.aux_lm_weight, head_pdrop=cfg.head_pdrop,
+        aux_lm_weight=cfg.aux_lm_weight, head_pdrop=cfg.head_pdrop, share_context=cfg.share_context,
     )
     compile_model(model, cfg.compile)
 

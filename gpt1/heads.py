@@ -10,7 +10,9 @@ Each head reads the decoder's final hidden state at the ``[extract]`` token of e
 
 num_labels == 1 makes classification and similarity heads regressors (one score per example).
 ``task_logits`` runs a batch of any task type through the decoder and its head: all the sequences of an example
-(two orderings, K choices) go through the decoder in one forward pass, flattened to (B * S, T).
+(two orderings, K choices) go through the decoder in one forward pass, flattened to (B * S, T). With ``pack``,
+multiple choice decodes each example as one row (``pack_choices``): the context its choices share once, then each
+choice's own tokens, padding dropped; exactly the same states as decoding every choice on its own.
 
 Shapes: B examples, S sequences per example (1, 2 or K), T tokens, C = n_embd.
 """
@@ -18,6 +20,7 @@ Shapes: B examples, S sequences per example (1, 2 or K), T tokens, C = n_embd.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import NamedTuple
 
 import torch
 from torch import nn
@@ -74,20 +77,82 @@ def build_head(task_type: str, n_embd: int, num_labels: int, pdrop: float = 0.1,
     return head
 
 
+class Packed(NamedTuple):
+    """The K choices of each example packed into one row: the shared context, then each choice's remaining tokens."""
+
+    ids: torch.Tensor
+    """(B, L) token ids, 0 after the row's end."""
+    positions: torch.Tensor
+    """(B, L) each token's position in its own sequence."""
+    attn_mask: torch.Tensor
+    """(B, L, L) True where a token may attend: the context and the earlier tokens of its own choice."""
+    index: torch.Tensor
+    """(B, K, T) where in its row each token of each choice is (0 for padding); the context's tokens of every
+    choice point to the one copy."""
+
+
+def pack_choices(ids: torch.Tensor, lengths: torch.Tensor, choice_mask: torch.Tensor) -> Packed:
+    """Pack multiple-choice sequences ids (B, K, T), right-padded to lengths (B, K), choice_mask (B, K) False for
+    dummy choices, so that the context they share is decoded once: a row holds the longest prefix that all of an
+    example's choices share (at most all but each choice's last token), then every choice's other tokens.
+
+    Attention within a row sees the context and the choice's own earlier tokens, and positions restart per
+    sequence, so each token's state is the one it gets in its own (B, K, T) sequence."""
+    B, K, T = ids.shape
+    t = torch.arange(T, device=ids.device)
+    k = torch.arange(K, device=ids.device)
+    lengths = lengths.masked_fill(~choice_mask, 0)
+    real = t < lengths[..., None]  # (B, K, T): tokens, not padding
+    shortest = lengths.masked_fill(~choice_mask, T).min(1).values  # (B,)
+    agree = ((ids == ids[:, :1]) | ~choice_mask[..., None]).all(1) & (t < shortest[:, None] - 1)  # (B, T)
+    in_context = agree.long().cumprod(1).bool()  # (B, T): the shared prefix
+    keep = real & (~in_context[:, None] | (k == 0)[:, None])  # (B, K, T): choice 0 keeps the context's one copy
+    slot = keep.flatten(1).cumsum(1).view(B, K, T) - 1  # place of each kept token in its example's row
+    index = torch.where(in_context[:, None], t, slot) * real  # (B, K, T)
+    L = int(keep.sum((1, 2)).max())  # the longest row (one host sync)
+    row = torch.arange(B, device=ids.device)[:, None, None].expand(B, K, T)[keep]
+    col = slot[keep]
+    packed = ids.new_zeros(B, L)
+    packed[row, col] = ids[keep]
+    positions = ids.new_zeros(B, L)
+    positions[row, col] = t.expand(B, K, T)[keep]
+    group = ids.new_full((B, L), K)  # the sequence each slot belongs to: -1 the context, K padding (its own)
+    group[row, col] = torch.where(in_context[:, None], -1, k[:, None]).expand(B, K, T)[keep]
+    j = torch.arange(L, device=ids.device)
+    sees = (group[:, None, :] == -1) | (group[:, None, :] == group[:, :, None])  # (B, L query, L key)
+    return Packed(packed, positions, sees & (j[None, :] <= j[:, None]), index)
+
+
+class TaskOutput(NamedTuple):
+    """What ``task_logits`` computes for a batch of B examples of S sequences of T tokens."""
+
+    logits: torch.Tensor
+    """(B, num_labels), or (B, K) for multiple choice."""
+    hidden: torch.Tensor
+    """(R, C) the decoder's final states, one row per position decoded."""
+    index: torch.Tensor
+    """(B, T) or (B, S, T): the row of ``hidden`` of each token of each sequence (for the auxiliary LM loss)."""
+
+
 def task_logits(
-    decoder: Callable[[torch.Tensor], torch.Tensor], head: nn.Module, batch: dict[str, torch.Tensor]
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Run a task batch through ``decoder`` (ids (N, T) -> hidden (N, T, C)) and ``head``.
+    decoder: Callable[..., torch.Tensor], head: nn.Module, batch: dict[str, torch.Tensor], pack: bool = False
+) -> TaskOutput:
+    """Run a task batch through ``decoder`` (ids (N, T) -> hidden (N, T, C), a ``GPT`` if ``pack``) and ``head``.
 
     batch: ``input_ids`` (B, T) or (B, S, T), ``extract`` (B,) or (B, S), ``choice_mask`` (B, K) for multiple
-    choice. Returns the head's logits ((B, num_labels), or (B, K)) and the hidden states (B * S, T, C) of the
-    flattened sequences, for the auxiliary LM loss.
+    choice. pack: decode multiple choice packed (``pack_choices``).
     """
     ids, extract = batch["input_ids"], batch["extract"]
-    hidden = decoder(ids.reshape(-1, ids.size(-1)))  # (N, T, C), N = B * S: every sequence in one pass
-    rows = torch.arange(hidden.size(0), device=hidden.device)
-    states = hidden[rows, extract.reshape(-1)]  # (N, C): the state at each sequence's extract token
-    states = states.view(*extract.shape, hidden.size(-1))  # (B, C) or (B, S, C)
-    if isinstance(head, MultipleChoiceHead):
-        return head(states, batch.get("choice_mask")), hidden
-    return head(states), hidden
+    mc = isinstance(head, MultipleChoiceHead)
+    if pack and mc:
+        choice_mask = batch.get("choice_mask", torch.ones_like(extract, dtype=torch.bool))
+        packed = pack_choices(ids, extract + 1, choice_mask)
+        hidden = decoder(packed.ids, positions=packed.positions, attn_mask=packed.attn_mask)  # (B, L, C)
+        index = packed.index + hidden.size(1) * torch.arange(ids.size(0), device=ids.device)[:, None, None]
+    else:
+        hidden = decoder(ids.reshape(-1, ids.size(-1)))  # (N, T, C), N = B * S: every sequence in one pass
+        index = torch.arange(hidden.size(0) * hidden.size(1), device=ids.device).view(ids.shape)
+    hidden = hidden.flatten(0, 1)  # (R, C)
+    states = hidden[index.gather(-1, extract.unsqueeze(-1)).squeeze(-1)]  # (B, C) or (B, S, C): extract tokens
+    logits = head(states, batch.get("choice_mask")) if mc else head(states)
+    return TaskOutput(logits, hidden, index)

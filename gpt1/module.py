@@ -27,7 +27,7 @@ from gpt1.checkpoint import metadata
 from gpt1.config import NonFinite, OptimConfig, Schedule
 from gpt1.data.tasks import IGNORE_INDEX, TaskConfig  # IGNORE_INDEX: targets not scored (padding)
 from gpt1.errors import EXIT_USER_ERROR, ConfigError, UserError
-from gpt1.heads import build_head, task_logits
+from gpt1.heads import TaskOutput, build_head, task_logits
 from gpt1.lstm import LSTM
 from gpt1.model import GPT
 from gpt1.tokenizer import Tokenizer
@@ -246,6 +246,9 @@ class TaskModule(GPT1Module):
 
     task: the task spec with ``num_labels`` resolved (checkpoints carry it). val_prefixes / test_prefixes: the
     metric prefix of each validation / test dataloader, in order (None: a validation split without labels).
+    share_context: decode a multiple-choice example's shared context once for all its choices (``task_logits``'s
+    pack; GPT decoders only): the same states, so the same logits and losses, but in training the context's dropout
+    masks are the same for every choice.
     """
 
     def __init__(
@@ -258,11 +261,13 @@ class TaskModule(GPT1Module):
         test_prefixes: Sequence[str] = (),
         aux_lm_weight: float = 0.5,
         head_pdrop: float = 0.1,
+        share_context: bool = True,
     ) -> None:
         super().__init__(model, tokenizer, optim)
         self.task = task
         self.regression = task.num_labels == 1 and task.type != "multiple_choice"
         self.aux_lm_weight = aux_lm_weight
+        self.pack = share_context and isinstance(model, GPT)
         self.head_name = str(task.type)  # e.g. "similarity": its weights are heads.similarity.* in checkpoints
         self.heads[self.head_name] = build_head(self.head_name, model.config.n_embd, task.num_labels, head_pdrop)
         self.prefixes = {"val": list(val_prefixes), "test": list(test_prefixes)}
@@ -276,10 +281,9 @@ class TaskModule(GPT1Module):
     def head(self) -> nn.Module:
         return self.heads[self.head_name]
 
-    def forward(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
-        """Logits ((B, num_labels), or (B, K) for multiple choice) and the hidden states (N, T, C) of the batch's
-        N = B * S sequences."""
-        return task_logits(self.model, self.head, batch)
+    def forward(self, batch: dict[str, torch.Tensor]) -> TaskOutput:
+        """Logits ((B, num_labels), or (B, K) for multiple choice) and the decoder's states (``TaskOutput``)."""
+        return task_logits(self.model, self.head, batch, pack=self.pack)
 
     def predictions(self, logits: torch.Tensor) -> torch.Tensor:
         """Class or choice ids (B,), or scores (B,) for regression."""
@@ -291,15 +295,17 @@ class TaskModule(GPT1Module):
             return F.mse_loss(logits.squeeze(-1).float(), labels.float())
         return F.cross_entropy(logits.float(), labels)
 
-    def sequence_lm_loss(self, hidden: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    def sequence_lm_loss(self, hidden: torch.Tensor, index: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         """The auxiliary LM loss as the original computes it: each sequence's mean next-token loss over its scored
         tokens, then the mean over sequences (dummy multiple-choice sequences, with no scored token, left out).
 
-        hidden (N, T, C); targets (B, T) or (B, S, T), IGNORE_INDEX where not scored."""
-        targets = targets.reshape(-1, targets.size(-1))  # (N, T)
+        hidden (R, C) and index (B, [S,] T): ``TaskOutput``'s; targets (B, [S,] T), IGNORE_INDEX where not scored."""
+        targets, index = targets.reshape(-1, targets.size(-1)), index.reshape(-1, targets.size(-1))  # (N, T)
         scored = targets != IGNORE_INDEX  # (N, T)
-        logits = self.model.lm_logits(hidden[scored]).float()  # (M, V): only the M scored positions
-        token_loss = F.cross_entropy(logits, targets[scored], reduction="none")  # (M,)
+        # the LM head runs once per distinct state: a shared context's tokens are scored for every choice
+        rows, row_of = torch.unique(index[scored], return_inverse=True)  # (U,), (M,)
+        log_probs = F.log_softmax(self.model.lm_logits(hidden[rows]).float(), dim=-1)  # (U, V)
+        token_loss = -log_probs[row_of, targets[scored]]  # (M,)
         counts = scored.sum(1, keepdim=True)  # (N, 1)
         weights = (1.0 / counts.clamp(min=1)).expand_as(scored)[scored]  # (M,): 1 / tokens of its sequence
         return (token_loss * weights).sum() / (counts > 0).sum().clamp(min=1)
@@ -309,11 +315,11 @@ class TaskModule(GPT1Module):
         shape = (ids.numel() // ids.size(-1), ids.size(-1))  # (N, T)
         if self._flops_shape != shape:
             self.flops_per_batch, self._flops_shape = self.model.flops_per_token(shape[1]) * ids.numel(), shape
-        logits, hidden = self(batch)
-        task_loss = self.task_loss(logits, batch["labels"])
+        out = self(batch)
+        task_loss = self.task_loss(out.logits, batch["labels"])
         loss = task_loss
         if self.aux_lm_weight:
-            lm_loss = self.sequence_lm_loss(hidden, batch["targets"])
+            lm_loss = self.sequence_lm_loss(out.hidden, out.index, batch["targets"])
             loss = task_loss + self.aux_lm_weight * lm_loss
             self.log("train/lm_loss", lm_loss)
         self.check_finite(loss)
@@ -325,7 +331,7 @@ class TaskModule(GPT1Module):
         prefix = self.prefixes[stage][dataloader_idx]
         if prefix is None:  # a split without labels
             return
-        logits, _ = self(batch)
+        logits = self(batch).logits
         labels = batch["labels"]
         self.eval_loss[prefix].update(self.task_loss(logits, labels), weight=labels.size(0))
         preds = self.predictions(logits)
@@ -356,7 +362,7 @@ class TaskModule(GPT1Module):
         self, batch: dict[str, torch.Tensor], batch_idx: int, dataloader_idx: int = 0
     ) -> dict[str, torch.Tensor]:
         """The row index (B,) and prediction (B,) of each example."""
-        logits, _ = self(batch)
+        logits = self(batch).logits
         return {"index": batch["index"], "prediction": self.predictions(logits)}
 
 

@@ -184,9 +184,9 @@ def test_the_aux_lm_loss_is_the_mean_over_sequences_of_their_mean_token_loss(fin
     module, data = task_module(finetuned["paraphrase"] / "checkpoints" / "last.ckpt", cache_dir)
     batch = first_val_batch(data)
     with torch.no_grad():
-        _, hidden = module(batch)
-        loss = module.sequence_lm_loss(hidden, batch["targets"])
-        logits = module.model.lm_logits(hidden)  # (N, T, V)
+        out = module(batch)
+        loss = module.sequence_lm_loss(out.hidden, out.index, batch["targets"])
+        logits = module.model.lm_logits(out.hidden[out.index]).flatten(0, 1)  # (N, T, V)
     targets = batch["targets"].flatten(0, 1)  # (N, T)
     per_sequence = [
         torch.nn.functional.cross_entropy(logits[i][targets[i] != IGNORE_INDEX], targets[i][targets[i] != IGNORE_INDEX])
@@ -331,3 +331,29 @@ def test_finetune_from_the_command_line_with_a_users_task(tmp_path, pretrained, 
     assert metrics["task"] == "reviews" and metrics["steps"] == 2 and metrics["examples"]["validation"] == 32
     assert {"val/accuracy", "val/f1", "baseline/accuracy", "baseline/f1"} <= set(metrics)
     assert "test/accuracy" not in metrics  # no test split
+
+
+@pytest.mark.parametrize("task", ["multiple_choice", "story"])
+def test_a_shared_context_decoded_once_gives_the_same_logits_losses_and_gradients(finetuned, cache_dir, task):
+    """share_context packs each example's choices into one row (the context once, padding dropped): in eval mode
+    every logit, the aux LM loss and the gradients are those of decoding each choice on its own."""
+    module, data = task_module(finetuned[task] / "checkpoints" / "last.ckpt", cache_dir)
+    batch = first_val_batch(data)
+    # an example with one choice, then dummy ones (as Collate pads them)
+    batch["choice_mask"][0, 1:], batch["extract"][0, 1:] = False, 0
+    batch["input_ids"][0, 1:], batch["targets"][0, 1:] = 0, IGNORE_INDEX
+    results = []
+    for pack in (False, True):
+        module.pack = pack
+        module.zero_grad()
+        out = module(batch)
+        loss = module.task_loss(out.logits, batch["labels"]) + module.sequence_lm_loss(out.hidden, out.index,
+                                                                                       batch["targets"])
+        loss.backward()
+        results.append((out.logits.detach(), loss.detach(), [p.grad.clone() for p in module.model.parameters()]))
+    (logits, loss, grads), (packed_logits, packed_loss, packed_grads) = results
+    assert torch.isneginf(logits[0, 1:]).all() and torch.isneginf(packed_logits[0, 1:]).all()
+    torch.testing.assert_close(packed_logits, logits, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(packed_loss, loss, rtol=1e-5, atol=1e-6)
+    for g, pg in zip(grads, packed_grads):
+        torch.testing.assert_close(pg, g, rtol=1e-3, atol=1e-5)

@@ -65,8 +65,8 @@ def test_double_heads_parity(tmp_path: Path, source: str) -> None:
     mc_token_ids = torch.randint(T // 2, T, (B, K), generator=g)  # the extract token of each choice
     ref = hf(input_ids, mc_token_ids=mc_token_ids)
 
-    mc_logits, hidden = task_logits(model, head, {"input_ids": input_ids, "extract": mc_token_ids})
-    lm_logits = model.lm_logits(hidden).view(B, K, T, VOCAB)
+    out = task_logits(model, head, {"input_ids": input_ids, "extract": mc_token_ids})
+    mc_logits, lm_logits = out.logits, model.lm_logits(out.hidden[out.index])  # (B, K), (B, K, T, V)
     assert mc_logits.shape == ref.mc_logits.shape == (B, K)
     assert ref.mc_logits.std() > 0.1 and ref.logits.std() > 0.1  # non-trivial logits are compared
     assert (mc_logits - ref.mc_logits).abs().max().item() <= TOL
@@ -107,5 +107,6 @@ def test_convert_from_hf_keeps_the_multiple_choice_head(tmp_path: Path) -> None:
     input_ids = torch.tensor([[row + [0] * (T - len(row)) for row in rows]])  # (1, K, T), right-padded
     mc_token_ids = torch.tensor([[len(row) - 1 for row in rows]])  # (1, K)
     ref = hf(input_ids, mc_token_ids=mc_token_ids).mc_logits
-    ours, _ = task_logits(loaded.model, head, {"input_ids": input_ids, "extract": mc_token_ids})
-    assert (ours - ref).abs().max().item() <= TOL
+    for pack in (False, True):  # each choice on its own, or the shared context once
+        ours = task_logits(loaded.model, head, {"input_ids": input_ids, "extract": mc_token_ids}, pack=pack).logits
+        assert (ours - ref).abs().max().item() <= TOL

@@ -5,7 +5,8 @@ from dataclasses import replace
 import pytest
 import torch
 
-from gpt1.model import GPT, PRESETS, GPTConfig, LayerCache
+from gpt1.heads import pack_choices
+from gpt1.model import GPT, PRESETS, GPTConfig, LayerCache, linear
 
 TINY = PRESETS["tiny"]
 
@@ -37,7 +38,7 @@ def test_block_is_post_ln():
 def test_lm_head_is_tied_to_the_token_embedding():
     model = GPT(TINY).eval()
     h = torch.randn(3, TINY.n_embd)
-    assert torch.allclose(model.lm_logits(h), h @ model.tokens_embed.weight.T)
+    torch.testing.assert_close(model.lm_logits(h), h @ model.tokens_embed.weight.T)
     assert sum(p.numel() for p in model.parameters()) == model.num_params()  # no separate head matrix
 
 
@@ -134,3 +135,47 @@ def test_the_kv_cache_is_allocated_once_and_filled_in_place():
         model(torch.randint(0, model.config.vocab_size, (1, 1)), cache)
     assert cache[0].k.data_ptr() == buffer and cache[0].length == 8
     assert cache[0].k.shape[2] == model.config.n_ctx  # room for the whole context, allocated on the first update
+
+
+@pytest.mark.parametrize("shape", [(5, 7), (2, 3, 7)])
+def test_linear_matches_f_linear_in_value_and_gradients(shape):
+    """gpt1's linear (oneDNN on CPU) computes F.linear, in training (autograd) and inference."""
+    x, w, b = torch.randn(*shape, requires_grad=True), torch.randn(4, 7, requires_grad=True), torch.randn(4, requires_grad=True)
+    grad = torch.randn(*shape[:-1], 4)
+    grads = []
+    for fn in (linear, torch.nn.functional.linear):
+        y = fn(x, w, b)
+        y.backward(grad)
+        grads.append((y.detach(), *(t.grad.clone() for t in (x, w, b))))
+        x.grad = w.grad = b.grad = None
+    for ours, ref in zip(*grads):
+        torch.testing.assert_close(ours, ref, rtol=1e-5, atol=1e-5)
+    with torch.no_grad():
+        torch.testing.assert_close(linear(x, w, b), torch.nn.functional.linear(x, w, b), rtol=1e-5, atol=1e-5)
+
+
+def test_pack_choices_puts_the_shared_context_once_and_each_choice_after_it():
+    S, D, X = 90, 91, 92  # start, delimiter, extract
+    ids = torch.tensor([[[S, 5, 6, D, 7, X, 0], [S, 5, 6, D, 8, 9, X], [0] * 7]])  # (1, K=3, T=7): a dummy third
+    packed = pack_choices(ids, torch.tensor([[6, 7, 1]]), torch.tensor([[True, True, False]]))
+    assert packed.ids.tolist() == [[S, 5, 6, D, 7, X, 8, 9, X]]
+    assert packed.positions.tolist() == [[0, 1, 2, 3, 4, 5, 4, 5, 6]]
+    assert packed.index[0, 1].tolist() == [0, 1, 2, 3, 6, 7, 8] and packed.index[0, 2].tolist() == [0] * 7
+    sees = packed.attn_mask[0].int()
+    assert sees[6].tolist() == [1, 1, 1, 1, 0, 0, 1, 0, 0]  # choice 1's first token: the context and itself
+    assert sees[5].tolist() == [1, 1, 1, 1, 1, 1, 0, 0, 0]  # choice 0's extract token: its own sequence only
+
+
+def test_packed_rows_give_each_sequence_its_own_hidden_states():
+    model = GPT(PRESETS["tiny"]).eval()
+    ids = torch.randint(1, 500, (2, 3, 9))
+    ids[:, :, :4] = ids[:, :1, :4]  # a shared context of 4 tokens
+    lengths = torch.tensor([[9, 7, 6], [8, 9, 5]])
+    packed = pack_choices(ids, lengths, torch.ones(2, 3, dtype=torch.bool))
+    with torch.no_grad():
+        rows = model(packed.ids, positions=packed.positions, attn_mask=packed.attn_mask)  # (2, L, C)
+        alone = model(ids.flatten(0, 1)).view(2, 3, 9, -1)
+    for b in range(2):
+        for k in range(3):
+            n = lengths[b, k]
+            torch.testing.assert_close(rows[b, packed.index[b, k, :n]], alone[b, k, :n], rtol=1e-4, atol=1e-5)
