@@ -252,7 +252,8 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
 
         def mc_loss() -> torch.Tensor:
             out = mc_forward(batch)
-            return mc.task_loss(out.logits, batch["labels"]) + 0.5 * mc.sequence_lm_loss(out.hidden, out.index, batch["targets"])
+            lm = mc.sequence_lm_loss(out.hidden, out.index, batch["targets"])
+            return mc.task_loss(out.logits, batch["labels"]) + 0.5 * lm
 
         secs = median_seconds(train_step(mc, mc_loss, autocast), max(args.warmup, args.compile), args.iters, device)
         real = int((batch["targets"] != -100).sum()) + int(batch["choice_mask"].sum())  # tokens that are not padding

@@ -59,6 +59,9 @@ class OptimConfig:
     overrides warmup_steps."""
     schedule: Schedule = Schedule.cosine
     """Decay after the warm-up, to 0 at trainer.max_steps (or at the end of trainer.max_epochs)."""
+    decay_steps: Optional[int] = None
+    """Decay to 0 at this many updates instead (nanoGPT's lr_decay_iters): more than the run's, a run stopped early
+    on the schedule of a longer one."""
     nonfinite: NonFinite = NonFinite.stop
     """A NaN or inf training loss: stop (before the weights take it: the run ends with one line naming the step,
     exit status 2, and last.ckpt stays as it was) or skip (that update is not applied, the step still counts and the
@@ -82,7 +85,8 @@ class TrainerConfig:
     num_nodes: int = 1
     """Nodes of a multi-node run (e.g. under SLURM)."""
     precision: str = "32-true"
-    """32-true, bf16-mixed, 16-mixed, ..."""
+    """32-true, bf16-mixed, 16-mixed, ..., or auto: bf16-mixed where the device multiplies bf16 natively (a CUDA GPU
+    with bf16, a CPU with AVX512-BF16 or AMX), else 32-true."""
     max_steps: int = -1
     """Optimizer updates to run (-1: bounded by max_epochs); the lr schedule decays to 0 at the end."""
     max_epochs: Optional[int] = None

@@ -18,6 +18,8 @@ import lightning as L
 import numpy as np
 import torch
 from torch import nn
+from lightning.pytorch.plugins.precision import MixedPrecision, Precision
+from lightning.pytorch.utilities import GradClipAlgorithmType
 from torch.nn import functional as F
 from torchmetrics import MeanMetric, Metric
 from torchmetrics.classification import BinaryF1Score, MulticlassMatthewsCorrCoef
@@ -70,6 +72,8 @@ class GPT1Module(L.LightningModule):
         self.test_nll = MeanMetric()
         self.flops_per_batch = 0  # read by Lightning's ThroughputMonitor to report MFU
         self._flops_shape: tuple[int, int] | None = None
+        self.validated_at: int | None = None
+        """The global step of the last full validation (not the sanity check): the weights its val/* describe."""
         self.skipped_batches = 0
         """Updates not applied because a loss was NaN or inf (optim.nonfinite=skip); checkpoints carry it."""
         self._skip_update = False
@@ -146,6 +150,8 @@ class GPT1Module(L.LightningModule):
 
     def on_validation_epoch_end(self) -> None:
         self._log_perplexity("val", self.val_nll)
+        if not self.trainer.sanity_checking:
+            self.validated_at = self.trainer.global_step
 
     def on_test_epoch_end(self) -> None:
         self._log_perplexity("test", self.test_nll)
@@ -163,8 +169,9 @@ class GPT1Module(L.LightningModule):
             {"params": [p for p in params if id(p) not in no_decay], "weight_decay": self.optim.weight_decay},
             {"params": [p for p in params if id(p) in no_decay], "weight_decay": 0.0},
         ]
-        # fused: one kernel for every parameter's update instead of a dozen elementwise ops each (CPU and CUDA)
-        fused = all(p.device.type in ("cpu", "cuda") for p in params)
+        # fused: one kernel for every parameter's update instead of a dozen elementwise ops each (CPU and CUDA); not
+        # under fp16's GradScaler, which must unscale the gradients before they are clipped
+        fused = all(p.device.type in ("cpu", "cuda") for p in params) and self.trainer.precision != "16-mixed"
         optimizer = torch.optim.AdamW(
             groups, lr=self.optim.lr, betas=tuple(self.optim.betas), eps=self.optim.eps, fused=fused
         )
@@ -172,10 +179,25 @@ class GPT1Module(L.LightningModule):
         warmup = self.optim.warmup_steps
         if self.optim.warmup_fraction is not None:
             warmup = round(self.optim.warmup_fraction * total)
+        decay = self.optim.decay_steps or total
         scheduler = torch.optim.lr_scheduler.LambdaLR(
-            optimizer, lambda step: lr_factor(step, warmup, total, self.optim.schedule)
+            optimizer, lambda step: lr_factor(step, warmup, decay, self.optim.schedule)
         )
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+
+    def configure_gradient_clipping(
+        self, optimizer: torch.optim.Optimizer, gradient_clip_val: float | None = None,
+        gradient_clip_algorithm: str | None = None,
+    ) -> None:
+        """Clip as Lightning does, except under bf16-mixed: Lightning refuses to clip for a fused optimizer under any
+        mixed precision, but bf16 has no GradScaler, so its gradients are clipped as fp32's are."""
+        plugin = self.trainer.precision_plugin
+        if isinstance(plugin, MixedPrecision) and plugin.scaler is None:
+            value = gradient_clip_val if gradient_clip_val is not None else self.trainer.gradient_clip_val
+            algorithm = gradient_clip_algorithm or self.trainer.gradient_clip_algorithm or "norm"
+            Precision.clip_gradients(plugin, optimizer, value or 0.0, GradClipAlgorithmType(algorithm))
+            return
+        self.clip_gradients(optimizer, gradient_clip_val, gradient_clip_algorithm)
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         checkpoint["gpt1"] = metadata(self.model, self.tokenizer, self.task)

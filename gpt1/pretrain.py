@@ -85,7 +85,10 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     trainer.fit(module, datamodule=data, ckpt_path=resolve_resume(cfg.resume, output_dir, module))
 
     train_metrics = {k: float(v) for k, v in trainer.callback_metrics.items() if k.startswith("train/")}
-    valid = trainer.validate(module, datamodule=data, verbose=False)[0]  # the whole (capped) validation set
+    if module.validated_at == trainer.global_step:  # fit's last validation scored these very weights
+        valid = {k: float(trainer.callback_metrics[k]) for k in ("val/loss", "val/ppl")}
+    else:
+        valid = trainer.validate(module, datamodule=data, verbose=False)[0]  # the whole (capped) validation set
     sample = next((c.last_text for c in callbacks if isinstance(c, SampleText)), None)
     metrics = {
         "train/loss": train_metrics.get("train/loss"),

@@ -137,6 +137,7 @@ def build_trainer(
         torch.set_float32_matmul_precision("high")  # TF32 matmuls for fp32 runs on Ampere and later
     args = OmegaConf.to_container(cfg, resolve=True)
     args["strategy"] = build_strategy(args["strategy"], args.pop("strategy_options", None) or {})
+    args["precision"] = resolve_precision(args["precision"], args["accelerator"])
     interval = args.get("val_check_interval")
     if isinstance(interval, int) and not isinstance(interval, bool):
         args["check_val_every_n_epoch"] = None
@@ -152,6 +153,19 @@ def build_trainer(
         enable_model_summary=False,  # SummaryWithoutZeroFlops instead of Lightning's
         plugins=[AtomicCheckpointIO()],
     )
+
+
+def resolve_precision(precision: str, accelerator: str) -> str:
+    """trainer.precision as Lightning takes it: "auto" is bf16 autocast where the device multiplies bf16 natively
+    (a CUDA GPU with bf16; a CPU with AVX512-BF16 or AMX), else fp32."""
+    if precision != "auto":
+        return precision
+    if accelerator in ("gpu", "cuda") or (accelerator == "auto" and torch.cuda.is_available()):
+        native = torch.cuda.is_available() and torch.cuda.is_bf16_supported()
+    else:  # (torch's own probes of the CPU's instruction sets)
+        probes = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")
+        native = any(getattr(torch.cpu, probe, lambda: False)() for probe in probes)
+    return "bf16-mixed" if native else "32-true"
 
 
 def build_strategy(name: str, options: dict[str, Any]) -> str | Strategy:

@@ -231,6 +231,40 @@ def test_lr_schedule_warms_up_linearly_then_decays_to_zero():
     assert lr_factor(500, 100, total, Schedule.constant) == 1.0
 
 
+def test_decay_steps_puts_the_run_on_a_longer_schedule(small_tokenizer):
+    from gpt1.config import OptimConfig
+    from gpt1.module import GPT1Module
+
+    model = GPT(GPTConfig(vocab_size=small_tokenizer.vocab_size, n_ctx=8, n_layer=1, n_head=1, n_embd=8, n_inner=8))
+    for decay_steps, end in ((None, 0.0), (30, lr_factor(10, 2, 30, Schedule.cosine))):
+        module = GPT1Module(model, small_tokenizer, OptimConfig(warmup_steps=2, decay_steps=decay_steps))
+        module.trainer = type("T", (), {"estimated_stepping_batches": 10, "precision": "32-true"})()
+        scheduler = module.configure_optimizers()["lr_scheduler"]["scheduler"]
+        assert scheduler.lr_lambdas[0](10) == pytest.approx(end, abs=1e-12)
+    assert end > 0.7  # a third of the way down the 30-step cosine
+
+
+def test_bf16_mixed_clips_the_gradients_of_the_fused_optimizer(make_cfg, monkeypatch):
+    """Lightning refuses to clip for a fused optimizer under any mixed precision; bf16 (no GradScaler) clips."""
+    calls = []
+    clip = torch.nn.utils.clip_grad_norm_
+    monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", lambda *a, **k: calls.append(1) or clip(*a, **k))
+    cfg = make_cfg("pretrain", [*TINY_RUN, "trainer.max_steps=3", "trainer.precision=bf16-mixed",
+                                "callbacks.samples.every_n_steps=0"])
+    metrics = train(cfg)
+    assert metrics["steps"] == 3 and math.isfinite(metrics["val_loss"]) and len(calls) == 3
+
+
+@pytest.mark.parametrize("bf16", [True, False])
+def test_auto_precision_is_bf16_where_the_cpu_multiplies_bf16(monkeypatch, bf16):
+    from gpt1.run import resolve_precision
+
+    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: bf16)
+    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: False)
+    assert resolve_precision("auto", "cpu") == ("bf16-mixed" if bf16 else "32-true")
+    assert resolve_precision("16-mixed", "cpu") == "16-mixed"
+
+
 def test_weight_decay_applies_to_matrices_only(trained, make_cfg):
     from gpt1.config import OptimConfig
     from gpt1.module import GPT1Module
@@ -238,7 +272,7 @@ def test_weight_decay_applies_to_matrices_only(trained, make_cfg):
     run, _ = trained
     loaded = load_checkpoint(run / "checkpoints" / "last.ckpt")
     module = GPT1Module(loaded.model, loaded.tokenizer, OptimConfig())
-    module.trainer = type("T", (), {"estimated_stepping_batches": 10})()  # all configure_optimizers reads
+    module.trainer = type("T", (), {"estimated_stepping_batches": 10, "precision": "32-true"})()  # all it reads
     decay, no_decay = module.configure_optimizers()["optimizer"].param_groups
     assert decay["weight_decay"] == 0.01 and no_decay["weight_decay"] == 0.0
     assert all(p.ndim > 1 for p in decay["params"]) and all(p.ndim == 1 for p in no_decay["params"])
