@@ -168,7 +168,7 @@ class Attention(nn.Module):
             k, v = cache.update(k, v)  # (B, H, past + T, D)
         # Causal mask: plain when nothing is cached; a single new token sees everything; T > 1 new tokens after a
         # cached prefix need the mask shifted right by the prefix (SDPA's is_causal aligns it top-left).
-        # A given attn_mask (B, T, T) replaces the causal one (packed sequences, GPT.forward).
+        # A given attn_mask (B, T, T) replaces the causal one (packed sequences, GPT.forward; not with a cache).
         mask = attn_mask[:, None] if attn_mask is not None else None  # (B, 1, T, T)
         if past and T > 1:
             mask = torch.ones(T, past + T, dtype=torch.bool, device=x.device).tril(diagonal=past)
