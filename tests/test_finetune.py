@@ -277,7 +277,7 @@ def test_gradient_accumulation_makes_up_the_batch(run_finetune):
 def test_warmup_fraction_sets_the_warmup_from_the_number_of_updates(finetuned, cache_dir):
     module, _ = task_module(finetuned["sentiment"] / "checkpoints" / "last.ckpt", cache_dir)
     module.optim = OptimConfig(lr=1.0, warmup_fraction=0.01, schedule="linear")
-    module.trainer = type("T", (), {"estimated_stepping_batches": 1000})()  # all configure_optimizers reads
+    module.trainer = type("T", (), {"estimated_stepping_batches": 1000, "precision": "32-true"})()  # all it reads
     schedule = module.configure_optimizers()["lr_scheduler"]["scheduler"]
     factors = [schedule.lr_lambdas[0](step) for step in (0, 4, 9, 500)]
     # 10 warm-up steps of 1000, times the linear decay
