@@ -655,3 +655,18 @@ def test_train_loader_resumes_mid_epoch(tmp_path: Path, tokenizer: Tokenizer) ->
     assert run(epoch=2, processed=0) != whole
     shards = [run(epoch=1, processed=0, world_size=2, rank=r) for r in (0, 1)]
     assert run(epoch=1, processed=1, world_size=2, rank=1) == shards[1][1:]
+
+
+@pytest.mark.parametrize("name", ["sentiment", "multiple_choice"])
+def test_evaluation_batches_come_longest_first(name: str, sample_data: Path, tokenizer: Tokenizer,
+                                               cache_dir: Path) -> None:
+    """Every validation example once, in batches of similar lengths: far less padding than in file order."""
+    dm = module(task_yaml(name, sample_data), tokenizer, cache_dir, n_ctx=512, batch_size=32, stage="validate")
+    batches = list(dm.val_dataloader())
+    index = torch.cat([b["index"] for b in batches])
+    assert sorted(index.tolist()) == sorted(dm.encoded["validation"].index.tolist())
+    longest = [int(b["extract"].max()) for b in batches]
+    assert longest == sorted(longest, reverse=True)
+    padded = sum(b["input_ids"].numel() for b in batches)
+    in_order = sum(b["input_ids"].numel() for b in dm._loader(dm.dataset("validation"), 32))
+    assert padded < 0.8 * in_order

@@ -62,7 +62,7 @@ import numpy as np
 import torch
 from omegaconf import MISSING, DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
-from torch.utils.data import DataLoader, Dataset, DistributedSampler
+from torch.utils.data import DataLoader, Dataset, DistributedSampler, Sampler
 
 from gpt1.data.loader import DeferredDataLoader
 from gpt1.data.sources import file_columns, file_format, files_key, load_files, load_hub, read_error, resolve_files
@@ -681,6 +681,16 @@ class TaskDataset(Dataset):
             item["label"] = s.labels[i].item()
         return item
 
+    def lengths(self) -> np.ndarray:
+        """(N,) tokens of each example's longest sequence, before the special tokens and the cut to n_ctx."""
+        s = self.split
+        n = s.text.lengths
+        if s.pair is not None:
+            n = n + s.pair.lengths
+        if s.choices is not None:
+            n = n + np.maximum.reduceat(s.choices.lengths, s.choice_offsets[:-1])
+        return n
+
     def _sequence(self, a: np.ndarray, b: Optional[np.ndarray] = None) -> np.ndarray:
         """``S a X`` or ``S a D b X``, the texts cut to fit n_ctx."""
         if b is None:
@@ -722,6 +732,21 @@ class Collate:
                                            dtype=torch.float32 if self.regression else torch.long)
         batch["index"] = torch.tensor([it["index"] for it in items], dtype=torch.long)
         return batch
+
+
+class LongestFirst(Sampler[int]):
+    """Evaluation's order: the longest examples first, so that a batch's sequences have similar lengths and little
+    padding (and a batch too large for memory fails first). Metrics do not depend on the order; predictions are
+    written in index order."""
+
+    def __init__(self, lengths: np.ndarray) -> None:
+        self.order = np.argsort(-lengths, kind="stable").tolist()
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self.order)
+
+    def __len__(self) -> int:
+        return len(self.order)
 
 
 class EpochSampler(DistributedSampler):
@@ -951,10 +976,11 @@ class TaskDataModule(L.LightningDataModule):
         return self._eval_loaders(self.roles["test"])
 
     def _eval_loaders(self, splits: list[str]) -> DataLoader | list[DataLoader]:
-        loaders = [self._loader(self._datasets[s], self.eval_batch_size) for s in splits]
+        loaders = [self._loader(self._datasets[s], self.eval_batch_size, LongestFirst(self._datasets[s].lengths()))
+                   for s in splits]  # fmt: skip
         return loaders[0] if len(loaders) == 1 else loaders
 
-    def _loader(self, ds: TaskDataset, batch_size: int, sampler: Optional[EpochSampler] = None) -> DataLoader:
+    def _loader(self, ds: TaskDataset, batch_size: int, sampler: Optional[Sampler[int]] = None) -> DataLoader:
         return DeferredDataLoader(  # the sampler is asked for its order at the first batch: after a resume restores
             ds,
             batch_size=batch_size,
