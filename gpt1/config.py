@@ -257,10 +257,10 @@ class FinetuneConfig:
     """How many of the checkpoint's blocks are transferred (embeddings always; -1: all); the others start fresh."""
     head_pdrop: float = 0.1
     """Dropout before the task head's linear layer."""
-    share_context: bool = True
-    """Multiple choice: decode the context an example's choices share once for all of them, padding dropped (the
-    same states, so the same logits and losses, in less time); in training its dropout masks are then the same for
-    every choice. false: every choice decoded on its own, as the original code."""
+    share_context: bool = False
+    """Multiple choice in training: decode the context an example's choices share once for all of them (faster; its
+    dropout masks are then the same for every choice). false: each choice's context gets its own masks, as in the
+    original. Evaluation always decodes it once (no dropout: the same states), and padding is never decoded."""
     predict: bool = False
     """Write test-split predictions to <run dir>/predictions/test.tsv (index<TAB>prediction, GLUE style)."""
     batch_size: int = 32

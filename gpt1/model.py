@@ -11,6 +11,7 @@ Shapes: B batch, T sequence length, C = n_embd, H = n_head, D = C // H, V = voca
 from __future__ import annotations
 
 import math
+import platform
 from dataclasses import dataclass, replace
 
 import torch
@@ -78,10 +79,10 @@ PRESETS: dict[str, GPTConfig] = {
 }
 
 
-# On CPU, fp32 matmuls go to oneDNN, whose kernels use the CPU's widest vectors where MKL's may not: on AMD Zen 4 it
-# runs the forward and input-gradient GEMMs 1.2-1.8x faster and decoding's matrix-vector products at 24 GB/s vs 13
-# (experiments/benchmarks.md). MKL keeps the weight gradient, where it is as fast.
-ONEDNN = torch.backends.mkldnn.is_available()
+# On x86 CPUs, fp32 matmuls go to oneDNN, whose kernels use the CPU's widest vectors where MKL's may not: on AMD Zen 4
+# it runs the forward and input-gradient GEMMs 1.2-1.8x faster and decoding's matrix-vector products at 24 GB/s vs
+# 13 (experiments/benchmarks.md). MKL keeps the weight gradient, where it is as fast. Arm CPUs keep torch's BLAS.
+ONEDNN = torch.backends.mkldnn.is_available() and platform.machine().lower() in ("x86_64", "amd64")
 
 
 def _onednn(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:

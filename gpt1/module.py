@@ -268,9 +268,9 @@ class TaskModule(GPT1Module):
 
     task: the task spec with ``num_labels`` resolved (checkpoints carry it). val_prefixes / test_prefixes: the
     metric prefix of each validation / test dataloader, in order (None: a validation split without labels).
-    share_context: decode a multiple-choice example's shared context once for all its choices (``task_logits``'s
-    pack; GPT decoders only): the same states, so the same logits and losses, but in training the context's dropout
-    masks are the same for every choice.
+    GPT decoders take multiple choice packed, padding dropped (``task_logits``'s pack), and at evaluation decode
+    the context an example's choices share once. share_context: in training too, its dropout masks then the same
+    for every choice (false: each choice's own, as the original).
     """
 
     def __init__(
@@ -283,13 +283,13 @@ class TaskModule(GPT1Module):
         test_prefixes: Sequence[str] = (),
         aux_lm_weight: float = 0.5,
         head_pdrop: float = 0.1,
-        share_context: bool = True,
+        share_context: bool = False,
     ) -> None:
         super().__init__(model, tokenizer, optim)
         self.task = task
         self.regression = task.num_labels == 1 and task.type != "multiple_choice"
         self.aux_lm_weight = aux_lm_weight
-        self.pack = share_context and isinstance(model, GPT)
+        self.pack, self.share_context = isinstance(model, GPT), share_context
         self.head_name = str(task.type)  # e.g. "similarity": its weights are heads.similarity.* in checkpoints
         self.heads[self.head_name] = build_head(self.head_name, model.config.n_embd, task.num_labels, head_pdrop)
         self.prefixes = {"val": list(val_prefixes), "test": list(test_prefixes)}
@@ -305,7 +305,8 @@ class TaskModule(GPT1Module):
 
     def forward(self, batch: dict[str, torch.Tensor]) -> TaskOutput:
         """Logits ((B, num_labels), or (B, K) for multiple choice) and the decoder's states (``TaskOutput``)."""
-        return task_logits(self.model, self.head, batch, pack=self.pack)
+        share = self.share_context or not self.training  # exact at evaluation: no dropout
+        return task_logits(self.model, self.head, batch, pack=self.pack, share_context=share)
 
     def predictions(self, logits: torch.Tensor) -> torch.Tensor:
         """Class or choice ids (B,), or scores (B,) for regression."""

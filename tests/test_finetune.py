@@ -19,6 +19,7 @@ from gpt1.data.tasks import TASK_SPECIAL_TOKENS, TaskDataModule, task_from_dict
 from gpt1.errors import CheckpointError, ConfigError
 from gpt1.evaluate import evaluate
 from gpt1.finetune import REQUIRED, accumulation, finetune, start_from
+from gpt1.heads import task_logits
 from gpt1.lstm import LSTM
 from gpt1.module import IGNORE_INDEX, TaskModule, build_metric
 from gpt1.pretrain import train
@@ -334,8 +335,8 @@ def test_finetune_from_the_command_line_with_a_users_task(tmp_path, pretrained, 
 
 
 @pytest.mark.parametrize("task", ["multiple_choice", "story"])
-def test_a_shared_context_decoded_once_gives_the_same_logits_losses_and_gradients(finetuned, cache_dir, task):
-    """share_context packs each example's choices into one row (the context once, padding dropped): in eval mode
+def test_packed_choices_give_the_same_logits_losses_and_gradients(finetuned, cache_dir, task):
+    """Each example's choices packed into one row, padding dropped, the context once or per choice: in eval mode
     every logit, the aux LM loss and the gradients are those of decoding each choice on its own."""
     module, data = task_module(finetuned[task] / "checkpoints" / "last.ckpt", cache_dir)
     batch = first_val_batch(data)
@@ -343,17 +344,17 @@ def test_a_shared_context_decoded_once_gives_the_same_logits_losses_and_gradient
     batch["choice_mask"][0, 1:], batch["extract"][0, 1:] = False, 0
     batch["input_ids"][0, 1:], batch["targets"][0, 1:] = 0, IGNORE_INDEX
     results = []
-    for pack in (False, True):
-        module.pack = pack
+    for options in ({"pack": False}, {"pack": True, "share_context": False}, {"pack": True, "share_context": True}):
         module.zero_grad()
-        out = module(batch)
+        out = task_logits(module.model, module.head, batch, **options)
         loss = module.task_loss(out.logits, batch["labels"]) + module.sequence_lm_loss(out.hidden, out.index,
                                                                                        batch["targets"])
         loss.backward()
         results.append((out.logits.detach(), loss.detach(), [p.grad.clone() for p in module.model.parameters()]))
-    (logits, loss, grads), (packed_logits, packed_loss, packed_grads) = results
-    assert torch.isneginf(logits[0, 1:]).all() and torch.isneginf(packed_logits[0, 1:]).all()
-    torch.testing.assert_close(packed_logits, logits, rtol=1e-4, atol=1e-5)
-    torch.testing.assert_close(packed_loss, loss, rtol=1e-5, atol=1e-6)
-    for g, pg in zip(grads, packed_grads):
-        torch.testing.assert_close(pg, g, rtol=1e-3, atol=1e-5)
+    (logits, loss, grads), *packed = results
+    assert torch.isneginf(logits[0, 1:]).all()
+    for packed_logits, packed_loss, packed_grads in packed:
+        torch.testing.assert_close(packed_logits, logits, rtol=1e-4, atol=1e-5)
+        torch.testing.assert_close(packed_loss, loss, rtol=1e-5, atol=1e-6)
+        for g, pg in zip(grads, packed_grads):
+            torch.testing.assert_close(pg, g, rtol=1e-3, atol=1e-5)
