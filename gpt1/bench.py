@@ -17,9 +17,9 @@ Every figure is the median over ``--iters`` timed repetitions after ``--warmup``
   (``gemv_bandwidth``); on CPUs where no GEMV kernel saturates memory it says how much of the gap is the kernel's.
 - Training losses are what each library's users run: gpt1's is ``GPT1Module.lm_loss``'s (targets shifted in the
   data, no copy of the logits), HF's is ``model(ids, labels=ids).loss``. Both step a fused AdamW.
-- The multiple-choice step runs as ``gpt1 finetune`` does by default (each example's choices packed into one row,
-  no padding, each choice with its own context) and with ``share_context=true`` (the context decoded once); HF's
-  DoubleHeads takes the batch padded to its longest sequence.
+- The multiple-choice step runs as ``gpt1 finetune`` does by default (every choice decoded on its own, the batch
+  padded to its longest sequence, as HF's DoubleHeads) and with ``share_context=true`` (each example packed into one
+  row: the shared context once, no padding).
 - ``--compile``: gpt1's model under ``torch.compile`` for the training and multiple-choice steps (the compile time
   is reported, not timed into the steps); HF stays eager.
 - On Linux gpt1 tunes glibc's allocator (``gpt1.allocator``, as every gpt1 command does) for the whole process,

@@ -11,9 +11,8 @@ Each head reads the decoder's final hidden state at the ``[extract]`` token of e
 num_labels == 1 makes classification and similarity heads regressors (one score per example).
 ``task_logits`` runs a batch of any task type through the decoder and its head: all the sequences of an example
 (two orderings, K choices) go through the decoder in one forward pass, flattened to (B * S, T). With ``pack``,
-multiple choice decodes each example as one row (``pack_choices``), padding dropped: every choice in turn, or the
-context its choices share once and then each choice's own tokens; exactly the same states as decoding every choice
-on its own.
+multiple choice decodes each example as one row (``pack_choices``): the context its choices share once, then each
+choice's own tokens, padding dropped; exactly the same states as decoding every choice on its own.
 
 Shapes: B examples, S sequences per example (1, 2 or K), T tokens, C = n_embd.
 """
@@ -92,13 +91,10 @@ class Packed(NamedTuple):
     choice point to the one copy."""
 
 
-def pack_choices(
-    ids: torch.Tensor, lengths: torch.Tensor, choice_mask: torch.Tensor, share_context: bool = True
-) -> Packed:
+def pack_choices(ids: torch.Tensor, lengths: torch.Tensor, choice_mask: torch.Tensor) -> Packed:
     """Pack multiple-choice sequences ids (B, K, T), right-padded to lengths (B, K), choice_mask (B, K) False for
-    dummy choices, one row per example without padding. share_context: the row holds the longest prefix that all of
-    an example's choices share (at most all but each choice's last token) once, then every choice's other tokens;
-    else every choice whole, in turn (so that each of its tokens gets its own dropout masks).
+    dummy choices, so that the context they share is decoded once: a row holds the longest prefix that all of an
+    example's choices share (at most all but each choice's last token), then every choice's other tokens.
 
     Attention within a row sees the context and the choice's own earlier tokens, and positions restart per
     sequence, so each token's state is the one it gets in its own (B, K, T) sequence."""
@@ -108,7 +104,7 @@ def pack_choices(
     lengths = lengths.masked_fill(~choice_mask, 0)
     real = t < lengths[..., None]  # (B, K, T): tokens, not padding
     shortest = lengths.masked_fill(~choice_mask, T).min(1).values  # (B,)
-    agree = ((ids == ids[:, :1]) | ~choice_mask[..., None]).all(1) & (t < shortest[:, None] - 1) & share_context
+    agree = ((ids == ids[:, :1]) | ~choice_mask[..., None]).all(1) & (t < shortest[:, None] - 1)  # (B, T)
     in_context = agree.long().cumprod(1).bool()  # (B, T): the shared prefix
     keep = real & (~in_context[:, None] | (k == 0)[:, None])  # (B, K, T): choice 0 keeps the context's one copy
     slot = keep.flatten(1).cumsum(1).view(B, K, T) - 1  # place of each kept token in its example's row
@@ -139,22 +135,18 @@ class TaskOutput(NamedTuple):
 
 
 def task_logits(
-    decoder: Callable[..., torch.Tensor],
-    head: nn.Module,
-    batch: dict[str, torch.Tensor],
-    pack: bool = False,
-    share_context: bool = True,
+    decoder: Callable[..., torch.Tensor], head: nn.Module, batch: dict[str, torch.Tensor], pack: bool = False
 ) -> TaskOutput:
     """Run a task batch through ``decoder`` (ids (N, T) -> hidden (N, T, C), a ``GPT`` if ``pack``) and ``head``.
 
     batch: ``input_ids`` (B, T) or (B, S, T), ``extract`` (B,) or (B, S), ``choice_mask`` (B, K) for multiple
-    choice. pack: decode multiple choice packed (``pack_choices``, with ``share_context``).
+    choice. pack: decode multiple choice packed (``pack_choices``): the shared context once.
     """
     ids, extract = batch["input_ids"], batch["extract"]
     mc = isinstance(head, MultipleChoiceHead)
     if pack and mc:
         choice_mask = batch.get("choice_mask", torch.ones_like(extract, dtype=torch.bool))
-        packed = pack_choices(ids, extract + 1, choice_mask, share_context)
+        packed = pack_choices(ids, extract + 1, choice_mask)
         hidden = decoder(packed.ids, positions=packed.positions, attn_mask=packed.attn_mask)  # (B, L, C)
         index = packed.index + hidden.size(1) * torch.arange(ids.size(0), device=ids.device)[:, None, None]
     else:

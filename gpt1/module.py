@@ -268,9 +268,9 @@ class TaskModule(GPT1Module):
 
     task: the task spec with ``num_labels`` resolved (checkpoints carry it). val_prefixes / test_prefixes: the
     metric prefix of each validation / test dataloader, in order (None: a validation split without labels).
-    GPT decoders take multiple choice packed, padding dropped (``task_logits``'s pack), and at evaluation decode
-    the context an example's choices share once. share_context: in training too, its dropout masks then the same
-    for every choice (false: each choice's own, as the original).
+    A GPT decoder evaluates multiple choice packed (``task_logits``'s pack): the context an example's choices share
+    decoded once, no padding, the same states. share_context: in training too, the context's dropout masks then
+    the same for every choice (false: each choice decoded on its own with its own masks, as the original).
     """
 
     def __init__(
@@ -289,7 +289,7 @@ class TaskModule(GPT1Module):
         self.task = task
         self.regression = task.num_labels == 1 and task.type != "multiple_choice"
         self.aux_lm_weight = aux_lm_weight
-        self.pack, self.share_context = isinstance(model, GPT), share_context
+        self.share_context = share_context
         self.head_name = str(task.type)  # e.g. "similarity": its weights are heads.similarity.* in checkpoints
         self.heads[self.head_name] = build_head(self.head_name, model.config.n_embd, task.num_labels, head_pdrop)
         self.prefixes = {"val": list(val_prefixes), "test": list(test_prefixes)}
@@ -305,8 +305,8 @@ class TaskModule(GPT1Module):
 
     def forward(self, batch: dict[str, torch.Tensor]) -> TaskOutput:
         """Logits ((B, num_labels), or (B, K) for multiple choice) and the decoder's states (``TaskOutput``)."""
-        share = self.share_context or not self.training  # exact at evaluation: no dropout
-        return task_logits(self.model, self.head, batch, pack=self.pack, share_context=share)
+        pack = isinstance(self.model, GPT) and (self.share_context or not self.training)  # exact without dropout
+        return task_logits(self.model, self.head, batch, pack=pack)
 
     def predictions(self, logits: torch.Tensor) -> torch.Tensor:
         """Class or choice ids (B,), or scores (B,) for regression."""

@@ -336,17 +336,17 @@ def test_finetune_from_the_command_line_with_a_users_task(tmp_path, pretrained, 
 
 @pytest.mark.parametrize("task", ["multiple_choice", "story"])
 def test_packed_choices_give_the_same_logits_losses_and_gradients(finetuned, cache_dir, task):
-    """Each example's choices packed into one row, padding dropped, the context once or per choice: in eval mode
-    every logit, the aux LM loss and the gradients are those of decoding each choice on its own."""
+    """Each example's choices packed into one row, the context once, padding dropped: in eval mode every logit, the
+    aux LM loss and the gradients are those of decoding each choice on its own."""
     module, data = task_module(finetuned[task] / "checkpoints" / "last.ckpt", cache_dir)
     batch = first_val_batch(data)
     # an example with one choice, then dummy ones (as Collate pads them)
     batch["choice_mask"][0, 1:], batch["extract"][0, 1:] = False, 0
     batch["input_ids"][0, 1:], batch["targets"][0, 1:] = 0, IGNORE_INDEX
     results = []
-    for options in ({"pack": False}, {"pack": True, "share_context": False}, {"pack": True, "share_context": True}):
+    for pack in (False, True):
         module.zero_grad()
-        out = task_logits(module.model, module.head, batch, **options)
+        out = task_logits(module.model, module.head, batch, pack=pack)
         loss = module.task_loss(out.logits, batch["labels"]) + module.sequence_lm_loss(out.hidden, out.index,
                                                                                        batch["targets"])
         loss.backward()

@@ -164,10 +164,6 @@ def test_pack_choices_puts_the_shared_context_once_and_each_choice_after_it():
     sees = packed.attn_mask[0].int()
     assert sees[6].tolist() == [1, 1, 1, 1, 0, 0, 1, 0, 0]  # choice 1's first token: the context and itself
     assert sees[5].tolist() == [1, 1, 1, 1, 1, 1, 0, 0, 0]  # choice 0's extract token: its own sequence only
-    whole = pack_choices(ids, torch.tensor([[6, 7, 1]]), torch.tensor([[True, True, False]]), share_context=False)
-    assert whole.ids.tolist() == [[S, 5, 6, D, 7, X, S, 5, 6, D, 8, 9, X]]  # each choice whole: its own dropout
-    assert whole.positions.tolist() == [[0, 1, 2, 3, 4, 5, 0, 1, 2, 3, 4, 5, 6]]
-    assert whole.attn_mask[0, 6].int().tolist() == [0] * 6 + [1] + [0] * 6
 
 
 def test_packed_rows_give_each_sequence_its_own_hidden_states():
