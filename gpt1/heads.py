@@ -24,6 +24,7 @@ from typing import NamedTuple
 
 import torch
 from torch import nn
+from torch.nn import functional as F
 
 TASK_TYPES = ("classification", "entailment", "similarity", "multiple_choice")
 
@@ -78,7 +79,7 @@ def build_head(task_type: str, n_embd: int, num_labels: int, pdrop: float = 0.1,
 
 
 class Packed(NamedTuple):
-    """The K choices of each example packed into one row (the shared context once, then each choice's other tokens)."""
+    """Sequences packed into rows without padding (``pack_sequences``, ``pack_choices``)."""
 
     ids: torch.Tensor
     """(B, L) token ids, 0 after the row's end."""
@@ -87,8 +88,39 @@ class Packed(NamedTuple):
     attn_mask: torch.Tensor
     """(B, L, L) True where a token may attend: the context and the earlier tokens of its own choice."""
     index: torch.Tensor
-    """(B, K, T) where in its row each token of each choice is (0 for padding); the context's tokens of every
-    choice point to the one copy."""
+    """(..., T) where each token of each input sequence is in the flattened (B * L) rows (padding: anywhere); the
+    shared context's tokens of every choice point to its one copy."""
+
+
+def pack_sequences(ids: torch.Tensor, lengths: torch.Tensor, row_length: int | None = None) -> Packed:
+    """Pack sequences ids (N, T), right-padded to lengths (N,), into rows of row_length >= T tokens (default T)
+    without padding, longest first, each into the first row with room (a host-side loop over N). A token attends to
+    the earlier tokens of its own sequence, at its own position: its state is the one it gets alone."""
+    N, T0 = ids.shape
+    T = max(row_length or T0, T0)
+    ids = F.pad(ids, (0, T - T0))  # (N, T)
+    rooms: list[int] = []  # free tokens per row
+    row, start = [0] * N, [0] * N
+    sizes = lengths.tolist()  # (one host sync)
+    for n in sorted(range(N), key=lambda n: -sizes[n]):
+        r = next((r for r, room in enumerate(rooms) if room >= sizes[n]), len(rooms))
+        if r == len(rooms):
+            rooms.append(T)
+        row[n], start[n] = r, T - rooms[r]
+        rooms[r] -= sizes[n]
+    t = torch.arange(T, device=ids.device)
+    real = t < lengths[:, None]  # (N, T)
+    slot = torch.tensor(start, device=ids.device)[:, None] + t  # (N, T) place in the row
+    at = (torch.tensor(row, device=ids.device)[:, None] * T + slot).clamp(max=len(rooms) * T - 1)  # (N, T)
+    flat = ids.new_zeros(len(rooms) * T)
+    flat[at[real]] = ids[real]
+    positions = ids.new_zeros(len(rooms) * T)
+    positions[at[real]] = t.expand(N, T)[real]
+    group = -1 - torch.arange(len(rooms) * T, device=ids.device)  # padding: each slot on its own
+    group[at[real]] = torch.arange(N, device=ids.device)[:, None].expand(N, T)[real]
+    group = group.view(-1, T)
+    causal = torch.ones(T, T, dtype=torch.bool, device=ids.device).tril()
+    return Packed(flat.view(-1, T), positions.view(-1, T), (group[:, :, None] == group[:, None, :]) & causal, at[:, :T0])
 
 
 def pack_choices(ids: torch.Tensor, lengths: torch.Tensor, choice_mask: torch.Tensor) -> Packed:
@@ -108,8 +140,8 @@ def pack_choices(ids: torch.Tensor, lengths: torch.Tensor, choice_mask: torch.Te
     in_context = agree.long().cumprod(1).bool()  # (B, T): the shared prefix
     keep = real & (~in_context[:, None] | (k == 0)[:, None])  # (B, K, T): choice 0 keeps the context's one copy
     slot = keep.flatten(1).cumsum(1).view(B, K, T) - 1  # place of each kept token in its example's row
-    index = torch.where(in_context[:, None], t, slot) * real  # (B, K, T)
     L = int(keep.sum((1, 2)).max())  # the longest row (one host sync)
+    index = torch.where(in_context[:, None], t, slot) * real + L * torch.arange(B, device=ids.device)[:, None, None]
     row = torch.arange(B, device=ids.device)[:, None, None].expand(B, K, T)[keep]
     col = slot[keep]
     packed = ids.new_zeros(B, L)
@@ -135,23 +167,31 @@ class TaskOutput(NamedTuple):
 
 
 def task_logits(
-    decoder: Callable[..., torch.Tensor], head: nn.Module, batch: dict[str, torch.Tensor], pack: bool = False
+    decoder: Callable[..., torch.Tensor], head: nn.Module, batch: dict[str, torch.Tensor], pack: str = "none"
 ) -> TaskOutput:
-    """Run a task batch through ``decoder`` (ids (N, T) -> hidden (N, T, C), a ``GPT`` if ``pack``) and ``head``.
+    """Run a task batch through ``decoder`` (ids (N, T) -> hidden (N, T, C); a ``GPT`` to pack) and ``head``.
 
     batch: ``input_ids`` (B, T) or (B, S, T), ``extract`` (B,) or (B, S), ``choice_mask`` (B, K) for multiple
-    choice. pack: decode multiple choice packed (``pack_choices``): the shared context once.
+    choice. pack: "none" (every sequence padded to T), "sequences" (``pack_sequences``: no padding) or "context"
+    (multiple choice: ``pack_choices``, the shared context once); the same states each way.
     """
     ids, extract = batch["input_ids"], batch["extract"]
     mc = isinstance(head, MultipleChoiceHead)
-    if pack and mc:
-        choice_mask = batch.get("choice_mask", torch.ones_like(extract, dtype=torch.bool))
-        packed = pack_choices(ids, extract + 1, choice_mask)
-        hidden = decoder(packed.ids, positions=packed.positions, attn_mask=packed.attn_mask)  # (B, L, C)
-        index = packed.index + hidden.size(1) * torch.arange(ids.size(0), device=ids.device)[:, None, None]
+    flat = ids.reshape(-1, ids.size(-1))  # (N, T), N = B * S: every sequence in one pass
+    if pack == "none":
+        hidden = decoder(flat)  # (N, T, C)
+        index = torch.arange(flat.numel(), device=ids.device).view(ids.shape)
     else:
-        hidden = decoder(ids.reshape(-1, ids.size(-1)))  # (N, T, C), N = B * S: every sequence in one pass
-        index = torch.arange(hidden.size(0) * hidden.size(1), device=ids.device).view(ids.shape)
+        choice_mask = batch.get("choice_mask", torch.ones_like(extract, dtype=torch.bool)) if mc else None
+        if pack == "context" and mc:
+            packed = pack_choices(ids, extract + 1, choice_mask)
+        else:  # dummy choices take no room
+            lengths = (extract + 1).masked_fill(~choice_mask, 0) if mc else extract + 1
+            # short sequences pair up in rows of up to 128 tokens; longer rows would cost attention more than the
+            # padding they save (the (rows, H, L, L) scores grow with L squared)
+            packed = pack_sequences(flat, lengths.reshape(-1), row_length=min(2 * flat.size(1), 128))
+        hidden = decoder(packed.ids, positions=packed.positions, attn_mask=packed.attn_mask)  # (R, L, C)
+        index = packed.index.view(ids.shape)
     hidden = hidden.flatten(0, 1)  # (R, C)
     states = hidden[index.gather(-1, extract.unsqueeze(-1)).squeeze(-1)]  # (B, C) or (B, S, C): extract tokens
     logits = head(states, batch.get("choice_mask")) if mc else head(states)

@@ -268,9 +268,9 @@ class TaskModule(GPT1Module):
 
     task: the task spec with ``num_labels`` resolved (checkpoints carry it). val_prefixes / test_prefixes: the
     metric prefix of each validation / test dataloader, in order (None: a validation split without labels).
-    A GPT decoder evaluates multiple choice packed (``task_logits``'s pack): the context an example's choices share
-    decoded once, no padding, the same states. share_context: in training too, the context's dropout masks then
-    the same for every choice (false: each choice decoded on its own with its own masks, as the original).
+    A GPT decoder trains on packed rows (``task_logits``'s pack: no padding, the same states), and evaluates
+    multiple choice with the context an example's choices share decoded once. share_context: in training too, the
+    context's dropout masks then the same for every choice (false: each choice with its own, as the original).
     """
 
     def __init__(
@@ -305,7 +305,12 @@ class TaskModule(GPT1Module):
 
     def forward(self, batch: dict[str, torch.Tensor]) -> TaskOutput:
         """Logits ((B, num_labels), or (B, K) for multiple choice) and the decoder's states (``TaskOutput``)."""
-        pack = isinstance(self.model, GPT) and (self.share_context or not self.training)  # exact without dropout
+        # packed rows give the same states: training drops the padding, evaluation (no dropout) also decodes a shared
+        # context once; in training only with share_context, which shares its dropout masks across the choices
+        pack = "none"
+        if isinstance(self.model, GPT):
+            context = self.head_name == "multiple_choice" and (self.share_context or not self.training)
+            pack = "context" if context else "sequences" if self.training else "none"
         return task_logits(self.model, self.head, batch, pack=pack)
 
     def predictions(self, logits: torch.Tensor) -> torch.Tensor:

@@ -107,6 +107,6 @@ def test_convert_from_hf_keeps_the_multiple_choice_head(tmp_path: Path) -> None:
     input_ids = torch.tensor([[row + [0] * (T - len(row)) for row in rows]])  # (1, K, T), right-padded
     mc_token_ids = torch.tensor([[len(row) - 1 for row in rows]])  # (1, K)
     ref = hf(input_ids, mc_token_ids=mc_token_ids).mc_logits
-    for pack in (False, True):  # each choice on its own, or the shared context once
+    for pack in ("none", "sequences", "context"):  # padded, packed, the shared context once
         ours = task_logits(loaded.model, head, {"input_ids": input_ids, "extract": mc_token_ids}, pack=pack).logits
         assert (ours - ref).abs().max().item() <= TOL

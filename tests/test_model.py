@@ -5,7 +5,7 @@ from dataclasses import replace
 import pytest
 import torch
 
-from gpt1.heads import pack_choices
+from gpt1.heads import pack_choices, pack_sequences
 from gpt1.model import GPT, PRESETS, GPTConfig, LayerCache, linear
 
 TINY = PRESETS["tiny"]
@@ -170,7 +170,7 @@ def test_packed_rows_give_each_sequence_its_own_hidden_states():
     model = GPT(PRESETS["tiny"]).eval()
     ids = torch.randint(1, 500, (2, 3, 9))
     ids[:, :, :4] = ids[:, :1, :4]  # a shared context of 4 tokens
-    lengths = torch.tensor([[9, 7, 6], [8, 9, 5]])
+    lengths = torch.tensor([[9, 4, 5], [3, 9, 6]])
     packed = pack_choices(ids, lengths, torch.ones(2, 3, dtype=torch.bool))
     with torch.no_grad():
         rows = model(packed.ids, positions=packed.positions, attn_mask=packed.attn_mask)  # (2, L, C)
@@ -178,4 +178,10 @@ def test_packed_rows_give_each_sequence_its_own_hidden_states():
     for b in range(2):
         for k in range(3):
             n = lengths[b, k]
-            torch.testing.assert_close(rows[b, packed.index[b, k, :n]], alone[b, k, :n], rtol=1e-4, atol=1e-5)
+            torch.testing.assert_close(rows.flatten(0, 1)[packed.index[b, k, :n]], alone[b, k, :n], rtol=1e-4, atol=1e-5)
+    whole = pack_sequences(ids.flatten(0, 1), lengths.flatten())  # 6 sequences of 3-9 tokens in rows of 9
+    assert whole.ids.shape == (4, 9)  # first fit, longest first: 9 | 9 | 6 + 3 | 5 + 4
+    with torch.no_grad():
+        rows = model(whole.ids, positions=whole.positions, attn_mask=whole.attn_mask).flatten(0, 1)
+    for n, length in enumerate(lengths.flatten().tolist()):
+        torch.testing.assert_close(rows[whole.index[n, :length]], alone.flatten(0, 1)[n, :length], rtol=1e-4, atol=1e-5)
