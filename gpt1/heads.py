@@ -10,9 +10,9 @@ Each head reads the decoder's final hidden state at the ``[extract]`` token of e
 
 num_labels == 1 makes classification and similarity heads regressors (one score per example).
 ``task_logits`` runs a batch of any task type through the decoder and its head: all the sequences of an example
-(two orderings, K choices) go through the decoder in one forward pass, flattened to (B * S, T). With ``pack``,
-multiple choice decodes each example as one row (``pack_choices``): the context its choices share once, then each
-choice's own tokens, padding dropped; exactly the same states as decoding every choice on its own.
+(two orderings, K choices) go through the decoder in one forward pass, flattened to (B * S, T), or packed into rows
+without padding (``pack_sequences``), or for multiple choice one row per example with the context its choices share
+decoded once (``pack_choices``): exactly the same states as decoding every sequence on its own.
 
 Shapes: B examples, S sequences per example (1, 2 or K), T tokens, C = n_embd.
 """
@@ -82,11 +82,11 @@ class Packed(NamedTuple):
     """Sequences packed into rows without padding (``pack_sequences``, ``pack_choices``)."""
 
     ids: torch.Tensor
-    """(B, L) token ids, 0 after the row's end."""
+    """(R, L) token ids of R rows, 0 where a row has no token."""
     positions: torch.Tensor
-    """(B, L) each token's position in its own sequence."""
+    """(R, L) each token's position in its own sequence."""
     attn_mask: torch.Tensor
-    """(B, L, L) True where a token may attend: the context and the earlier tokens of its own choice."""
+    """(R, L, L) True where a token may attend: the earlier tokens of its own sequence (and a shared context)."""
     index: torch.Tensor
     """(..., T) where each token of each input sequence is in the flattened (B * L) rows (padding: anywhere); the
     shared context's tokens of every choice point to its one copy."""

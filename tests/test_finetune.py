@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 import torch
 from hydra import compose, initialize_config_module
-from omegaconf import DictConfig
 
 from gpt1.checkpoint import load_checkpoint, save_checkpoint
 from gpt1.config import OptimConfig
