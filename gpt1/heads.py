@@ -24,7 +24,6 @@ from typing import NamedTuple
 
 import torch
 from torch import nn
-from torch.nn import functional as F
 
 TASK_TYPES = ("classification", "entailment", "similarity", "multiple_choice")
 
@@ -92,13 +91,31 @@ class Packed(NamedTuple):
     shared context's tokens of every choice point to its one copy."""
 
 
+CONTEXT = -1
+"""The group of a shared context's tokens, which every sequence of its row sees."""
+
+
+def _rows(tokens: torch.Tensor, at: torch.Tensor, positions: torch.Tensor, groups: torch.Tensor, shape: tuple[int, int],
+          index: torch.Tensor) -> Packed:
+    """Rows of ``shape`` (R, L) holding M tokens at flat places ``at``, with their positions and groups (M,): a token
+    sees the earlier tokens of its own group and of ``CONTEXT``; an empty slot sees only itself."""
+    R, L = shape
+    flat, pos = tokens.new_zeros(R * L), tokens.new_zeros(R * L)
+    flat[at], pos[at] = tokens, positions
+    group = torch.arange(R * L, device=tokens.device) + groups.max().clamp(min=0) + 1  # empty slots: each its own
+    group[at] = groups
+    group = group.view(R, L)
+    sees = (group[:, None, :] == CONTEXT) | (group[:, None, :] == group[:, :, None])  # (R, L query, L key)
+    causal = torch.ones(L, L, dtype=torch.bool, device=tokens.device).tril()
+    return Packed(flat.view(R, L), pos.view(R, L), sees & causal, index)
+
+
 def pack_sequences(ids: torch.Tensor, lengths: torch.Tensor, row_length: int | None = None) -> Packed:
     """Pack sequences ids (N, T), right-padded to lengths (N,), into rows of row_length >= T tokens (default T)
     without padding, longest first, each into the first row with room (a host-side loop over N). A token attends to
     the earlier tokens of its own sequence, at its own position: its state is the one it gets alone."""
     N, T0 = ids.shape
     T = max(row_length or T0, T0)
-    ids = F.pad(ids, (0, T - T0))  # (N, T)
     rooms: list[int] = []  # free tokens per row
     row, start = [0] * N, [0] * N
     sizes = lengths.tolist()  # (one host sync)
@@ -108,19 +125,12 @@ def pack_sequences(ids: torch.Tensor, lengths: torch.Tensor, row_length: int | N
             rooms.append(T)
         row[n], start[n] = r, T - rooms[r]
         rooms[r] -= sizes[n]
-    t = torch.arange(T, device=ids.device)
-    real = t < lengths[:, None]  # (N, T)
-    slot = torch.tensor(start, device=ids.device)[:, None] + t  # (N, T) place in the row
-    at = (torch.tensor(row, device=ids.device)[:, None] * T + slot).clamp(max=len(rooms) * T - 1)  # (N, T)
-    flat = ids.new_zeros(len(rooms) * T)
-    flat[at[real]] = ids[real]
-    positions = ids.new_zeros(len(rooms) * T)
-    positions[at[real]] = t.expand(N, T)[real]
-    group = -1 - torch.arange(len(rooms) * T, device=ids.device)  # padding: each slot on its own
-    group[at[real]] = torch.arange(N, device=ids.device)[:, None].expand(N, T)[real]
-    group = group.view(-1, T)
-    causal = torch.ones(T, T, dtype=torch.bool, device=ids.device).tril()
-    return Packed(flat.view(-1, T), positions.view(-1, T), (group[:, :, None] == group[:, None, :]) & causal, at[:, :T0])
+    t = torch.arange(T0, device=ids.device)
+    real = t < lengths[:, None]  # (N, T0)
+    at = torch.tensor(row, device=ids.device)[:, None] * T + torch.tensor(start, device=ids.device)[:, None] + t
+    at = at.clamp(max=len(rooms) * T - 1)  # (N, T0) flat place of each token (padding: clamped, never read)
+    sequence = torch.arange(N, device=ids.device)[:, None].expand(N, T0)
+    return _rows(ids[real], at[real], t.expand(N, T0)[real], sequence[real], (len(rooms), T), at)
 
 
 def pack_choices(ids: torch.Tensor, lengths: torch.Tensor, choice_mask: torch.Tensor) -> Packed:
@@ -141,18 +151,11 @@ def pack_choices(ids: torch.Tensor, lengths: torch.Tensor, choice_mask: torch.Te
     keep = real & (~in_context[:, None] | (k == 0)[:, None])  # (B, K, T): choice 0 keeps the context's one copy
     slot = keep.flatten(1).cumsum(1).view(B, K, T) - 1  # place of each kept token in its example's row
     L = int(keep.sum((1, 2)).max())  # the longest row (one host sync)
-    index = torch.where(in_context[:, None], t, slot) * real + L * torch.arange(B, device=ids.device)[:, None, None]
-    row = torch.arange(B, device=ids.device)[:, None, None].expand(B, K, T)[keep]
-    col = slot[keep]
-    packed = ids.new_zeros(B, L)
-    packed[row, col] = ids[keep]
-    positions = ids.new_zeros(B, L)
-    positions[row, col] = t.expand(B, K, T)[keep]
-    group = ids.new_full((B, L), K)  # the sequence each slot belongs to: -1 the context, K padding (its own)
-    group[row, col] = torch.where(in_context[:, None], -1, k[:, None]).expand(B, K, T)[keep]
-    j = torch.arange(L, device=ids.device)
-    sees = (group[:, None, :] == -1) | (group[:, None, :] == group[:, :, None])  # (B, L query, L key)
-    return Packed(packed, positions, sees & (j[None, :] <= j[:, None]), index)
+    first = L * torch.arange(B, device=ids.device)[:, None, None]  # (B, 1, 1) each row's flat start
+    at = slot + first  # (B, K, T)
+    index = torch.where(in_context[:, None], t, slot) * real + first  # the context's tokens: choice 0's copy
+    groups = torch.where(in_context[:, None], CONTEXT, k[:, None]).expand(B, K, T)
+    return _rows(ids[keep], at[keep], t.expand(B, K, T)[keep], groups[keep], (B, L), index)
 
 
 class TaskOutput(NamedTuple):
