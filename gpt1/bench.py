@@ -45,7 +45,8 @@ from omegaconf import OmegaConf
 
 from gpt1.allocator import tune_cpu_allocator
 from gpt1.data.tasks import IGNORE_INDEX
-from gpt1.model import GPT, PRESETS, GPTConfig, linear
+from gpt1.model import GPT, PRESETS, GPTConfig
+from gpt1.ops import linear
 
 DENSE_PEAK_TFLOPS: dict[str, dict[str, float]] = {
     # dense tensor-core TFLOP/s from the vendors' data sheets (the sparsity figures are twice these)

@@ -11,7 +11,6 @@ Shapes: B batch, T sequence length, C = n_embd, H = n_head, D = C // H, V = voca
 from __future__ import annotations
 
 import math
-import platform
 from dataclasses import dataclass, replace
 
 import torch
@@ -19,6 +18,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from gpt1.errors import ConfigError
+from gpt1.ops import Dropout, Linear, attention, linear
 
 ACTIVATIONS = {
     "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"),  # the paper's (and HF's "gelu")
@@ -79,53 +79,6 @@ PRESETS: dict[str, GPTConfig] = {
 }
 
 
-# On x86 CPUs, fp32 matmuls go to oneDNN, whose kernels use the CPU's widest vectors where MKL's may not: on AMD Zen 4
-# it runs the forward and input-gradient GEMMs 1.2-1.8x faster and decoding's matrix-vector products at 24 GB/s vs
-# 13 (experiments/benchmarks.md). MKL keeps the weight gradient, where it is as fast. Arm CPUs keep torch's BLAS.
-ONEDNN = torch.backends.mkldnn.is_available() and platform.machine().lower() in ("x86_64", "amd64")
-
-
-def _onednn(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
-    return torch.ops.mkldnn._linear_pointwise(x, weight, bias, "none", [], "")  # x @ weight.T + bias
-
-
-class _OneDNNLinear(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
-        ctx.save_for_backward(x, weight)
-        ctx.has_bias = bias is not None
-        return _onednn(x, weight, bias)
-
-    @staticmethod
-    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
-        x, weight = ctx.saved_tensors
-        grad_x = _onednn(grad, weight.t(), None) if ctx.needs_input_grad[0] else None  # (..., out) @ (out, in)
-        grad_2d = grad.reshape(-1, grad.size(-1))  # (M, out)
-        grad_w = grad_2d.t().mm(x.reshape(-1, x.size(-1))) if ctx.needs_input_grad[1] else None  # (out, in)
-        grad_b = grad_2d.sum(0) if ctx.has_bias and ctx.needs_input_grad[2] else None
-        return grad_x, grad_w, grad_b
-
-
-def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
-    """``F.linear``: x (..., in) @ weight (out, in).T + bias, with oneDNN's matmuls for fp32 on CPU (the same math up
-    to fp32 rounding). Autocast and compiled graphs keep ``F.linear``, and so their own kernels."""
-    if (
-        ONEDNN and x.is_cpu and x.dtype == torch.float32 and weight.dtype == torch.float32
-        and not torch.is_autocast_enabled("cpu") and not torch.compiler.is_compiling()
-    ):  # fmt: skip
-        if torch.is_grad_enabled():
-            return _OneDNNLinear.apply(x, weight, bias)
-        return _onednn(x, weight, bias)
-    return F.linear(x, weight, bias)
-
-
-class Linear(nn.Linear):
-    """``nn.Linear`` through ``linear`` (oneDNN on CPU)."""
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return linear(x, self.weight, self.bias)
-
-
 class LayerCache:
     """Keys and values of one block for the tokens decoded so far. Buffers of (B, H, capacity, D) are allocated
     once, on the first update, and filled in place: decoding a token copies only its own keys and values."""
@@ -156,7 +109,7 @@ class Attention(nn.Module):
         self.c_attn = Linear(config.n_embd, 3 * config.n_embd)  # q, k, v in one matmul
         self.c_proj = Linear(config.n_embd, config.n_embd)
         self.attn_pdrop = config.attn_pdrop
-        self.resid_dropout = nn.Dropout(config.resid_pdrop)
+        self.resid_dropout = Dropout(config.resid_pdrop)
 
     def forward(
         self, x: torch.Tensor, cache: LayerCache | None = None, attn_mask: torch.Tensor | None = None
@@ -173,10 +126,8 @@ class Attention(nn.Module):
         mask = attn_mask[:, None] if attn_mask is not None else None  # (B, 1, T, T)
         if past and T > 1:
             mask = torch.ones(T, past + T, dtype=torch.bool, device=x.device).tril(diagonal=past)
-        y = F.scaled_dot_product_attention(
-            q, k, v, attn_mask=mask, is_causal=past == 0 and mask is None,
-            dropout_p=self.attn_pdrop if self.training else 0.0,
-        )  # scaled by 1/sqrt(D), as the original
+        dropout_p = self.attn_pdrop if self.training else 0.0
+        y = attention(q, k, v, mask, is_causal=past == 0 and mask is None, dropout_p=dropout_p)  # 1/sqrt(D), as OpenAI
         y = y.transpose(1, 2).reshape(B, T, C)
         return self.resid_dropout(self.c_proj(y))
 
@@ -187,7 +138,7 @@ class MLP(nn.Module):
         self.c_fc = Linear(config.n_embd, config.n_inner)
         self.c_proj = Linear(config.n_inner, config.n_embd)
         self.act = ACTIVATIONS[config.activation]
-        self.dropout = nn.Dropout(config.resid_pdrop)
+        self.dropout = Dropout(config.resid_pdrop)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.dropout(self.c_proj(self.act(self.c_fc(x))))
@@ -218,7 +169,7 @@ class GPT(nn.Module):
         self.config = config
         self.tokens_embed = nn.Embedding(config.padded_vocab_size, config.n_embd)
         self.positions_embed = nn.Embedding(config.n_ctx, config.n_embd)
-        self.drop = nn.Dropout(config.embd_pdrop)
+        self.drop = Dropout(config.embd_pdrop)
         self.h = nn.ModuleList(Block(config) for _ in range(config.n_layer))
         self.apply(self._init_weights)
 

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from gpt1.heads import pack_choices, pack_sequences
-from gpt1.model import GPT, PRESETS, GPTConfig, LayerCache, linear
+from gpt1.model import GPT, PRESETS, GPTConfig, LayerCache
 
 TINY = PRESETS["tiny"]
 
@@ -135,23 +135,6 @@ def test_the_kv_cache_is_allocated_once_and_filled_in_place():
         model(torch.randint(0, model.config.vocab_size, (1, 1)), cache)
     assert cache[0].k.data_ptr() == buffer and cache[0].length == 8
     assert cache[0].k.shape[2] == model.config.n_ctx  # room for the whole context, allocated on the first update
-
-
-@pytest.mark.parametrize("shape", [(5, 7), (2, 3, 7)])
-def test_linear_matches_f_linear_in_value_and_gradients(shape):
-    """gpt1's linear (oneDNN on CPU) computes F.linear, in training (autograd) and inference."""
-    x, w, b = torch.randn(*shape, requires_grad=True), torch.randn(4, 7, requires_grad=True), torch.randn(4, requires_grad=True)
-    grad = torch.randn(*shape[:-1], 4)
-    grads = []
-    for fn in (linear, torch.nn.functional.linear):
-        y = fn(x, w, b)
-        y.backward(grad)
-        grads.append((y.detach(), *(t.grad.clone() for t in (x, w, b))))
-        x.grad = w.grad = b.grad = None
-    for ours, ref in zip(*grads):
-        torch.testing.assert_close(ours, ref, rtol=1e-5, atol=1e-5)
-    with torch.no_grad():
-        torch.testing.assert_close(linear(x, w, b), torch.nn.functional.linear(x, w, b), rtol=1e-5, atol=1e-5)
 
 
 def test_pack_choices_puts_the_shared_context_once_and_each_choice_after_it():

@@ -1,0 +1,77 @@
+"""gpt1.ops: the CPU paths of linear, dropout and attention compute what torch's own ops compute."""
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from gpt1.ops import Dropout, attention, dropout, linear
+
+
+@pytest.mark.parametrize("shape", [(5, 7), (2, 3, 7)])
+def test_linear_matches_f_linear_in_value_and_gradients(shape):
+    """gpt1's linear (oneDNN on x86 CPUs: forward, input and weight gradients) computes F.linear."""
+    x, w, b = torch.randn(*shape, requires_grad=True), torch.randn(4, 7, requires_grad=True), torch.randn(4, requires_grad=True)
+    grad = torch.randn(*shape[:-1], 4)
+    grads = []
+    for fn in (linear, F.linear):
+        y = fn(x, w, b)
+        y.backward(grad)
+        grads.append((y.detach(), *(t.grad.clone() for t in (x, w, b))))
+        x.grad = w.grad = b.grad = None
+    for ours, ref in zip(*grads):
+        torch.testing.assert_close(ours, ref, rtol=1e-5, atol=1e-5)
+    with torch.no_grad():
+        torch.testing.assert_close(linear(x, w, b), F.linear(x, w, b), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("p", [0.1, 0.5, 0.9])
+def test_dropout_drops_with_probability_p_and_scales_the_rest(p):
+    x = torch.rand(1000, 1001) + 1.0  # no zeros of its own; an odd count (half a 64-bit draw left over)
+    y = dropout(x, p)
+    kept = y != 0
+    frac = 1.0 - kept.double().mean().item()
+    assert abs(frac - p) < 5 * math.sqrt(p * (1 - p) / x.numel())  # 5 sigma
+    torch.testing.assert_close(y[kept], x[kept] / (1 - p))
+    for half in (kept.flatten()[::2], kept.flatten()[1::2]):  # both 32-bit halves of each 64-bit draw, uniformly
+        assert abs((1.0 - half.double().mean().item()) - p) < 5 * math.sqrt(p * (1 - p) / half.numel())
+
+
+def test_dropout_gradient_is_the_scaled_mask_and_seeded_masks_repeat():
+    x = torch.randn(64, 33, requires_grad=True)
+    torch.manual_seed(3)
+    y = dropout(x, 0.3)
+    y.sum().backward()
+    torch.testing.assert_close(x.grad, (y != 0).float() / 0.7)
+    torch.manual_seed(3)
+    assert torch.equal(dropout(x, 0.3), y)  # the default generator: resumed runs draw the same masks
+    assert dropout(x, 0.3, training=False) is x and dropout(x, 0.0) is x
+    assert torch.count_nonzero(dropout(x, 1.0)) == 0
+    module = Dropout(0.3).eval()
+    assert module(x) is x
+
+
+def _probs(q, k, mask):
+    """Attention probabilities (B, H, T, S) from SDPA itself: attending over the identity returns them."""
+    eye = torch.eye(k.size(-2)).expand(*k.shape[:-1], k.size(-2))  # (B, H, S, S)
+    return F.scaled_dot_product_attention(q, k, eye, attn_mask=mask)
+
+
+@pytest.mark.parametrize("masked", ["causal", "packed"])
+def test_attention_with_dropout_is_sdpa_with_dropouts_mask_in_value_and_gradients(masked):
+    B, H, T, D = 2, 3, 6, 4
+    q, k, v = (torch.randn(B, H, T, D, requires_grad=True) for _ in range(3))
+    causal = torch.ones(T, T, dtype=torch.bool).tril()
+    mask = causal if masked == "causal" else causal & (torch.rand(B, 1, T, T) < 0.6) | torch.eye(T, dtype=torch.bool)
+    torch.manual_seed(0)
+    y = attention(q, k, v, None if masked == "causal" else mask, is_causal=masked == "causal", dropout_p=0.2)
+    torch.manual_seed(0)
+    keep = dropout(torch.ones(B, H, T, T), 0.2)  # the same draws, as a scaled mask
+    ref = (_probs(q, k, mask) * keep) @ v
+    torch.testing.assert_close(y, ref)
+    grad = torch.randn_like(y)
+    grads = [torch.autograd.grad(out, (q, k, v), grad) for out in (y, ref)]
+    for ours, theirs in zip(*grads):
+        torch.testing.assert_close(ours, theirs)
+    assert torch.equal(attention(q, k, v, None, True, 0.0), F.scaled_dot_product_attention(q, k, v, is_causal=True))
