@@ -4,22 +4,24 @@
     gpt1 bench --compare hf --json bench.json   # + HF OpenAIGPTLMHeadModel / DoubleHeadsModel, identical weights
     gpt1 bench --model small --batch 8 --seq 128 --device cuda --precision bf16-mixed
 
-Every figure is the median over ``--iters`` timed repetitions after ``--warmup`` untimed ones.
+Every figure is the median over ``--iters`` timed repetitions after ``--warmup`` untimed ones. With ``--compare hf``
+the training steps of gpt1 and HF, and the multiple-choice steps, run in turn (gpt1, HF, gpt1, HF, ...), so that
+each ratio compares timings taken under the same conditions on a machine whose speed drifts.
 
 - MFU = achieved training FLOP/s / peak. FLOPs per trained token = 6 N + 12 L C T (PaLM appendix B; N counts the
   parameters without the position table), so a step of B x T tokens costs B T (6 N + 12 L C T).
 - Peak: on GPUs the dense (no sparsity) rate of ``DENSE_PEAK_TFLOPS`` for the device and precision (``--peak-tflops``
   overrides); on CPU the fp32 matmul rate measured here on the model's own GEMM shapes (M = B T), by the faster of
-  MKL (torch.mm) and oneDNN (gpt1's ``linear``) per shape.
+  MKL (torch.mm) and oneDNN (gpt1's ``linear``) per shape, before and after the training steps: the higher counts.
 - Decoding one token reads every weight once, so its ceiling is (weight bytes) / (memory bandwidth), the bandwidth
   measured here by summing a 512 MiB tensor (on GPUs too). A second, reachable ceiling: the same bytes at the rate
   the fastest of torch's matrix-vector products (MKL's, oneDNN's) streams the model's weight matrices
   (``gemv_bandwidth``); on CPUs where no GEMV kernel saturates memory it says how much of the gap is the kernel's.
 - Training losses are what each library's users run: gpt1's is ``GPT1Module.lm_loss``'s (targets shifted in the
   data, no copy of the logits), HF's is ``model(ids, labels=ids).loss``. Both step a fused AdamW.
-- The multiple-choice step runs as ``gpt1 finetune`` does by default (every choice decoded on its own, the batch
-  padded to its longest sequence, as HF's DoubleHeads) and with ``share_context=true`` (each example packed into one
-  row: the shared context once, no padding).
+- The multiple-choice step runs as ``gpt1 finetune`` trains by default (each choice decoded on its own, the
+  sequences packed into rows without padding) and with ``share_context=true`` (each example in one row: the shared
+  context once); HF's DoubleHeads gets the batch padded to its longest sequence, as its users run it.
 - ``--compile``: gpt1's model under ``torch.compile`` for the training and multiple-choice steps (the compile time
   is reported, not timed into the steps); HF stays eager.
 - On Linux gpt1 tunes glibc's allocator (``gpt1.allocator``, as every gpt1 command does) for the whole process,
@@ -61,17 +63,25 @@ DENSE_PEAK_TFLOPS: dict[str, dict[str, float]] = {
 
 def median_seconds(fn: Callable[[], Any], warmup: int, iters: int, device: torch.device) -> float:
     """Median wall time of ``fn()`` over ``iters`` runs after ``warmup`` runs, the device synchronised each time."""
+    return interleaved_medians({"": fn}, warmup, iters, device)[""]
+
+
+def interleaved_medians(
+    fns: dict[str, Callable[[], Any]], warmup: int, iters: int, device: torch.device
+) -> dict[str, float]:
+    """``median_seconds`` of each of ``fns``, their runs taken in turn (a, b, a, b, ...): a ratio of two medians is
+    then measured under the same conditions, even where the machine's speed drifts over minutes."""
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(iters):
-        sync()
-        t = time.perf_counter()
-        fn()
-        sync()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times)
+    times: dict[str, list[float]] = {name: [] for name in fns}
+    for i in range(warmup + iters):
+        for name, fn in fns.items():
+            sync()
+            t = time.perf_counter()
+            fn()
+            sync()
+            if i >= warmup:
+                times[name].append(time.perf_counter() - t)
+    return {name: statistics.median(ts) for name, ts in times.items()}
 
 
 def gemm_peak(config: GPTConfig, tokens: int, device: torch.device, dtype: torch.dtype) -> float:
@@ -219,18 +229,30 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
     out.update(peak_flops=peak, peak_source=peak_src, memory_bandwidth=bandwidth, decode_bound_ms=1e3 * weight_bytes / bandwidth,
                gemv_bandwidth=gemv, decode_gemv_bound_ms=1e3 * weight_bytes / gemv)  # fmt: skip
 
-    # -- LM training step ----------------------------------------------------------------------------------------
+    # -- LM training step (with --compare hf, gpt1's and HF's in turn) -------------------------------------------
     model.train()
     trained = model
     if args.compile:
         trained = torch.compile(model)  # a wrapper: generation below stays eager
-        start = time.perf_counter()
-        train_step(trained, lambda: lm_loss(trained, ids), autocast)()
-        out["compile_s"] = time.perf_counter() - start
-    secs = median_seconds(train_step(trained, lambda: lm_loss(trained, ids), autocast), args.warmup, args.iters, device)
-    out["train"] = {"step_s": secs, "tokens_per_s": B * T / secs, "mfu": B * T * flops_per_token / secs / peak if peak else None}
+    steps = {"gpt1": train_step(trained, lambda: lm_loss(trained, ids), autocast)}
     if device.type == "cuda":
-        out["train"]["peak_memory_gib"] = torch.cuda.max_memory_allocated(device) / 2**30
+        torch.cuda.reset_peak_memory_stats(device)
+    start = time.perf_counter()
+    steps["gpt1"]()  # alone, before HF's model exists: the compile time and gpt1's own peak memory
+    if args.compile:
+        out["compile_s"] = time.perf_counter() - start
+    peak_memory = torch.cuda.max_memory_allocated(device) / 2**30 if device.type == "cuda" else None
+    hf = hf_twin(model).train() if args.compare == "hf" else None
+    if hf is not None:
+        steps["hf"] = train_step(hf, lambda: hf(ids, labels=ids).loss, autocast)  # HF users' loss
+    train_secs = interleaved_medians(steps, args.warmup, args.iters, device)
+    step_s = train_secs["gpt1"]
+    if device.type == "cpu":  # measured again after the steps; the higher rate counts (a CPU's speed drifts)
+        peak = out["peak_flops"] = max(peak, gemm_peak(config, B * T, device, torch.float32))
+    mfu = B * T * flops_per_token / step_s / peak if peak else None
+    out["train"] = {"step_s": step_s, "tokens_per_s": B * T / step_s, "mfu": mfu}
+    if peak_memory is not None:
+        out["train"]["peak_memory_gib"] = peak_memory
 
     # -- greedy generation (eval mode, KV cache) -----------------------------------------------------------------
     model.eval()
@@ -254,64 +276,61 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
         mc = TaskModule(mc_model, tokenizer, OptimConfig(), task).to(device).train()
         mc_forward = torch.compile(mc) if args.compile else mc
 
-        def mc_loss() -> torch.Tensor:
+        def mc_loss(share_context: bool) -> torch.Tensor:
+            mc.share_context = share_context
             out = mc_forward(batch)
             lm = mc.sequence_lm_loss(out.hidden, out.index, batch["targets"])
             return mc.task_loss(out.logits, batch["labels"]) + 0.5 * lm
 
         real = int((batch["targets"] != -100).sum()) + int(batch["choice_mask"].sum())  # tokens that are not padding
+        mc_steps = {
+            "step_s": train_step(mc, lambda: mc_loss(False), autocast),  # finetune's default
+            "shared_context_step_s": train_step(mc, lambda: mc_loss(True), autocast),
+        }
+        if hf is not None:
+            mc_steps["hf"] = hf_multiple_choice_step(mc_model, batch, autocast)
+        mc_secs = interleaved_medians(mc_steps, max(args.warmup, args.compile), args.iters, device)
         out["multiple_choice"] = {"shape": list(batch["input_ids"].shape), "real_tokens": real}
-        for share, key in ((False, "step_s"), (True, "shared_context_step_s")):  # finetune's default, share_context
-            mc.share_context = share
-            step = train_step(mc, mc_loss, autocast)
-            out["multiple_choice"][key] = median_seconds(step, max(args.warmup, args.compile), args.iters, device)
+        out["multiple_choice"].update((k, mc_secs[k]) for k in ("step_s", "shared_context_step_s"))
+        if hf is not None:
+            out["hf"] = {"multiple_choice_step_s": mc_secs["hf"],
+                         "speedup_multiple_choice": mc_secs["hf"] / mc_secs["step_s"],
+                         "speedup_multiple_choice_shared_context": mc_secs["hf"] / mc_secs["shared_context_step_s"]}
 
-    if args.compare == "hf":
-        out["hf"] = compare_hf(model, ids, autocast, args, device, out, (mc_model, batch) if args.mc_batch else None)
+    if hf is not None:
+        out["hf"] = {**out.get("hf", {}), "train_tokens_per_s": B * T / train_secs["hf"],
+                     "speedup_train": train_secs["hf"] / step_s,
+                     **hf_generation(hf, args, device, out["generate"]["batch1_ms_per_token"])}
     return out
 
 
-def compare_hf(
-    model: GPT, ids: torch.Tensor, autocast: Any, args: argparse.Namespace, device: torch.device, ours: dict,
-    mc: tuple[GPT, dict[str, torch.Tensor]] | None,
-) -> dict:
-    """The same measurements on HF's model with identical weights, and gpt1's speed-up over it. HF's multiple-choice
-    step is OpenAIGPTDoubleHeadsModel on the same padded (B, K, T) batch, as its users run it: mc loss + 0.5 x its
-    LM loss (HF scores the LM head at every position, padding included, then masks the loss)."""
-    hf = hf_twin(model)
-    hf.train()
-    B, T = ids.shape
-    secs = median_seconds(train_step(hf, lambda: hf(ids, labels=ids).loss, autocast), args.warmup, args.iters, device)
+def hf_multiple_choice_step(mc_model: GPT, batch: dict[str, torch.Tensor], autocast: Any) -> Callable[[], None]:
+    """HF's multiple-choice training step, as its users run it: OpenAIGPTDoubleHeadsModel with identical weights on
+    the same padded (B, K, T) batch, mc loss + 0.5 x its LM loss (HF scores the LM head at every position, padding
+    included, then masks the loss)."""
+    dh = hf_twin(mc_model, double_heads=True).train()
+    lm_labels = torch.where(batch["choice_mask"][..., None], batch["input_ids"], -100)
+    lm_labels[..., 1:] = lm_labels[..., 1:].masked_fill(batch["targets"][..., :-1] == -100, -100)
+
+    def dh_loss() -> torch.Tensor:
+        ids, extract, labels = batch["input_ids"], batch["extract"], batch["labels"]
+        out = dh(input_ids=ids, mc_token_ids=extract, labels=lm_labels, mc_labels=labels)
+        return out.mc_loss + 0.5 * out.loss
+
+    return train_step(dh, dh_loss, autocast)
+
+
+def hf_generation(hf: torch.nn.Module, args: argparse.Namespace, device: torch.device, ours_ms: float) -> dict:
+    """HF ``generate``'s greedy ms/token at batch 1 (the same prompt length and new tokens as gpt1's) and gpt1's
+    speed-up over it."""
     hf.eval()
-    prompt = torch.randint(0, model.config.vocab_size, (1, 16), device=device)
-    gen = lambda: hf.generate(prompt, max_new_tokens=args.new_tokens, min_new_tokens=args.new_tokens, do_sample=False, pad_token_id=0)  # noqa: E731
+    prompt = torch.randint(0, hf.config.vocab_size, (1, 16), device=device)
+    generate = lambda n: hf.generate(prompt, max_new_tokens=n, min_new_tokens=n, do_sample=False, pad_token_id=0)  # noqa: E731
     # HF's openai-gpt has no KV cache: each token re-runs the whole prefix, so one timing of a long generation is
     # minutes on a CPU; a short warm-up, then one timing
-    hf_warm = lambda: hf.generate(prompt, max_new_tokens=2, min_new_tokens=2, do_sample=False, pad_token_id=0)  # noqa: E731
-    hf_warm()
-    gen_ms = 1e3 * median_seconds(gen, 0, 1, device) / args.new_tokens
-    result = {}
-    if mc is not None:
-        mc_model, mc_batch = mc
-        dh = hf_twin(mc_model, double_heads=True).train()
-        lm_labels = torch.where(mc_batch["choice_mask"][..., None], mc_batch["input_ids"], -100)
-        lm_labels[..., 1:] = lm_labels[..., 1:].masked_fill(mc_batch["targets"][..., :-1] == -100, -100)
-
-        def dh_loss() -> torch.Tensor:
-            out = dh(input_ids=mc_batch["input_ids"], mc_token_ids=mc_batch["extract"], labels=lm_labels,
-                     mc_labels=mc_batch["labels"])
-            return out.mc_loss + 0.5 * out.loss
-
-        mc_secs = median_seconds(train_step(dh, dh_loss, autocast), args.warmup, args.iters, device)
-        result = {"multiple_choice_step_s": mc_secs, "speedup_multiple_choice": mc_secs / ours["multiple_choice"]["step_s"],
-                  "speedup_multiple_choice_shared_context": mc_secs / ours["multiple_choice"]["shared_context_step_s"]}
-    return {
-        **result,
-        "train_tokens_per_s": B * T / secs,
-        "generate_batch1_ms_per_token": gen_ms,
-        "speedup_train": ours["train"]["tokens_per_s"] / (B * T / secs),
-        "speedup_generate": gen_ms / ours["generate"]["batch1_ms_per_token"],
-    }
+    generate(2)
+    ms = 1e3 * median_seconds(lambda: generate(args.new_tokens), 0, 1, device) / args.new_tokens
+    return {"generate_batch1_ms_per_token": ms, "speedup_generate": ms / ours_ms}
 
 
 def report(out: dict[str, Any]) -> str:
@@ -357,8 +376,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--device", default="auto", help="cpu, cuda or auto")
     p.add_argument("--precision", default="32-true", choices=["32-true", "bf16-mixed", "16-mixed"])
     p.add_argument("--peak-tflops", type=float, default=None, help="override the GPU's dense peak")
-    p.add_argument("--warmup", type=int, default=2)
-    p.add_argument("--iters", type=int, default=5)
+    p.add_argument("--warmup", type=int, default=3, help="untimed runs first (a CPU process's first steps fault in memory)")
+    p.add_argument("--iters", type=int, default=5, help="timed runs; the median is reported")
     p.add_argument("--compare", choices=["hf"], default=None, help="also time HF's model with identical weights")
     p.add_argument("--compile", action="store_true", help="torch.compile gpt1's model for the training steps")
     p.add_argument("--json", type=Path, default=None, help="write the results here as JSON")

@@ -5,7 +5,8 @@ checkpoints map one to one): post-LN blocks ``n = ln_1(x + attn(x)); h = ln_2(n 
 learned position embeddings, no final LayerNorm, an LM head tied to the token embedding, dropout on the
 embeddings, the attention probabilities and both residual branches, init N(0, 0.02).
 
-Shapes: B batch, T sequence length, C = n_embd, H = n_head, D = C // H, V = vocab_size.
+Shapes: B batch, T sequence length, C = n_embd, H = n_head, D = C // H, V = vocab_size. Linear layers, dropout and
+attention come from ``gpt1.ops`` (torch's own ops, with faster paths for fp32 on CPU).
 """
 
 from __future__ import annotations
