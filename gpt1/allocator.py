@@ -7,9 +7,10 @@ freed blocks for reuse. On the 2-core reference machine a full GPT-1 training st
 (experiments/benchmarks.md); the cost is a resident heap at the run's peak, which a training process holds anyway.
 
 It also asks torch to back its large CPU tensors (2 MB and up) with transparent huge pages
-(``THP_MEM_ALLOC_ENABLE=1``, unless set): matmuls and decoding then stream weights without a TLB miss every 4 KB
-(a training step 3-5% faster, decoding's matrix-vector products 22 GB/s instead of 15-17). torch reads the variable
-once, at its first CPU allocation: ``import gpt1`` sets it (``request_huge_pages``), before anything allocates.
+(``THP_MEM_ALLOC_ENABLE=1``, unless set), so that decoding streams the weights without a TLB miss every 4 KB: its
+matrix-vector products ran at 22 GB/s instead of 15-17 (a training step gained nothing measurable). torch reads
+the variable once, at its first CPU allocation: ``import gpt1`` sets it (``request_huge_pages``), before anything
+allocates.
 """
 
 from __future__ import annotations

@@ -24,8 +24,8 @@ each ratio compares timings taken under the same conditions on a machine whose s
   context once); HF's DoubleHeads gets the batch padded to its longest sequence, as its users run it.
 - ``--compile``: gpt1's model under ``torch.compile`` for the training and multiple-choice steps (the compile time
   is reported, not timed into the steps); HF stays eager.
-- On Linux gpt1 tunes glibc's allocator (``gpt1.allocator``, as every gpt1 command does) for the whole process,
-  HF's timings included.
+- On Linux gpt1 tunes glibc's allocator and asks for huge pages (``gpt1.allocator``, as every gpt1 command does) for
+  the whole process, HF's timings included.
 """
 
 from __future__ import annotations
