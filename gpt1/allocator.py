@@ -24,9 +24,14 @@ _M_TRIM_THRESHOLD = -1  # glibc's mallopt parameter numbers (malloc.h)
 _M_MMAP_THRESHOLD = -3
 
 
+def _applies() -> bool:
+    """Linux, and not opted out with ``GPT1_SYSTEM_MALLOC=1``."""
+    return sys.platform.startswith("linux") and os.environ.get("GPT1_SYSTEM_MALLOC") != "1"
+
+
 def tune_cpu_allocator() -> bool:
     """Keep freed memory in the process for reuse (glibc only; ``GPT1_SYSTEM_MALLOC=1`` opts out). True if applied."""
-    if not sys.platform.startswith("linux") or os.environ.get("GPT1_SYSTEM_MALLOC") == "1":
+    if not _applies():
         return False
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
@@ -39,5 +44,5 @@ def tune_cpu_allocator() -> bool:
 def request_huge_pages() -> None:
     """Ask torch for transparent huge pages under its large CPU tensors, unless ``THP_MEM_ALLOC_ENABLE`` is set
     (Linux only; ``GPT1_SYSTEM_MALLOC=1`` opts out). Effective only before torch's first CPU allocation."""
-    if sys.platform.startswith("linux") and os.environ.get("GPT1_SYSTEM_MALLOC") != "1":
+    if _applies():
         os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")
