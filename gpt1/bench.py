@@ -15,7 +15,7 @@ each ratio compares timings taken under the same conditions on a machine whose s
   MKL (torch.mm) and oneDNN (gpt1's ``linear``) per shape, before and after the training steps: the higher counts.
 - Decoding one token reads every weight once, so its ceiling is (weight bytes) / (memory bandwidth), the bandwidth
   measured here by summing a 512 MiB tensor (on GPUs too). A second, reachable ceiling: the same bytes at the rate
-  the fastest of torch's matrix-vector products (MKL's, oneDNN's) streams the model's weight matrices
+  the faster of torch's and gpt1's matrix-vector products (``F.linear``, ``gpt1.ops.linear``) streams the weights
   (``gemv_bandwidth``); on CPUs where no GEMV kernel saturates memory it says how much of the gap is the kernel's.
 - Training losses are what each library's users run: gpt1's is ``GPT1Module.lm_loss``'s (targets shifted in the
   data, no copy of the logits), HF's is ``model(ids, labels=ids).loss``. Both step a fused AdamW.
@@ -102,7 +102,7 @@ def gemm_peak(config: GPTConfig, tokens: int, device: torch.device, dtype: torch
 def gemv_bandwidth(model: GPT) -> float:
     """Bytes/s of the matrix-vector products of one decoded token, without the rest of the model: every block's four
     weight matrices and the tied head, multiplied by a (1, in) vector in model order (so they stream from memory as
-    in decoding, not from cache), by the faster of ``F.linear`` and gpt1's ``linear`` (oneDNN on CPU)."""
+    in decoding, not from cache), by the faster of ``F.linear`` and gpt1's ``linear`` (its row-block bmm on CPU)."""
     matrices = [m.weight for m in model.modules() if isinstance(m, torch.nn.Linear)] + [model.tokens_embed.weight]
     inputs = {w.size(1): torch.randn(1, w.size(1), device=w.device, dtype=w.dtype) for w in matrices}
 
@@ -257,9 +257,14 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
     # -- greedy generation (eval mode, KV cache) -----------------------------------------------------------------
     model.eval()
     out["generate"] = {}
-    for gb in (1, args.gen_batch):
-        prompt = torch.randint(0, config.vocab_size, (gb, 16), device=device)
-        secs = median_seconds(lambda: model.generate(prompt, args.new_tokens, temperature=0), 1, max(1, args.iters // 2), device)
+    decode = {
+        gb: lambda prompt=torch.randint(0, config.vocab_size, (gb, 16), device=device): model.generate(
+            prompt, args.new_tokens, temperature=0
+        )
+        for gb in (1, args.gen_batch)
+    }  # batch -> one greedy generation of args.new_tokens tokens
+    for gb, generate in decode.items():
+        secs = median_seconds(generate, 1, max(1, args.iters // 2), device)
         out["generate"][f"batch{gb}_ms_per_token"] = 1e3 * secs / args.new_tokens
     out["generate"]["bound_fraction"] = out["decode_bound_ms"] / out["generate"]["batch1_ms_per_token"]
     out["generate"]["gemv_bound_fraction"] = out["decode_gemv_bound_ms"] / out["generate"]["batch1_ms_per_token"]
@@ -300,7 +305,7 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
     if hf is not None:
         out["hf"] = {**out.get("hf", {}), "train_tokens_per_s": B * T / train_secs["hf"],
                      "speedup_train": train_secs["hf"] / step_s,
-                     **hf_generation(hf, args, device, out["generate"]["batch1_ms_per_token"])}
+                     **hf_generation(hf, args, device, decode[1])}
     return out
 
 
@@ -320,17 +325,21 @@ def hf_multiple_choice_step(mc_model: GPT, batch: dict[str, torch.Tensor], autoc
     return train_step(dh, dh_loss, autocast)
 
 
-def hf_generation(hf: torch.nn.Module, args: argparse.Namespace, device: torch.device, ours_ms: float) -> dict:
-    """HF ``generate``'s greedy ms/token at batch 1 (the same prompt length and new tokens as gpt1's) and gpt1's
-    speed-up over it."""
+def hf_generation(hf: torch.nn.Module, args: argparse.Namespace, device: torch.device, ours: Callable[[], Any]) -> dict:
+    """HF ``generate``'s greedy ms/token at batch 1 (the same prompt length and new tokens as gpt1's), and gpt1's
+    speed-up over it: ``ours`` (gpt1's batch-1 generation) is timed right before and right after HF's, so that the
+    ratio compares timings of the same minute on a machine whose speed drifts."""
     hf.eval()
     prompt = torch.randint(0, hf.config.vocab_size, (1, 16), device=device)
     generate = lambda n: hf.generate(prompt, max_new_tokens=n, min_new_tokens=n, do_sample=False, pad_token_id=0)  # noqa: E731
     # HF's openai-gpt has no KV cache: each token re-runs the whole prefix, so one timing of a long generation is
-    # minutes on a CPU; a short warm-up, then one timing
+    # a minute on a CPU; a short warm-up, then one timing between two of gpt1's
     generate(2)
-    ms = 1e3 * median_seconds(lambda: generate(args.new_tokens), 0, 1, device) / args.new_tokens
-    return {"generate_batch1_ms_per_token": ms, "speedup_generate": ms / ours_ms}
+    before = median_seconds(ours, 0, 1, device)
+    hf_s = median_seconds(lambda: generate(args.new_tokens), 0, 1, device)
+    after = median_seconds(ours, 0, 1, device)
+    ms, ours_ms = (1e3 * s / args.new_tokens for s in (hf_s, (before + after) / 2))
+    return {"generate_batch1_ms_per_token": ms, "speedup_generate": ms / ours_ms, "gpt1_generate_batch1_ms_per_token": ours_ms}
 
 
 def report(out: dict[str, Any]) -> str:
@@ -359,7 +368,8 @@ def report(out: dict[str, Any]) -> str:
                          f"{hf['speedup_multiple_choice']:.2f}x ({hf['speedup_multiple_choice_shared_context']:.2f}x)")
         lines.append(
             f"vs HF: train {hf['train_tokens_per_s']:,.0f} tokens/s -> gpt1 {hf['speedup_train']:.2f}x; "
-            f"generate {hf['generate_batch1_ms_per_token']:.1f} ms/token -> gpt1 {hf['speedup_generate']:.1f}x"
+            f"generate {hf['generate_batch1_ms_per_token']:.1f} ms/token -> gpt1 {hf['speedup_generate']:.1f}x "
+            f"({hf['gpt1_generate_batch1_ms_per_token']:.1f} ms/token, timed before and after HF's)"
         )
     return "\n".join(lines)
 

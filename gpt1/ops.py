@@ -2,8 +2,9 @@
 
 - ``linear``: on x86 CPUs every fp32 matmul of a linear layer (forward, input and weight gradients) goes to oneDNN,
   whose kernels use the CPU's widest vectors where MKL's may not. On AMD Zen 4 it runs the forward and input-gradient
-  GEMMs 1.2-1.8x faster, the weight-gradient ones 1.1-1.3x, and decoding's matrix-vector products at 22-24 GB/s vs 13
-  (experiments/benchmarks.md). Arm CPUs keep torch's BLAS.
+  GEMMs 1.2-1.8x faster, the weight-gradient ones 1.1-1.3x (experiments/benchmarks.md). A single row without autograd
+  (batch-1 decoding) is instead split into one block of weight rows per thread, multiplied in one ``bmm``: 25-31 GB/s
+  where oneDNN's matrix-vector product streams 20-23 and MKL's 13. Arm CPUs keep torch's BLAS.
 - ``dropout``: on CPU, ``bernoulli_`` draws a float per element through MKL's RNG; here the keep-mask compares 32-bit
   integers cut from one 64-bit draw per two elements: dropout's forward and backward run 2x faster, P(drop) = p to
   within 2^-32.
@@ -51,11 +52,30 @@ class _OneDNNLinear(torch.autograd.Function):
         return grad_x, grad_w, grad_b
 
 
+def _row_blocks_mv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, blocks: int) -> torch.Tensor:
+    """One row x (..., in) @ weight (out, in).T + bias as a bmm of ``blocks`` row blocks of weight (views, no copy),
+    which torch's CPU bmm runs one block per thread: on the reference machine it streams the decoder's weights at
+    25-31 GB/s where oneDNN's and MKL's matrix-vector products reach 20-23 and 13 (experiments/benchmarks.md)."""
+    N, K = weight.shape
+    step = N // blocks
+    rows = N - (blocks - 1) * step  # block i holds rows i*step .. i*step+rows-1: rows > step where blocks don't divide N
+    w = weight.as_strided((blocks, rows, K), (step * K, K, 1))  # (blocks, rows, K)
+    y = torch.bmm(w, x.reshape(1, K).t().expand(blocks, K, 1))  # strides (0, 1, K): the layout bmm streams fastest
+    # (blocks, rows, 1) -> (N,): the first step rows of each block, all rows of the last
+    y = y.view(-1) if rows == step else torch.cat([y[:-1, :step].reshape(-1), y[-1].view(-1)])
+    y = y.view(*x.shape[:-1], N)
+    return y + bias if bias is not None else y
+
+
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
-    """``F.linear``: x (..., in) @ weight (out, in).T + bias, with oneDNN's matmuls for fp32 on x86 CPUs."""
+    """``F.linear``: x (..., in) @ weight (out, in).T + bias, with oneDNN's matmuls for fp32 on x86 CPUs and, without
+    autograd, a matrix-vector product split across the CPU's threads for a single row (batch-1 decoding)."""
     if ONEDNN and x.dtype == weight.dtype == torch.float32 and _eager_cpu(x) and not torch.is_autocast_enabled("cpu"):
         if torch.is_grad_enabled():
             return _OneDNNLinear.apply(x, weight, bias)
+        threads = torch.get_num_threads()
+        if x.numel() == x.size(-1) and 1 < threads <= weight.size(0):
+            return _row_blocks_mv(x, weight, bias, threads)
         return _onednn(x, weight, bias)
     return F.linear(x, weight, bias)
 

@@ -18,7 +18,8 @@ def test_bench_reports_speed_ceilings_and_the_ratios_to_hf(tmp_path, capsys):
     assert {"batch1_ms_per_token", "batch2_ms_per_token", "bound_fraction"} <= out["generate"].keys()
     batch, choices, _ = out["multiple_choice"]["shape"]
     assert (batch, choices) == (2, 4) and out["multiple_choice"]["real_tokens"] > 0
-    assert {"speedup_train", "speedup_generate", "speedup_multiple_choice", "speedup_multiple_choice_shared_context"} <= out["hf"].keys()
+    assert {"speedup_train", "speedup_generate", "speedup_multiple_choice", "speedup_multiple_choice_shared_context",
+            "gpt1_generate_batch1_ms_per_token"} <= out["hf"].keys()
     assert 0 < out["multiple_choice"]["shared_context_step_s"]
     printed = capsys.readouterr().out
-    assert "MFU" in printed and "vs HF" in printed and "vs HF DoubleHeads" in printed
+    assert "MFU" in printed and "vs HF" in printed and "vs HF DoubleHeads" in printed and "before and after HF" in printed

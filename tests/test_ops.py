@@ -26,6 +26,21 @@ def test_linear_matches_f_linear_in_value_and_gradients(shape):
         torch.testing.assert_close(linear(x, w, b), F.linear(x, w, b), rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("threads", [2, 3])
+@pytest.mark.parametrize("out_features", [12, 13, 40481])
+def test_single_row_products_split_across_threads_match_f_linear(out_features, threads, monkeypatch):
+    """Batch-1 decoding's row-block bmm (one block per thread, the last blocks overlapping when the thread count
+    does not divide the rows) computes F.linear for every row of the weight."""
+    monkeypatch.setattr(torch, "get_num_threads", lambda: threads)  # the blocks follow the thread count
+    w, b = torch.randn(out_features, 24), torch.randn(out_features)
+    for x in (torch.randn(24), torch.randn(1, 24), torch.randn(1, 1, 24)):
+        with torch.no_grad():
+            for bias in (b, None):
+                y = linear(x, w, bias)
+                assert y.shape == (*x.shape[:-1], out_features)
+                torch.testing.assert_close(y, F.linear(x, w, bias), rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize("p", [0.1, 0.5, 0.9])
 def test_dropout_drops_with_probability_p_and_scales_the_rest(p):
     x = torch.rand(1000, 1001) + 1.0  # no zeros of its own; an odd count (half a 64-bit draw left over)
