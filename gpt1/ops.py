@@ -74,7 +74,7 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
         if torch.is_grad_enabled():
             return _OneDNNLinear.apply(x, weight, bias)
         threads = torch.get_num_threads()
-        if x.numel() == x.size(-1) and 1 < threads <= weight.size(0):
+        if x.numel() == x.size(-1) and 1 < threads <= weight.size(0) and weight.is_contiguous():
             return _row_blocks_mv(x, weight, bias, threads)
         return _onednn(x, weight, bias)
     return F.linear(x, weight, bias)

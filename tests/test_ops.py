@@ -39,6 +39,9 @@ def test_single_row_products_split_across_threads_match_f_linear(out_features, t
                 y = linear(x, w, bias)
                 assert y.shape == (*x.shape[:-1], out_features)
                 torch.testing.assert_close(y, F.linear(x, w, bias), rtol=1e-5, atol=1e-5)
+    transposed = torch.randn(24, out_features).t()  # a view: the row blocks need a row-major weight
+    with torch.no_grad():
+        torch.testing.assert_close(linear(x, transposed), F.linear(x, transposed), rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("p", [0.1, 0.5, 0.9])
