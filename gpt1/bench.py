@@ -307,6 +307,7 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
                          "speedup_multiple_choice_shared_context": mc_secs["hf"] / mc_secs["shared_context_step_s"]}
 
     if hf is not None:
+        model.eval()  # the multiple-choice steps trained it: no dropout in the generation timed against HF's
         out["hf"] = {**out.get("hf", {}), "train_tokens_per_s": B * T / train_secs["hf"],
                      "speedup_train": train_secs["hf"] / step_s,
                      **hf_generation(hf, args, device, decode[1])}
@@ -339,7 +340,7 @@ def hf_generation(hf: torch.nn.Module, args: argparse.Namespace, device: torch.d
     # HF's openai-gpt has no KV cache: each token re-runs the whole prefix, so one timing of a long generation is
     # a minute on a CPU; a short warm-up, then one timing between two of gpt1's
     generate(2)
-    before = median_seconds(ours, 1, 1, device)  # each after one untimed run: a first run after other work is slower
+    before = median_seconds(ours, 1, 1, device)  # each after one untimed run, as every other timing here
     hf_s = median_seconds(lambda: generate(args.new_tokens), 0, 1, device)
     after = median_seconds(ours, 1, 1, device)
     ms, ours_ms = (1e3 * s / args.new_tokens for s in (hf_s, (before + after) / 2))
