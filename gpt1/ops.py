@@ -54,8 +54,7 @@ class _OneDNNLinear(torch.autograd.Function):
 
 def _row_blocks_mv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, blocks: int) -> torch.Tensor:
     """One row x (..., in) @ weight (out, in).T + bias as a bmm of ``blocks`` row blocks of weight (views, no copy),
-    which torch's CPU bmm runs one block per thread: on the reference machine it streams the decoder's weights at
-    25-31 GB/s where oneDNN's and MKL's matrix-vector products reach 20-23 and 13 (experiments/benchmarks.md)."""
+    which torch's CPU bmm runs one block per thread (the speed: see the module's docstring)."""
     N, K = weight.shape
     step = N // blocks
     rows = N - (blocks - 1) * step  # block i holds rows i*step .. i*step+rows-1: rows > step where blocks don't divide N
