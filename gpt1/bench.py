@@ -38,6 +38,7 @@ import time
 from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -255,12 +256,8 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
     # -- greedy generation (eval mode, KV cache) -----------------------------------------------------------------
     model.eval()
     out["generate"] = {}
-    decode = {
-        gb: lambda prompt=torch.randint(0, config.vocab_size, (gb, 16), device=device): model.generate(
-            prompt, args.new_tokens, temperature=0
-        )
-        for gb in (1, args.gen_batch)
-    }  # batch -> one greedy generation of args.new_tokens tokens
+    prompts = {gb: torch.randint(0, config.vocab_size, (gb, 16), device=device) for gb in (1, args.gen_batch)}
+    decode = {gb: partial(model.generate, p, args.new_tokens, temperature=0) for gb, p in prompts.items()}  # greedy
     for gb, generate in decode.items():
         secs = median_seconds(generate, 1, max(1, args.iters // 2), device)
         out["generate"][f"batch{gb}_ms_per_token"] = 1e3 * secs / args.new_tokens
