@@ -96,11 +96,11 @@ class LayerCache:
             B, H, _, D = k.shape
             self.k = k.new_empty(B, H, self.capacity, D)
             self.v = v.new_empty(B, H, self.capacity, D)
-        end = self.length + k.size(2)
-        self.k[:, :, self.length : end] = k
-        self.v[:, :, self.length : end] = v
-        self.length = end
-        return self.k[:, :, :end], self.v[:, :, :end]
+        T = k.size(2)
+        self.k.narrow(2, self.length, T).copy_(k)  # narrow, not [:, :, a:b]: Python indexing costs more than the copy
+        self.v.narrow(2, self.length, T).copy_(v)
+        self.length += T
+        return self.k.narrow(2, 0, self.length), self.v.narrow(2, 0, self.length)
 
 
 class Attention(nn.Module):
@@ -116,8 +116,8 @@ class Attention(nn.Module):
         self, x: torch.Tensor, cache: LayerCache | None = None, attn_mask: torch.Tensor | None = None
     ) -> torch.Tensor:
         B, T, C = x.shape
-        q, k, v = self.c_attn(x).split(C, dim=2)  # 3 x (B, T, C)
-        q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) for t in (q, k, v))  # (B, H, T, D)
+        qkv = self.c_attn(x).view(B, T, 3, self.n_head, C // self.n_head)  # q, k, v side by side: (B, T, 3, H, D)
+        q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # 3 x (B, H, T, D)
         past = cache.length if cache is not None else 0
         if cache is not None:
             k, v = cache.update(k, v)  # (B, H, past + T, D)

@@ -54,16 +54,19 @@ class _OneDNNLinear(torch.autograd.Function):
 
 
 def _row_blocks_mv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, blocks: int) -> torch.Tensor:
-    """One row x (..., in) @ weight (out, in).T + bias as a bmm of ``blocks`` row blocks of weight (views, no copy),
-    which torch's CPU bmm runs one block per thread (the speed: see the module's docstring)."""
+    """One contiguous row x (..., in) @ weight (out, in).T + bias as a bmm of ``blocks`` row blocks of weight (views,
+    no copy), which torch's CPU bmm runs one block per thread (the speed: see the module's docstring). Decoding calls
+    it 49 times a token: every op saved here is 49 dispatches saved."""
     N, K = weight.shape
     step = N // blocks
     rows = N - (blocks - 1) * step  # block i holds rows i*step .. i*step+rows-1: rows > step where blocks don't divide N
     w = weight.as_strided((blocks, rows, K), (step * K, K, 1))  # (blocks, rows, K)
-    y = torch.bmm(w, x.reshape(1, K).t().expand(blocks, K, 1))  # strides (0, 1, K): the layout bmm streams fastest
-    # (blocks, rows, 1) -> (N,): the first step rows of each block, all rows of the last
-    y = y.view(-1) if rows == step else torch.cat([y[:-1, :step].reshape(-1), y[-1].view(-1)])
-    y = y.view(*x.shape[:-1], N)
+    xs = x.as_strided((blocks, K, 1), (0, 1, K))  # x in every block, strides (0, 1, K): the layout bmm streams fastest
+    if rows == step:  # (blocks, rows, 1) is (N,) in order
+        y = torch.bmm(w, xs) if bias is None else torch.baddbmm(bias.view(blocks, rows, 1), w, xs)
+        return y.view(*x.shape[:-1], N)
+    y = torch.bmm(w, xs)  # the first step rows of each block, all rows of the last
+    y = torch.cat([y[:-1, :step].reshape(-1), y[-1].view(-1)]).view(*x.shape[:-1], N)
     return y + bias if bias is not None else y
 
 
@@ -74,7 +77,7 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
         if torch.is_grad_enabled():
             return _OneDNNLinear.apply(x, weight, bias)
         threads = torch.get_num_threads()
-        if x.numel() == x.size(-1) and 1 < threads <= weight.size(0) and weight.is_contiguous():
+        if x.numel() == x.size(-1) and 1 < threads <= weight.size(0) and weight.is_contiguous() and x.is_contiguous():
             return _row_blocks_mv(x, weight, bias, threads)
         return _onednn(x, weight, bias)
     return F.linear(x, weight, bias)

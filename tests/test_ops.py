@@ -33,7 +33,8 @@ def test_single_row_products_split_across_threads_match_f_linear(out_features, t
     does not divide the rows) computes F.linear for every row of the weight."""
     monkeypatch.setattr(torch, "get_num_threads", lambda: threads)  # the blocks follow the thread count
     w, b = torch.randn(out_features, 24), torch.randn(out_features)
-    for x in (torch.randn(24), torch.randn(1, 24), torch.randn(1, 1, 24)):
+    rows = torch.randn(3, 24)
+    for x in (torch.randn(24), torch.randn(1, 24), torch.randn(1, 1, 24), rows[2], rows[1:2]):  # views at an offset too
         with torch.no_grad():
             for bias in (b, None):
                 y = linear(x, w, bias)
