@@ -64,7 +64,7 @@ def _row_blocks_mv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | N
     w = weight.as_strided((blocks, rows, K), (step * K, K, 1))  # (blocks, rows, K)
     xs = x.as_strided((blocks, K, 1), (0, 1, K))  # x in every block, strides (0, 1, K): the layout bmm streams fastest
     if rows == step:  # (blocks, rows, 1) is (N,) in order
-        y = torch.bmm(w, xs) if bias is None else torch.baddbmm(bias.view(blocks, rows, 1), w, xs)
+        y = torch.bmm(w, xs) if bias is None else torch.baddbmm(bias.reshape(blocks, rows, 1), w, xs)
         return y.view(*x.shape[:-1], N)
     y = torch.bmm(w, xs)  # the first step rows of each block, all rows of the last
     y = torch.cat([y[:-1, :step].reshape(-1), y[-1].view(-1)]).view(*x.shape[:-1], N)
