@@ -36,7 +36,7 @@ def test_single_row_products_split_across_threads_match_f_linear(out_features, t
     rows = torch.randn(3, 24)
     for x in (torch.randn(24), torch.randn(1, 24), torch.randn(1, 1, 24), rows[2], rows[1:2]):  # views at an offset too
         with torch.no_grad():
-            for bias in (b, None):
+            for bias in (b, None, torch.randn(2 * out_features)[::2]):  # a strided bias too
                 y = linear(x, w, bias)
                 assert y.shape == (*x.shape[:-1], out_features)
                 torch.testing.assert_close(y, F.linear(x, w, bias), rtol=1e-5, atol=1e-5)
