@@ -9,12 +9,14 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
 from lightning.pytorch.callbacks import Callback
 
 import gpt1.pretrain
+from gpt1.callbacks import SafeStop
 from gpt1.checkpoint import load_checkpoint
 from gpt1.errors import user_message
 from gpt1.module import GPT1Module, NonFiniteLoss
@@ -31,6 +33,15 @@ LONG = [*TINY_RUN, "data.samples_per_epoch=80", "trainer.max_steps=30", "trainer
         "callbacks.checkpoint.keep_last=-1", "callbacks.samples.every_n_steps=0"]
 """30 updates over 3 epochs of 10 batches, a checkpoint every 5: a subprocess signalled once the first is written
 is still running."""
+
+
+@pytest.fixture(autouse=True)
+def sigint_not_ignored():
+    """A shell's background job starts with SIGINT ignored, and gpt1 leaves an ignored signal alone: give these runs
+    Python's own Ctrl-C handler, as in a terminal, and put back what was there."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
 
 
 def weights(run: Path) -> dict[str, torch.Tensor]:
@@ -122,6 +133,20 @@ def test_a_signal_saves_last_ckpt_exits_and_the_run_resumes_exactly(
     assert train(make_cfg("pretrain", overrides))["steps"] == 10  # resume=auto: the same run directory
     assert first.step == stopped_at
     assert_same_weights(uninterrupted[accumulate], weights(run))
+
+
+def test_an_ignored_sigint_stays_ignored_and_sigterm_is_still_taken(tmp_path):
+    """A background job's SIGINT starts ignored: Ctrl-C in its terminal must not stop it, so SafeStop leaves it."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    term = signal.getsignal(signal.SIGTERM)
+    stop, trainer = SafeStop(tmp_path / "last.ckpt"), SimpleNamespace(global_step=0)
+    stop.on_train_start(trainer, None)
+    try:
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+        assert signal.getsignal(signal.SIGTERM) == stop._handle
+    finally:
+        stop.on_train_end(trainer, None)
+    assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN and signal.getsignal(signal.SIGTERM) == term
 
 
 def test_a_second_ctrl_c_stops_at_once_without_saving(make_cfg, monkeypatch, capsys):
