@@ -17,7 +17,7 @@ each ratio compares timings taken under the same conditions on a machine whose s
   measured here by summing a 512 MiB tensor (on GPUs too). A second, reachable ceiling: the same bytes at the rate
   the faster of torch's and gpt1's matrix-vector products (``F.linear``, ``gpt1.ops.linear``) streams the weights
   (``gemv_bandwidth``); on CPUs where no GEMV kernel saturates memory it says how much of the gap is the kernel's.
-  Both rates are measured before and after the generation timings; the higher counts.
+  Both rates are measured right before and right after the generation timings; the higher counts.
 - Training losses are what each library's users run: gpt1's is ``GPT1Module.lm_loss``'s (targets shifted in the
   data, no copy of the logits), HF's is ``model(ids, labels=ids).loss``. Both step a fused AdamW.
 - The multiple-choice step runs as ``gpt1 finetune`` trains by default (each choice decoded on its own, the
@@ -25,6 +25,10 @@ each ratio compares timings taken under the same conditions on a machine whose s
   context once); HF's DoubleHeads gets the batch padded to its longest sequence, as its users run it.
 - ``--compile``: gpt1's model under ``torch.compile`` for the training and multiple-choice steps (the compile time
   is reported, not timed into the steps); HF stays eager.
+- Peak memory is that of gpt1's first training step, before HF's model exists: on GPUs the most torch allocated
+  (``torch.cuda.max_memory_allocated``); on Linux CPUs the process's peak resident set (``VmHWM``, reset through
+  ``/proc/self/clear_refs`` just before the step): the model, its gradients, AdamW's state, the activations and
+  whatever else the process holds, as ``top`` shows it.
 - On Linux gpt1 tunes glibc's allocator and asks for huge pages (``gpt1.allocator``, as every gpt1 command does) for
   the whole process, HF's timings included.
 """
@@ -121,6 +125,22 @@ def memory_bandwidth(device: torch.device, mib: int = 512) -> float:
     """Bytes/s read by summing a ``mib`` MiB fp32 tensor (a read-only sweep, as decoding reads the weights)."""
     x = torch.ones(mib * 2**20 // 4, device=device)
     return x.numel() * 4 / median_seconds(lambda: x.sum(), warmup=2, iters=7, device=device)
+
+
+def reset_peak_rss() -> bool:
+    """Reset this process's peak resident set (Linux: ``VmHWM``); False where the kernel offers no reset."""
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+        return True
+    except OSError:
+        return False
+
+
+def peak_rss_gib() -> float:
+    """This process's peak resident set since its start or the last ``reset_peak_rss``, in GiB (Linux)."""
+    status = Path("/proc/self/status").read_text()
+    kib = next(int(line.split()[1]) for line in status.splitlines() if line.startswith("VmHWM:"))
+    return kib / 2**20
 
 
 def device_peak(device: torch.device, precision: str, override: float | None) -> tuple[float | None, str]:
@@ -225,7 +245,6 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
         peak, peak_src = gemm_peak(config, B * T, device, torch.float32), "measured fp32 GEMM on the model's shapes"
     else:
         peak, peak_src = device_peak(device, args.precision, args.peak_tflops)
-    bandwidth, gemv = memory_bandwidth(device), gemv_bandwidth(model)
     out.update(peak_flops=peak, peak_source=peak_src)
 
     # -- LM training step (with --compare hf, gpt1's and HF's in turn) -------------------------------------------
@@ -236,11 +255,13 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
     steps = {"gpt1": train_step(trained, lambda: lm_loss(trained, ids), autocast)}
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
+    rss_reset = device.type == "cpu" and reset_peak_rss()
     start = time.perf_counter()
     steps["gpt1"]()  # alone, before HF's model exists: the compile time and gpt1's own peak memory
     if args.compile:
         out["compile_s"] = time.perf_counter() - start
     peak_memory = torch.cuda.max_memory_allocated(device) / 2**30 if device.type == "cuda" else None
+    peak_memory = peak_rss_gib() if rss_reset else peak_memory
     hf = hf_twin(model).train() if args.compare == "hf" else None
     if hf is not None:
         steps["hf"] = train_step(hf, lambda: hf(ids, labels=ids).loss, autocast)  # HF users' loss
@@ -255,6 +276,7 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
 
     # -- greedy generation (eval mode, KV cache) -----------------------------------------------------------------
     model.eval()
+    bandwidth, gemv = memory_bandwidth(device), gemv_bandwidth(model)  # right before decoding, and again right after
     out["generate"] = {}
     prompts = {gb: torch.randint(0, config.vocab_size, (gb, 16), device=device) for gb in (1, args.gen_batch)}
     decode = {gb: partial(model.generate, p, args.new_tokens, temperature=0) for gb, p in prompts.items()}  # greedy

@@ -1,6 +1,7 @@
 """`gpt1 bench` runs end to end and reports every figure it promises (a smoke test: no timing is asserted)."""
 
 import json
+import sys
 
 import pytest
 
@@ -15,6 +16,8 @@ def test_bench_reports_speed_ceilings_and_the_ratios_to_hf(tmp_path, capsys):
     assert json.loads((tmp_path / "b.json").read_text()) == json.loads(json.dumps(out))
     assert out["flops_per_token"] > 0 and out["peak_flops"] > 0 and out["memory_bandwidth"] > 0
     assert out["train"]["tokens_per_s"] > 0 and 0 < out["train"]["mfu"]
+    if sys.platform.startswith("linux"):  # the process's peak resident set over gpt1's first step
+        assert 0.05 < out["train"]["peak_memory_gib"] < 64
     assert {"batch1_ms_per_token", "batch2_ms_per_token", "bound_fraction"} <= out["generate"].keys()
     batch, choices, _ = out["multiple_choice"]["shape"]
     assert (batch, choices) == (2, 4) and out["multiple_choice"]["real_tokens"] > 0
