@@ -136,11 +136,12 @@ def reset_peak_rss() -> bool:
         return False
 
 
-def peak_rss_gib() -> float:
-    """This process's peak resident set since its start or the last ``reset_peak_rss``, in GiB (Linux)."""
+def peak_rss_gib() -> float | None:
+    """This process's peak resident set since its start or the last ``reset_peak_rss``, in GiB (Linux; None where
+    the kernel does not say)."""
     status = Path("/proc/self/status").read_text()
-    kib = next(int(line.split()[1]) for line in status.splitlines() if line.startswith("VmHWM:"))
-    return kib / 2**20
+    kib = [int(line.split()[1]) for line in status.splitlines() if line.startswith("VmHWM:")]
+    return kib[0] / 2**20 if kib else None
 
 
 def device_peak(device: torch.device, precision: str, override: float | None) -> tuple[float | None, str]:
