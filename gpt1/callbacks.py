@@ -190,9 +190,10 @@ def build_callbacks(cfg: CallbacksConfig, output_dir: Path, with_loggers: bool) 
     ]
     if with_loggers:
         callbacks.append(LearningRateMonitor(logging_interval="step"))
-        if cfg.throughput:  # train/device/items_per_sec is tokens/s per device (an item is a token), over 10 steps
+        if cfg.throughput:  # train/device/items_per_sec: tokens/s per device, padding excluded (an item is a token;
+            # GPT1Module.on_before_batch_transfer counts them), over 10 steps
             callbacks.append(
-                ThroughputMonitor(lambda b: b["input_ids"].size(0), lambda b: b["input_ids"].numel(), window_size=10)
+                ThroughputMonitor(lambda b: b["input_ids"].size(0), lambda b: b["tokens"], window_size=10)
             )
     callbacks.append(SafeStop(output_dir / "checkpoints" / "last.ckpt"))  # last: after the batch's other callbacks
     return callbacks

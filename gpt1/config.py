@@ -183,7 +183,8 @@ class CallbacksConfig:
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
     samples: SamplesConfig = field(default_factory=SamplesConfig)
     throughput: bool = True
-    """Log tokens/s per device (train/device/items_per_sec) and, on GPUs with a known peak, MFU (train/device/mfu)."""
+    """Log tokens/s per device (train/device/items_per_sec) and, on GPUs with a known peak, MFU (train/device/mfu);
+    padding is not counted."""
 
 
 @dataclass

@@ -27,7 +27,7 @@ from torchmetrics.regression import PearsonCorrCoef, SpearmanCorrCoef
 
 from gpt1.checkpoint import metadata
 from gpt1.config import NonFinite, OptimConfig, Schedule
-from gpt1.data.tasks import IGNORE_INDEX, TaskConfig  # IGNORE_INDEX: targets not scored (padding)
+from gpt1.data.tasks import IGNORE_INDEX, TaskConfig, real_tokens  # IGNORE_INDEX: targets not scored (padding)
 from gpt1.errors import EXIT_USER_ERROR, ConfigError, UserError
 from gpt1.heads import TaskOutput, build_head, task_logits
 from gpt1.lstm import LSTM
@@ -71,7 +71,7 @@ class GPT1Module(L.LightningModule):
         self.val_nll = MeanMetric()
         self.test_nll = MeanMetric()
         self.flops_per_batch = 0  # read by Lightning's ThroughputMonitor to report MFU
-        self._flops_shape: tuple[int, int] | None = None
+        self._flops_per_token = (0, 0)  # (T, the model's training FLOPs per token at sequence length T)
         self.validated_at: int | None = None
         """The global step of the last full validation (not the sanity check): the weights its val/* describe."""
         self.skipped_batches = 0
@@ -86,10 +86,22 @@ class GPT1Module(L.LightningModule):
         loss = F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten(), ignore_index=IGNORE_INDEX)
         return loss, (targets != IGNORE_INDEX).sum()
 
+    def on_before_batch_transfer(self, batch: dict[str, Any], dataloader_idx: int) -> dict[str, Any]:
+        """Count the batch's tokens, padding excluded, while it is still on the CPU (no wait for the device):
+        ``batch["tokens"]``, the tokens the logged throughput (train/device/items_per_sec) and MFU count."""
+        batch["tokens"] = real_tokens(batch)
+        return batch
+
+    def count_flops(self, batch: dict[str, Any]) -> None:
+        """Set ``flops_per_batch`` (read by Lightning's ThroughputMonitor for MFU): the batch's real tokens at the
+        model's training FLOPs per token for its sequence length."""
+        T = batch["input_ids"].size(-1)
+        if self._flops_per_token[0] != T:  # flops_per_token walks the parameters: recount only when T changes
+            self._flops_per_token = (T, self.model.flops_per_token(T))
+        self.flops_per_batch = self._flops_per_token[1] * batch["tokens"]
+
     def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
-        B, T = batch["input_ids"].shape
-        if self._flops_shape != (B, T):  # recount only when the shape changes
-            self.flops_per_batch, self._flops_shape = self.model.flops_per_token(T) * B * T, (B, T)
+        self.count_flops(batch)
         loss, _ = self.lm_loss(batch)
         self.check_finite(loss)
         self.log("train/loss", loss, prog_bar=True)
@@ -339,10 +351,7 @@ class TaskModule(GPT1Module):
         return (token_loss * weights).sum() / (counts > 0).sum().clamp(min=1)
 
     def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
-        ids = batch["input_ids"]
-        shape = (ids.numel() // ids.size(-1), ids.size(-1))  # (N, T)
-        if self._flops_shape != shape:
-            self.flops_per_batch, self._flops_shape = self.model.flops_per_token(shape[1]) * ids.numel(), shape
+        self.count_flops(batch)
         out = self(batch)
         task_loss = self.task_loss(out.logits, batch["labels"])
         loss = task_loss

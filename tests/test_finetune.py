@@ -266,6 +266,16 @@ def test_pretrained_task_tokens_start_fresh(make_cfg, pretrained, tmp_path):
     assert torch.equal(model.tokens_embed.weight[: ids[0]], ref.model.tokens_embed.weight[: ids[0]])
 
 
+def test_throughput_and_mfu_count_the_batchs_real_tokens(finetuned, cache_dir):
+    """The logged tokens/s and MFU count a task batch's tokens without its padding (counted on the CPU)."""
+    module, data = task_module(finetuned["multiple_choice"] / "checkpoints" / "last.ckpt", cache_dir)
+    batch = module.on_before_batch_transfer(first_val_batch(data), 0)
+    lengths = (batch["extract"] + 1)[batch["choice_mask"]]  # every real choice up to its extract token
+    assert batch["tokens"] == int(lengths.sum()) < batch["input_ids"].numel()
+    module.count_flops(batch)
+    assert module.flops_per_batch == module.model.flops_per_token(batch["input_ids"].size(-1)) * batch["tokens"]
+
+
 def test_gradient_accumulation_makes_up_the_batch(run_finetune):
     metrics, run = run_finetune("sentiment", "batch_size=8", "micro_batch_size=4", "trainer.max_steps=2")
     assert metrics["steps"] == 2

@@ -28,6 +28,7 @@ from gpt1.data.tasks import (
     TaskType,
     Truncation,
     kept_lengths,
+    real_tokens,
     task_from_dict,
     task_to_dict,
 )
@@ -289,8 +290,10 @@ def test_multiple_choice_rows_with_fewer_choices_are_masked(tmp_path: Path, toke
             "label_names": ["A", "B", "C", "D"]}
     dm = module(task, tokenizer, None, batch_size=3)
     assert dm.num_labels == 4 and dm.train_labels().tolist() == [1, 3, 0]
-    batch = Collate(TaskType.multiple_choice, regression=False)([dm.dataset("train")[i] for i in range(3)])
+    items = [dm.dataset("train")[i] for i in range(3)]
+    batch = Collate(TaskType.multiple_choice, regression=False)(items)
     assert batch["input_ids"].shape[:2] == (3, 4) and batch["targets"].shape[:2] == (3, 4)
+    assert real_tokens(batch) == sum(len(seq) for it in items for seq in it["sequences"]) < batch["input_ids"].numel()
     assert batch["choice_mask"].tolist() == [[True, True, False, False], [True] * 4, [True, True, True, False]]
     dummy = batch["input_ids"][0, 2:]
     assert (dummy == PAD_ID).all() and (batch["targets"][0, 2:] == IGNORE_INDEX).all()

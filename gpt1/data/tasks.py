@@ -734,6 +734,17 @@ class Collate:
         return batch
 
 
+def real_tokens(batch: Mapping[str, torch.Tensor]) -> int:
+    """Tokens of a batch that are not padding: each sequence of a task batch up to its extract token (a dummy
+    choice none); every token of a pre-training batch (no ``extract``: its windows are never padded)."""
+    if "extract" not in batch:
+        return batch["input_ids"].numel()
+    lengths = batch["extract"] + 1  # (B,) or (B, K)
+    if "choice_mask" in batch:
+        lengths = lengths * batch["choice_mask"]
+    return int(lengths.sum())
+
+
 class LongestFirst(Sampler[int]):
     """Evaluation's order: the longest examples first, so that a batch's sequences have similar lengths and little
     padding (and a batch too large for memory fails first). Metrics do not depend on the order; predictions are
