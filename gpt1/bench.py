@@ -52,7 +52,7 @@ from torch.nn import functional as F
 from omegaconf import OmegaConf
 
 from gpt1.allocator import tune_cpu_allocator
-from gpt1.data.tasks import IGNORE_INDEX
+from gpt1.data.tasks import IGNORE_INDEX, real_tokens
 from gpt1.model import GPT, PRESETS, GPTConfig
 from gpt1.ops import linear
 
@@ -261,8 +261,10 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
     steps["gpt1"]()  # alone, before HF's model exists: the compile time and gpt1's own peak memory
     if args.compile:
         out["compile_s"] = time.perf_counter() - start
-    peak_memory = torch.cuda.max_memory_allocated(device) / 2**30 if device.type == "cuda" else None
-    peak_memory = peak_rss_gib() if rss_reset else peak_memory
+    if device.type == "cuda":
+        peak_memory = torch.cuda.max_memory_allocated(device) / 2**30
+    else:
+        peak_memory = peak_rss_gib() if rss_reset else None
     hf = hf_twin(model).train() if args.compare == "hf" else None
     if hf is not None:
         steps["hf"] = train_step(hf, lambda: hf(ids, labels=ids).loss, autocast)  # HF users' loss
@@ -311,7 +313,7 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
             lm = mc.sequence_lm_loss(out.hidden, out.index, batch["targets"])
             return mc.task_loss(out.logits, batch["labels"]) + 0.5 * lm
 
-        real = int((batch["targets"] != -100).sum()) + int(batch["choice_mask"].sum())  # tokens that are not padding
+        real = real_tokens(batch)  # tokens that are not padding
         mc_steps = {
             "step_s": train_step(mc, lambda: mc_loss(False), autocast),  # finetune's default
             "shared_context_step_s": train_step(mc, lambda: mc_loss(True), autocast),
