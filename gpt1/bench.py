@@ -11,8 +11,9 @@ each ratio compares timings taken under the same conditions on a machine whose s
 - MFU = achieved training FLOP/s / peak. FLOPs per trained token = 6 N + 12 L C T (PaLM appendix B; N counts the
   parameters without the position table), so a step of B x T tokens costs B T (6 N + 12 L C T).
 - Peak: on GPUs the dense (no sparsity) rate of ``DENSE_PEAK_TFLOPS`` for the device and precision (``--peak-tflops``
-  overrides); on CPU the fp32 matmul rate measured here on the model's own GEMM shapes (M = B T), by the faster of
-  MKL (torch.mm) and oneDNN (gpt1's ``linear``) per shape, before and after the training steps: the higher counts.
+  overrides); on CPU the matmul rate measured here in the step's compute precision (fp32, or autocast's bf16 or
+  fp16) on the model's own GEMM shapes (M = B T), by the faster of MKL (torch.mm) and oneDNN (gpt1's ``linear``)
+  per shape, before and after the training steps: the higher counts.
 - Decoding one token reads every weight once, so its ceiling is (weight bytes) / (memory bandwidth), the bandwidth
   measured here by summing a 512 MiB tensor (on GPUs too). A second, reachable ceiling: the same bytes at the rate
   the faster of torch's and gpt1's matrix-vector products (``F.linear``, ``gpt1.ops.linear``) streams the weights
@@ -228,10 +229,8 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
     config = replace(PRESETS[args.model], vocab_size=args.vocab)
     model = GPT(config).to(device)
     B, T = args.batch, args.seq
-    autocast = (
-        torch.autocast(device.type, dtype=torch.bfloat16 if args.precision == "bf16-mixed" else torch.float16)
-        if args.precision != "32-true" else nullcontext()
-    )  # fmt: skip
+    compute_dtype = {"32-true": torch.float32, "bf16-mixed": torch.bfloat16, "16-mixed": torch.float16}[args.precision]
+    autocast = torch.autocast(device.type, dtype=compute_dtype) if args.precision != "32-true" else nullcontext()
     ids = torch.randint(0, config.vocab_size, (B, T), device=device)
     flops_per_token = model.flops_per_token(T)
     out: dict[str, Any] = {
@@ -243,7 +242,8 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
 
     # -- ceilings of this device -------------------------------------------------------------------------------
     if device.type == "cpu":
-        peak, peak_src = gemm_peak(config, B * T, device, torch.float32), "measured fp32 GEMM on the model's shapes"
+        peak = gemm_peak(config, B * T, device, compute_dtype)
+        peak_src = f"measured {str(compute_dtype).removeprefix('torch.')} GEMM on the model's shapes"
     else:
         peak, peak_src = device_peak(device, args.precision, args.peak_tflops)
     out.update(peak_flops=peak, peak_source=peak_src)
@@ -271,7 +271,7 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
     train_secs = interleaved_medians(steps, args.warmup, args.iters, device)
     step_s = train_secs["gpt1"]
     if device.type == "cpu":  # measured again after the steps; the higher rate counts (a CPU's speed drifts)
-        peak = out["peak_flops"] = max(peak, gemm_peak(config, B * T, device, torch.float32))
+        peak = out["peak_flops"] = max(peak, gemm_peak(config, B * T, device, compute_dtype))
     mfu = B * T * flops_per_token / step_s / peak if peak else None
     out["train"] = {"step_s": step_s, "tokens_per_s": B * T / step_s, "mfu": mfu}
     if peak_memory is not None:

@@ -26,3 +26,10 @@ def test_bench_reports_speed_ceilings_and_the_ratios_to_hf(tmp_path, capsys):
     assert 0 < out["multiple_choice"]["shared_context_step_s"]
     printed = capsys.readouterr().out
     assert "MFU" in printed and "vs HF" in printed and "vs HF DoubleHeads" in printed and "before and after HF" in printed
+
+
+def test_a_cpu_peak_is_measured_in_the_steps_precision():
+    """Under bf16 autocast the CPU's peak is its bf16 GEMM rate: an fp32 peak would put MFU above 100%."""
+    out = main(["--model", "tiny", "--batch", "2", "--seq", "16", "--new-tokens", "2", "--gen-batch", "2", "--warmup",
+                "0", "--iters", "1", "--mc-batch", "0", "--device", "cpu", "--precision", "bf16-mixed"])
+    assert out["peak_source"] == "measured bfloat16 GEMM on the model's shapes" and out["train"]["mfu"] > 0
