@@ -9,10 +9,13 @@ from gpt1.bench import main
 
 pytest.importorskip("transformers", reason="--compare hf builds HF's models")
 
+TINY = ["--model", "tiny", "--batch", "2", "--seq", "16", "--new-tokens", "2", "--gen-batch", "2", "--warmup", "0",
+        "--iters", "1"]
+"""A bench of the test model, one timing of each figure: seconds."""
+
 
 def test_bench_reports_speed_ceilings_and_the_ratios_to_hf(tmp_path, capsys):
-    out = main(["--model", "tiny", "--batch", "2", "--seq", "16", "--new-tokens", "2", "--gen-batch", "2",
-                "--warmup", "0", "--iters", "1", "--mc-batch", "2", "--compare", "hf", "--json", str(tmp_path / "b.json")])
+    out = main([*TINY, "--mc-batch", "2", "--compare", "hf", "--json", str(tmp_path / "b.json")])
     assert json.loads((tmp_path / "b.json").read_text()) == json.loads(json.dumps(out))
     assert out["flops_per_token"] > 0 and out["peak_flops"] > 0 and out["memory_bandwidth"] > 0
     assert out["train"]["tokens_per_s"] > 0 and 0 < out["train"]["mfu"]
@@ -30,6 +33,5 @@ def test_bench_reports_speed_ceilings_and_the_ratios_to_hf(tmp_path, capsys):
 
 def test_a_cpu_peak_is_measured_in_the_steps_precision():
     """Under bf16 autocast the CPU's peak is its bf16 GEMM rate: an fp32 peak would put MFU above 100%."""
-    out = main(["--model", "tiny", "--batch", "2", "--seq", "16", "--new-tokens", "2", "--gen-batch", "2", "--warmup",
-                "0", "--iters", "1", "--mc-batch", "0", "--device", "cpu", "--precision", "bf16-mixed"])
+    out = main([*TINY, "--mc-batch", "0", "--device", "cpu", "--precision", "bf16-mixed"])
     assert out["peak_source"] == "measured bfloat16 GEMM on the model's shapes" and out["train"]["mfu"] > 0
