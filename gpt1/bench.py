@@ -187,6 +187,8 @@ def hf_twin(model: GPT, double_heads: bool = False) -> torch.nn.Module:
 
     cls = transformers.OpenAIGPTDoubleHeadsModel if double_heads else transformers.OpenAIGPTLMHeadModel
     hf = cls(transformers.OpenAIGPTConfig(**config_to_hf(model.config)))
+    # the loss HF falls back to for this class, named so that it does not warn on every run
+    hf.loss_type = "ForCausalLM"
     state = to_hf_state_dict(model.state_dict(), model.config)
     missing, unexpected = hf.load_state_dict(state, strict=False)
     assert not unexpected and all(k.startswith(("lm_head", "multiple_choice_head")) for k in missing), missing

@@ -14,7 +14,7 @@ TINY = ["--model", "tiny", "--batch", "2", "--seq", "16", "--new-tokens", "2", "
 """A bench of the test model, one timing of each figure: seconds."""
 
 
-def test_bench_reports_speed_ceilings_and_the_ratios_to_hf(tmp_path, capsys):
+def test_bench_reports_speed_ceilings_and_the_ratios_to_hf(tmp_path, capsys, caplog):
     out = main([*TINY, "--mc-batch", "2", "--compare", "hf", "--json", str(tmp_path / "b.json")])
     assert json.loads((tmp_path / "b.json").read_text()) == json.loads(json.dumps(out))
     assert out["flops_per_token"] > 0 and out["peak_flops"] > 0 and out["memory_bandwidth"] > 0
@@ -27,6 +27,7 @@ def test_bench_reports_speed_ceilings_and_the_ratios_to_hf(tmp_path, capsys):
     assert {"speedup_train", "speedup_generate", "speedup_multiple_choice", "speedup_multiple_choice_shared_context",
             "gpt1_generate_batch1_ms_per_token"} <= out["hf"].keys()
     assert 0 < out["multiple_choice"]["shared_context_step_s"]
+    assert "loss_type" not in caplog.text  # HF's loss is named: no warning on every run
     printed = capsys.readouterr().out
     assert "MFU" in printed and "vs HF" in printed and "vs HF DoubleHeads" in printed and "before and after HF" in printed
 
