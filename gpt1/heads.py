@@ -25,6 +25,8 @@ from typing import NamedTuple
 import torch
 from torch import nn
 
+from gpt1.ops import Dropout
+
 TASK_TYPES = ("classification", "entailment", "similarity", "multiple_choice")
 
 
@@ -33,7 +35,7 @@ class ClassificationHead(nn.Module):
 
     def __init__(self, n_embd: int, num_labels: int, pdrop: float = 0.1) -> None:
         super().__init__()
-        self.dropout = nn.Dropout(pdrop)
+        self.dropout = Dropout(pdrop)
         self.linear = nn.Linear(n_embd, num_labels)
 
     def forward(self, states: torch.Tensor) -> torch.Tensor:
@@ -52,7 +54,7 @@ class MultipleChoiceHead(nn.Module):
 
     def __init__(self, n_embd: int, pdrop: float = 0.1) -> None:
         super().__init__()
-        self.dropout = nn.Dropout(pdrop)
+        self.dropout = Dropout(pdrop)
         self.linear = nn.Linear(n_embd, 1)
 
     def forward(self, states: torch.Tensor, choice_mask: torch.Tensor | None = None) -> torch.Tensor:

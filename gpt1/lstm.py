@@ -13,9 +13,9 @@ from dataclasses import dataclass, replace
 
 import torch
 from torch import nn
-from torch.nn import functional as F
 
 from gpt1.model import grown
+from gpt1.ops import Dropout, Linear, linear
 
 
 @dataclass
@@ -49,10 +49,10 @@ class LSTM(nn.Module):
         super().__init__()
         self.config = config
         self.tokens_embed = nn.Embedding(config.vocab_size, config.n_embd)
-        self.drop = nn.Dropout(config.embd_pdrop)
+        self.drop = Dropout(config.embd_pdrop)
         self.lstm = nn.LSTM(config.n_embd, config.hidden_size, num_layers=config.n_layer, batch_first=True)
-        self.proj = nn.Linear(config.hidden_size, config.n_embd)
-        self.out_drop = nn.Dropout(config.resid_pdrop)
+        self.proj = Linear(config.hidden_size, config.n_embd)
+        self.out_drop = Dropout(config.resid_pdrop)
         nn.init.normal_(self.tokens_embed.weight, std=config.init_std)
         nn.init.normal_(self.proj.weight, std=config.init_std)
         nn.init.zeros_(self.proj.bias)
@@ -67,7 +67,7 @@ class LSTM(nn.Module):
 
     def lm_logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """Tied LM head: hidden (..., C) -> logits (..., V)."""
-        return F.linear(hidden, self.tokens_embed.weight)
+        return linear(hidden, self.tokens_embed.weight)
 
     def resize_token_embeddings(self, vocab_size: int) -> None:
         """Grow the vocabulary (e.g. for new special tokens); new rows are drawn from N(0, init_std)."""
