@@ -36,7 +36,8 @@ def test_linear_matches_f_linear_in_value_and_gradients(shape, slice_rows, monke
 @pytest.mark.parametrize("out_features", [12, 13, 40481])
 def test_single_row_products_split_across_threads_match_f_linear(out_features, threads, monkeypatch):
     """Batch-1 decoding's row-block bmm (one block per thread, the last blocks overlapping when the thread count
-    does not divide the rows) computes F.linear for every row of the weight."""
+    does not divide the rows; x over each block's transposed view where rows are longer than the matrix is tall:
+    12 x 24) computes F.linear for every row of the weight."""
     monkeypatch.setattr(torch, "get_num_threads", lambda: threads)  # the blocks follow the thread count
     w, b = torch.randn(out_features, 24), torch.randn(out_features)
     rows = torch.randn(3, 24)
