@@ -2,10 +2,10 @@
 
 - ``linear``: on x86 CPUs every fp32 matmul of a linear layer (forward, input and weight gradients) goes to oneDNN,
   whose kernels use the CPU's widest vectors where MKL's may not. On AMD Zen 4 it runs the forward and input-gradient
-  GEMMs 1.2-1.8x faster, the weight-gradient ones 1.1-1.3x (experiments/benchmarks.md). A single row without autograd
-  (batch-1 decoding) is instead split into one block of weight rows per thread, multiplied in one ``bmm``: 25-31 GB/s
-  (44-50 when this machine's memory is fast) where oneDNN's matrix-vector product streams 20-23 and MKL's 13 (the same
-  minutes). Arm CPUs keep torch's BLAS.
+  GEMMs 1.2-1.8x faster, the weight-gradient ones 1.1-1.3x (experiments/benchmarks.md); the tied head's input
+  gradient is summed over slices of its 40k rows. A single row without autograd (batch-1 decoding) is instead split
+  into one block of weight rows per thread, multiplied in one ``bmm``: 25-31 GB/s (44-50 when this machine's memory is
+  fast) where oneDNN's matrix-vector product streams 20-23 and MKL's 13 (the same minutes). Arm CPUs keep torch's BLAS.
 - ``dropout``: on CPU, ``bernoulli_`` draws a float per element through MKL's RNG; here the keep-mask compares 32-bit
   integers cut from one 64-bit draw per two elements: dropout's forward and backward run 2x faster, P(drop) = p to
   within 2^-32.
