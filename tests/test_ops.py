@@ -15,9 +15,10 @@ from gpt1.ops import Dropout, attention, dropout, linear
 def test_linear_matches_f_linear_in_value_and_gradients(shape, slice_rows, monkeypatch):
     """gpt1's linear (oneDNN on x86 CPUs: forward, input and weight gradients) computes F.linear, also the path of
     the tied head's large weight (here 13 rows in slices of 3, the last 1): the input gradient summed over slices of
-    its rows, the weight gradient through a copy made on every thread."""
+    its rows, the weight gradient through copies made on every thread."""
     if slice_rows:
         monkeypatch.setattr(gpt1.ops, "SLICE_BYTES", slice_rows * 7 * 4)
+        monkeypatch.setattr(gpt1.ops, "TRANSPOSE_ROWS", 2)  # the 5 or 6 rows of x transposed 2 at a time
     out = 13
     x, w, b = torch.randn(*shape, requires_grad=True), torch.randn(out, 7, requires_grad=True), torch.randn(out, requires_grad=True)
     grad = torch.randn(*shape[:-1], out)
