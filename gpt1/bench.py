@@ -232,7 +232,7 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
     model = GPT(config).to(device)
     B, T = args.batch, args.seq
     compute_dtype = {"32-true": torch.float32, "bf16-mixed": torch.bfloat16, "16-mixed": torch.float16}[args.precision]
-    autocast = torch.autocast(device.type, dtype=compute_dtype) if args.precision != "32-true" else nullcontext()
+    autocast = torch.autocast(device.type, dtype=compute_dtype) if compute_dtype != torch.float32 else nullcontext()
     ids = torch.randint(0, config.vocab_size, (B, T), device=device)
     flops_per_token = model.flops_per_token(T)
     out: dict[str, Any] = {
