@@ -24,8 +24,9 @@ each ratio compares timings taken under the same conditions on a machine whose s
 - The multiple-choice step runs as ``gpt1 finetune`` trains by default (each choice decoded on its own, the
   sequences packed into rows without padding) and with ``share_context=true`` (each example in one row: the shared
   context once); HF's DoubleHeads gets the batch padded to its longest sequence, as its users run it.
-- ``--compile``: gpt1's model under ``torch.compile`` for the training and multiple-choice steps (the compile time
-  is reported, not timed into the steps); HF stays eager.
+- ``--compile``: gpt1's training step under ``torch.compile`` (the model, its tied head and the loss as one graph, as
+  ``compile=true`` trains) and its multiple-choice model (the compile time is reported, not timed into the steps);
+  HF stays eager.
 - Peak memory is that of gpt1's first training step, before HF's model exists: on GPUs the most torch allocated
   (``torch.cuda.max_memory_allocated``); on Linux CPUs the process's peak resident set (``VmHWM``, reset through
   ``/proc/self/clear_refs`` just before the step): the model, its gradients, AdamW's state, the activations and
@@ -65,7 +66,8 @@ DENSE_PEAK_TFLOPS: dict[str, dict[str, float]] = {
     "H100 NVL": {"bf16": 835.0, "fp16": 835.0, "tf32": 418.0, "fp32": 60.0},
     "H200": {"bf16": 989.0, "fp16": 989.0, "tf32": 495.0, "fp32": 67.0},
 }
-"""Device name (as a substring of torch.cuda.get_device_name) -> precision -> dense peak TFLOP/s."""
+"""Device name (as a substring of torch.cuda.get_device_name) -> precision -> dense peak TFLOP/s. An H100 whose name
+says neither PCIe nor NVL (torch names the SXM part "NVIDIA H100 80GB HBM3") is the SXM part."""
 
 
 def median_seconds(fn: Callable[[], Any], warmup: int, iters: int, device: torch.device) -> float:
@@ -151,10 +153,10 @@ def device_peak(device: torch.device, precision: str, override: float | None) ->
         return override * 1e12, "--peak-tflops"
     name = torch.cuda.get_device_name(device)
     kind = {"bf16-mixed": "bf16", "16-mixed": "fp16", "32-true": "tf32"}[precision]
-    for gpu, peaks in DENSE_PEAK_TFLOPS.items():
-        if gpu in name:
-            return peaks[kind] * 1e12, f"{gpu} dense {kind} (data sheet)"
-    return None, f"unknown GPU {name!r}: pass --peak-tflops"
+    gpu = next((gpu for gpu in DENSE_PEAK_TFLOPS if gpu in name), "H100 SXM" if "H100" in name else None)
+    if gpu is None:
+        return None, f"unknown GPU {name!r}: pass --peak-tflops"
+    return DENSE_PEAK_TFLOPS[gpu][kind] * 1e12, f"{gpu} dense {kind} (data sheet)"
 
 
 def lm_loss(model: GPT, ids: torch.Tensor) -> torch.Tensor:
@@ -228,7 +230,8 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
     torch.manual_seed(0)
     if device.type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = True
-    config = replace(PRESETS[args.model], vocab_size=args.vocab)
+    pad_vocab = args.pad_vocab or (64 if device.type == "cuda" else 1)
+    config = replace(PRESETS[args.model], vocab_size=args.vocab, pad_vocab_to_multiple=pad_vocab)
     model = GPT(config).to(device)
     B, T = args.batch, args.seq
     compute_dtype = {"32-true": torch.float32, "bf16-mixed": torch.bfloat16, "16-mixed": torch.float16}[args.precision]
@@ -238,7 +241,7 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
     out: dict[str, Any] = {
         "device": torch.cuda.get_device_name(device) if device.type == "cuda" else f"cpu ({torch.get_num_threads()} threads)",
         "torch": torch.__version__, "model": args.model, "params": model.num_params(), "batch": B, "seq": T,
-        "precision": args.precision, "compile": args.compile, "flops_per_token": flops_per_token,
+        "precision": args.precision, "compile": args.compile, "pad_vocab_to_multiple": pad_vocab, "flops_per_token": flops_per_token,
         "date": time.strftime("%Y-%m-%d"),
     }  # fmt: skip
 
@@ -252,10 +255,9 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
 
     # -- LM training step (with --compare hf, gpt1's and HF's in turn) -------------------------------------------
     model.train()
-    trained = model
-    if args.compile:
-        trained = torch.compile(model)  # a wrapper: generation below stays eager
-    steps = {"gpt1": train_step(trained, lambda: lm_loss(trained, ids), autocast)}
+    # --compile: the model, its tied head and the loss as one graph (as compile=true trains); generation stays eager
+    loss_fn = torch.compile(lm_loss) if args.compile else lm_loss
+    steps = {"gpt1": train_step(model, lambda: loss_fn(model, ids), autocast)}
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     rss_reset = device.type == "cpu" and reset_peak_rss()
@@ -375,12 +377,15 @@ def report(out: dict[str, Any]) -> str:
     """A readable summary of ``bench``'s results."""
     tr, gen = out["train"], out["generate"]
     lines = [
-        f"gpt1 bench: {out['model']} ({out['params']:,} params), {out['device']}, torch {out['torch']}, {out['precision']}",
-        f"peak {out['peak_flops'] / 1e9:,.0f} GFLOP/s ({out['peak_source']}); memory bandwidth "
+        f"gpt1 bench: {out['model']} ({out['params']:,} params), {out['device']}, torch {out['torch']}, {out['precision']}"
+        + (f", vocab padded to a multiple of {out['pad_vocab_to_multiple']}" if out["pad_vocab_to_multiple"] > 1 else ""),
+        (f"peak {out['peak_flops'] / 1e9:,.0f} GFLOP/s" if out["peak_flops"] else "peak unknown")
+        + f" ({out['peak_source']}); memory bandwidth "
         f"{out['memory_bandwidth'] / 1e9:.1f} GB/s -> decode bound {out['decode_bound_ms']:.1f} ms/token; "
         f"matrix-vector products stream {out['gemv_bandwidth'] / 1e9:.1f} GB/s -> {out['decode_gemv_bound_ms']:.1f} ms/token",
         f"train step {out['batch']}x{out['seq']}: {tr['step_s'] * 1e3:.0f} ms, {tr['tokens_per_s']:,.0f} tokens/s, "
-        f"MFU {tr['mfu']:.1%}" + (f", peak memory {tr['peak_memory_gib']:.1f} GiB" if "peak_memory_gib" in tr else "")
+        + (f"MFU {tr['mfu']:.1%}" if tr["mfu"] is not None else "MFU unknown")
+        + (f", peak memory {tr['peak_memory_gib']:.1f} GiB" if "peak_memory_gib" in tr else "")
         + (f" (compiled in {out['compile_s']:.0f} s)" if "compile_s" in out else ""),
         "generation: " + ", ".join(f"{k} {v:.1f}" for k, v in gen.items() if k.endswith("ms_per_token"))
         + f" (batch 1 at {gen['bound_fraction']:.0%} of the bandwidth bound, {gen['gemv_bound_fraction']:.0%} of the "
@@ -413,6 +418,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--new-tokens", type=int, default=256, help="tokens generated per timing")
     p.add_argument("--mc-batch", type=int, default=8, help="examples of the multiple-choice step (0: skip it)")
     p.add_argument("--device", default="auto", help="cpu, cuda or auto")
+    p.add_argument("--pad-vocab", type=int, default=None,
+                   help="model.pad_vocab_to_multiple (default: 64 on GPUs, where an odd vocab slows the head's matmuls; 1 on CPU)")
     p.add_argument("--precision", default="32-true", choices=["32-true", "bf16-mixed", "16-mixed"])
     p.add_argument("--peak-tflops", type=float, default=None, help="override the GPU's dense peak")
     p.add_argument("--warmup", type=int, default=3, help="untimed runs first (a CPU process's first steps fault in memory)")
@@ -422,9 +429,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--json", type=Path, default=None, help="write the results here as JSON")
     args = p.parse_args(argv)
     out = bench(args)
-    print(report(out))
     if args.json:
         args.json.write_text(json.dumps(out, indent=2) + "\n")
+    print(report(out))
     return out
 
 

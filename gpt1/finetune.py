@@ -106,7 +106,7 @@ def finetune(cfg: DictConfig) -> dict[str, Any]:
         model, tokenizer, OmegaConf.to_object(cfg.optim), task, val_prefixes, test_prefixes,
         aux_lm_weight=cfg.aux_lm_weight, head_pdrop=cfg.head_pdrop, share_context=cfg.share_context,
     )
-    compile_model(model, cfg.compile)
+    compile_model(module, cfg.compile)
 
     loggers = build_loggers(cfg.logger, output_dir, run_name=f"{task.name}-{output_dir.name}")
     callbacks = build_callbacks(OmegaConf.to_object(cfg.callbacks), output_dir, with_loggers=bool(loggers))

@@ -19,6 +19,7 @@ import numpy as np
 import torch
 from torch import nn
 from lightning.pytorch.plugins.precision import MixedPrecision, Precision
+from lightning.pytorch.strategies import FSDPStrategy
 from lightning.pytorch.utilities import GradClipAlgorithmType
 from torch.nn import functional as F
 from torchmetrics import MeanMetric, Metric
@@ -80,8 +81,12 @@ class GPT1Module(L.LightningModule):
 
     def lm_loss(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
         """Mean next-token cross-entropy over every scored position, and the number of scored positions."""
-        logits = self.model.lm_logits(self.model(batch["input_ids"]))  # (B, T, V)
-        targets = batch["targets"]  # (B, T), IGNORE_INDEX where not scored
+        return self.next_token_loss(batch["input_ids"], batch["targets"])
+
+    def next_token_loss(self, input_ids: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``lm_loss`` of ids (B, T) against targets (B, T), IGNORE_INDEX where not scored: the model, its tied head
+        and the loss, which ``compile=true`` compiles as one graph (``gpt1.run.compile_model``)."""
+        logits = self.model.lm_logits(self.model(input_ids))  # (B, T, V)
         # fp32 softmax even under bf16 autocast: a 40k-way log-softmax loses too much in bf16
         loss = F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten(), ignore_index=IGNORE_INDEX)
         return loss, (targets != IGNORE_INDEX).sum()
@@ -201,15 +206,20 @@ class GPT1Module(L.LightningModule):
         self, optimizer: torch.optim.Optimizer, gradient_clip_val: float | None = None,
         gradient_clip_algorithm: str | None = None,
     ) -> None:
-        """Clip as Lightning does, except under bf16-mixed: Lightning refuses to clip for a fused optimizer under any
-        mixed precision, but bf16 has no GradScaler, so its gradients are clipped as fp32's are."""
+        """Clip as Lightning does, except under bf16-mixed and FSDP. Lightning refuses to clip for a fused optimizer
+        under any mixed precision, but bf16 has no GradScaler, so its gradients are clipped as fp32's are. Under FSDP
+        Lightning refuses to clip by norm (Lightning-AI/pytorch-lightning#19235): each rank holds a shard of the
+        gradients, so the norm is FSDP's own, reduced over the ranks."""
         plugin = self.trainer.precision_plugin
-        if isinstance(plugin, MixedPrecision) and plugin.scaler is None:
-            value = gradient_clip_val if gradient_clip_val is not None else self.trainer.gradient_clip_val
-            algorithm = gradient_clip_algorithm or self.trainer.gradient_clip_algorithm or "norm"
-            Precision.clip_gradients(plugin, optimizer, value or 0.0, GradClipAlgorithmType(algorithm))
-            return
-        self.clip_gradients(optimizer, gradient_clip_val, gradient_clip_algorithm)
+        value = gradient_clip_val if gradient_clip_val is not None else self.trainer.gradient_clip_val
+        algorithm = GradClipAlgorithmType(gradient_clip_algorithm or self.trainer.gradient_clip_algorithm or "norm")
+        if isinstance(self.trainer.strategy, FSDPStrategy) and algorithm == GradClipAlgorithmType.NORM:
+            if value:
+                self.trainer.model.clip_grad_norm_(value)
+        elif isinstance(plugin, MixedPrecision) and plugin.scaler is None:
+            Precision.clip_gradients(plugin, optimizer, value or 0.0, algorithm)
+        else:
+            self.clip_gradients(optimizer, gradient_clip_val, gradient_clip_algorithm)
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         checkpoint["gpt1"] = metadata(self.model, self.tokenizer, self.task)
@@ -225,8 +235,8 @@ class GPT1Module(L.LightningModule):
 class Accuracy(Metric):
     """Fraction of predictions equal to the label, for any number of classes or choices."""
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)  # torchmetrics' options (sync_on_compute, ...)
         self.add_state("correct", torch.tensor(0), dist_reduce_fx="sum")
         self.add_state("total", torch.tensor(0), dist_reduce_fx="sum")
 
@@ -254,8 +264,9 @@ CLASS_METRICS = ("accuracy", "f1", "mcc")
 """Metrics of class predictions (multiple choice: accuracy only); pearson and spearman score regression."""
 
 
-def build_metric(name: str, task_type: str, num_labels: int) -> Metric:
-    """The torchmetrics metric ``name`` for a task, fed (predictions, labels): class ids, or scores if regression.
+def build_metric(name: str, task_type: str, num_labels: int, sync_on_compute: bool = True) -> Metric:
+    """The torchmetrics metric ``name`` for a task, fed (predictions, labels): class ids, or scores if regression;
+    gathered over the ranks when computed, unless ``sync_on_compute`` is false.
 
     f1 is binary F1 of class 1 (GLUE's MRPC / QQP); mcc is Matthews' correlation over the classes."""
     regression = num_labels == 1 and task_type != "multiple_choice"
@@ -267,10 +278,10 @@ def build_metric(name: str, task_type: str, num_labels: int) -> Metric:
     return {
         "accuracy": Accuracy,
         "f1": BinaryF1Score,
-        "mcc": lambda: MatthewsCorrCoef(num_classes=num_labels),
+        "mcc": lambda **kw: MatthewsCorrCoef(num_classes=num_labels, **kw),
         "pearson": PearsonCorrCoef,
         "spearman": SpearmanCorrCoef,
-    }[name]()
+    }[name](sync_on_compute=sync_on_compute)
 
 
 class TaskModule(GPT1Module):

@@ -68,7 +68,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     vocab_size = data.tokenizer.vocab_size
     model = init.model if init else GPT(replace(model_cfg, vocab_size=vocab_size))
     module = GPT1Module(model, data.tokenizer, OmegaConf.to_object(cfg.optim))
-    compile_model(model, cfg.compile)
+    compile_model(module, cfg.compile)
 
     loggers = build_loggers(cfg.logger, output_dir, run_name=f"{cfg.run_name}-{output_dir.name}")
     callbacks = build_callbacks(OmegaConf.to_object(cfg.callbacks), output_dir, with_loggers=bool(loggers))

@@ -4,8 +4,9 @@ import json
 import sys
 
 import pytest
+import torch
 
-from gpt1.bench import main
+from gpt1.bench import DENSE_PEAK_TFLOPS, device_peak, main, report
 
 pytest.importorskip("transformers", reason="--compare hf builds HF's models")
 
@@ -36,3 +37,27 @@ def test_a_cpu_peak_is_measured_in_the_steps_precision():
     """Under bf16 autocast the CPU's peak is its bf16 GEMM rate: an fp32 peak would put MFU above 100%."""
     out = main([*TINY, "--mc-batch", "0", "--device", "cpu", "--precision", "bf16-mixed"])
     assert out["peak_source"] == "measured bfloat16 GEMM on the model's shapes" and out["train"]["mfu"] > 0
+
+
+@pytest.mark.parametrize("name, row", [
+    ("NVIDIA H100 80GB HBM3", "H100 SXM"),  # torch's name for the SXM part
+    ("NVIDIA H100 PCIe", "H100 PCIe"),
+    ("NVIDIA H100 NVL", "H100 NVL"),
+    ("NVIDIA H200", "H200"),
+    ("NVIDIA A100-SXM4-80GB", "A100"),
+    ("NVIDIA GeForce RTX 4090", None),
+])
+def test_a_gpu_peak_comes_from_the_table_by_the_devices_name(monkeypatch, name, row):
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: name)
+    peak, source = device_peak(torch.device("cuda"), "bf16-mixed", None)
+    if row is None:
+        assert peak is None and "pass --peak-tflops" in source
+    else:
+        assert (peak, source) == (DENSE_PEAK_TFLOPS[row]["bf16"] * 1e12, f"{row} dense bf16 (data sheet)")
+    assert device_peak(torch.device("cuda"), "bf16-mixed", 500.0) == (500e12, "--peak-tflops")
+
+
+def test_the_report_says_when_the_peak_is_unknown():
+    out = main([*TINY, "--mc-batch", "0", "--device", "cpu"])
+    printed = report({**out, "peak_flops": None, "train": {**out["train"], "mfu": None}})
+    assert "peak unknown" in printed and "MFU unknown" in printed

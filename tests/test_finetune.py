@@ -241,6 +241,22 @@ def test_the_lstm_baseline_takes_the_checkpoints_embeddings(make_cfg, pretrained
     assert isinstance(load_checkpoint(run / "checkpoints" / "last.ckpt").model, LSTM)
 
 
+def test_a_metric_built_without_sync_is_not_gathered_over_the_ranks(tmp_path, monkeypatch):
+    """The baseline metrics are computed on every rank from all the labels, without a gather: under NCCL (DDP on
+    GPUs) a gather of their CPU tensors fails. Here a one-rank gloo group counts the gathers."""
+    torch.distributed.init_process_group("gloo", init_method=f"file://{tmp_path / 'group'}", rank=0, world_size=1)
+    try:
+        gathers = []
+        gather = torch.distributed.all_gather
+        monkeypatch.setattr(torch.distributed, "all_gather", lambda *a, **k: gathers.append(1) or gather(*a, **k))
+        for sync in (False, True):
+            metric = build_metric("accuracy", "classification", 2, sync_on_compute=sync)
+            metric.update(torch.tensor([1, 1, 0]), torch.tensor([1, 0, 0]))
+            assert metric.compute() == pytest.approx(2 / 3) and bool(gathers) is sync
+    finally:
+        torch.distributed.destroy_process_group()
+
+
 def test_mcc_is_zero_for_a_constant_prediction_and_matthews_otherwise():
     def mcc(preds, labels, classes=2):
         metric = build_metric("mcc", "classification", classes)
