@@ -67,11 +67,15 @@ def test_pretrain_on_the_gpu_checkpoints_plain_weights_that_generate(make_cfg, t
     assert text[0].startswith("she said")
 
 
-def test_finetune_on_the_gpu(make_cfg, tmp_path):
+@pytest.mark.parametrize("task, options", [
+    ("sentiment", []),
+    ("multiple_choice", ["compile=true"]),  # packed choices (a mask per row) through the compiled model
+])
+def test_finetune_on_the_gpu(make_cfg, tmp_path, task, options):
     train(make_cfg("pretrain", [*FEW, "trainer=gpu"]))
     (tmp_path / "run").rename(tmp_path / "pre")  # finetune's run directory is tmp_path / "run" too
     metrics = finetune(make_cfg("finetune", [
-        "task=sentiment", f"init_from={tmp_path / 'pre' / 'checkpoints' / 'last.ckpt'}", "trainer=gpu",
+        f"task={task}", f"init_from={tmp_path / 'pre' / 'checkpoints' / 'last.ckpt'}", "trainer=gpu", *options,
         "++task.splits.train='train[:64]'", "++task.splits.validation='validation[:16]'",
         "++task.splits.test='test[:16]'", "batch_size=8", "trainer.max_steps=4", "logger=csv",
         "trainer.enable_progress_bar=false", "trainer.num_sanity_val_steps=0"]))
