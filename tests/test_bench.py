@@ -6,6 +6,7 @@ import sys
 import pytest
 import torch
 
+import gpt1.bench
 from gpt1.bench import DENSE_PEAK_TFLOPS, device_peak, main, report
 
 pytest.importorskip("transformers", reason="--compare hf builds HF's models")
@@ -61,3 +62,9 @@ def test_the_report_says_when_the_peak_is_unknown():
     out = main([*TINY, "--mc-batch", "0", "--device", "cpu"])
     printed = report({**out, "peak_flops": None, "train": {**out["train"], "mfu": None}})
     assert "peak unknown" in printed and "MFU unknown" in printed
+
+
+def test_the_decode_bound_is_never_looser_than_what_the_products_streamed(monkeypatch):
+    monkeypatch.setattr(gpt1.bench, "memory_bandwidth", lambda device: 1e6)  # a sum far slower than the products
+    out = main([*TINY, "--mc-batch", "0", "--device", "cpu"])
+    assert out["memory_bandwidth"] == out["gemv_bandwidth"] and out["decode_bound_ms"] == out["decode_gemv_bound_ms"]
