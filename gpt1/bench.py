@@ -242,7 +242,8 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
     out: dict[str, Any] = {
         "device": torch.cuda.get_device_name(device) if device.type == "cuda" else f"cpu ({torch.get_num_threads()} threads)",
         "torch": torch.__version__, "model": args.model, "params": model.num_params(), "batch": B, "seq": T,
-        "precision": args.precision, "compile": args.compile, "pad_vocab_to_multiple": pad_vocab, "flops_per_token": flops_per_token,
+        "precision": args.precision, "compile": args.compile, "pad_vocab_to_multiple": pad_vocab,
+        "flops_per_token": flops_per_token,
         "date": time.strftime("%Y-%m-%d"),
     }  # fmt: skip
 
@@ -421,7 +422,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--mc-batch", type=int, default=8, help="examples of the multiple-choice step (0: skip it)")
     p.add_argument("--device", default="auto", help="cpu, cuda or auto")
     p.add_argument("--pad-vocab", type=int, default=None,
-                   help="model.pad_vocab_to_multiple (default: 64 on GPUs, where an odd vocab slows the head's matmuls; 1 on CPU)")
+                   help="model.pad_vocab_to_multiple (default: 64 on GPUs, where an odd vocab slows the head; 1 on CPU)")
     p.add_argument("--precision", default="32-true", choices=["32-true", "bf16-mixed", "16-mixed"])
     p.add_argument("--peak-tflops", type=float, default=None, help="override the GPU's dense peak")
     p.add_argument("--warmup", type=int, default=3, help="untimed runs first (a CPU process's first steps fault in memory)")
