@@ -65,3 +65,7 @@ TINY_RUN = [
     "trainer.num_sanity_val_steps=0",
 ]
 """Overrides for a pretrain run of seconds: the tiny model on one novel, validated on 32 windows of another."""
+
+FEW = [*TINY_RUN, "trainer.max_steps=4", "trainer.val_check_interval=2", "trainer.check_val_every_n_epoch=null",
+       "trainer.limit_val_batches=2", "callbacks.samples.every_n_steps=0"]
+"""4 updates of the tiny model, validated twice on 2 batches."""

@@ -12,13 +12,9 @@ from gpt1.finetune import finetune
 from gpt1.generate import generate
 from gpt1.model import GPT, PRESETS
 from gpt1.pretrain import train
-from tests.conftest import TINY_RUN
+from tests.conftest import FEW
 
 pytestmark = pytest.mark.gpu
-
-FEW = [*TINY_RUN, "trainer.max_steps=4", "trainer.val_check_interval=2", "trainer.check_val_every_n_epoch=null",
-       "trainer.limit_val_batches=2", "callbacks.samples.every_n_steps=0"]
-"""4 updates of the tiny model, validated twice on 2 batches."""
 
 
 def relative_error(x: torch.Tensor, ref: torch.Tensor) -> float:

@@ -29,12 +29,9 @@ from gpt1.model import GPT, PRESETS, Block
 from gpt1.module import GPT1Module
 from gpt1.pretrain import train
 from gpt1.run import build_strategy, build_trainer, check_accelerator, compile_model, device_batch_size
-from tests.conftest import TINY_RUN
+from tests.conftest import FEW, TINY_RUN
 
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
-FEW = [*TINY_RUN, "trainer.max_steps=4", "trainer.val_check_interval=2", "trainer.check_val_every_n_epoch=null",
-       "trainer.limit_val_batches=2", "callbacks.samples.every_n_steps=0"]
-"""4 updates of the tiny model, validated twice on 2 batches."""
 CPU_DDP = ["trainer=ddp", "trainer.accelerator=cpu", "trainer.devices=2", "trainer.precision=32-true"]
 """The issue's DDP on CPU: 2 processes."""
 
