@@ -69,3 +69,8 @@ TINY_RUN = [
 FEW = [*TINY_RUN, "trainer.max_steps=4", "trainer.val_check_interval=2", "trainer.check_val_every_n_epoch=null",
        "trainer.limit_val_batches=2", "callbacks.samples.every_n_steps=0"]
 """4 updates of the tiny model, validated twice on 2 batches."""
+
+FEW_FINETUNE = ["++task.splits.train='train[:64]'", "++task.splits.validation='validation[:16]'",
+                "++task.splits.test='test[:16]'", "batch_size=8", "trainer.max_steps=4", "logger=csv",
+                "trainer.enable_progress_bar=false", "trainer.num_sanity_val_steps=0"]
+"""4 fine-tuning updates of 8 examples (of the first 64), validated and tested on 16 examples each."""

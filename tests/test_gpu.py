@@ -12,7 +12,7 @@ from gpt1.finetune import finetune
 from gpt1.generate import generate
 from gpt1.model import GPT, PRESETS
 from gpt1.pretrain import train
-from tests.conftest import FEW
+from tests.conftest import FEW, FEW_FINETUNE
 
 pytestmark = pytest.mark.gpu
 
@@ -72,9 +72,7 @@ def test_finetune_on_the_gpu(make_cfg, tmp_path, task, options):
     (tmp_path / "run").rename(tmp_path / "pre")  # finetune's run directory is tmp_path / "run" too
     metrics = finetune(make_cfg("finetune", [
         f"task={task}", f"init_from={tmp_path / 'pre' / 'checkpoints' / 'last.ckpt'}", "trainer=gpu", *options,
-        "++task.splits.train='train[:64]'", "++task.splits.validation='validation[:16]'",
-        "++task.splits.test='test[:16]'", "batch_size=8", "trainer.max_steps=4", "logger=csv",
-        "trainer.enable_progress_bar=false", "trainer.num_sanity_val_steps=0"]))
+        *FEW_FINETUNE]))
     assert metrics["steps"] == 4 and 0 <= metrics["val/accuracy"] <= 1
 
 

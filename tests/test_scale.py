@@ -29,7 +29,7 @@ from gpt1.model import GPT, PRESETS, Block
 from gpt1.module import GPT1Module
 from gpt1.pretrain import train
 from gpt1.run import build_strategy, build_trainer, check_accelerator, compile_model, device_batch_size
-from tests.conftest import FEW, TINY_RUN
+from tests.conftest import FEW, FEW_FINETUNE, TINY_RUN
 
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
 CPU_DDP = ["trainer=ddp", "trainer.accelerator=cpu", "trainer.devices=2", "trainer.precision=32-true"]
@@ -139,9 +139,7 @@ def tiny_checkpoint(tmp_path_factory, cache_dir) -> Path:
 
 
 def test_ddp_finetune_on_cpu_writes_one_run_directory(tmp_path, cache_dir, make_cfg, tiny_checkpoint):
-    run_gpt1("finetune", "task=sentiment", f"init_from={tiny_checkpoint}", *CPU_DDP, "++task.splits.train='train[:64]'",
-             "++task.splits.validation='validation[:16]'", "++task.splits.test='test[:16]'", "batch_size=8",
-             "trainer.max_steps=4", "logger=csv", "trainer.enable_progress_bar=false", "trainer.num_sanity_val_steps=0",
+    run_gpt1("finetune", "task=sentiment", f"init_from={tiny_checkpoint}", *CPU_DDP, *FEW_FINETUNE,
              f"paths.cache_dir={cache_dir}", cwd=tmp_path)
     (run,) = (tmp_path / "outputs" / "finetune" / "sentiment").iterdir()
     metrics = json.loads((run / "metrics.json").read_text())
