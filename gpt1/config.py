@@ -227,7 +227,8 @@ class PretrainConfig:
 @dataclass
 class CheckpointModelConfig:
     """``model=checkpoint``, the default of ``gpt1 finetune``: the architecture of the checkpoint fine-tuning starts
-    from (init_from, or tokenizer_from with init_from=random); only its dropouts can change."""
+    from (init_from, or tokenizer_from with init_from=random); only its dropouts and its vocabulary padding can
+    change."""
 
     embd_pdrop: Optional[float] = None
     """Dropout on the embeddings (None: the checkpoint's)."""
@@ -235,6 +236,9 @@ class CheckpointModelConfig:
     """Dropout on the attention probabilities (None: the checkpoint's; transformers only)."""
     resid_pdrop: Optional[float] = None
     """Dropout on the residual branches (None: the checkpoint's)."""
+    pad_vocab_to_multiple: Optional[int] = None
+    """Round the embedding table up to a multiple of this (None: the checkpoint's). 64 on GPUs, where the head of an
+    odd vocabulary (OpenAI's 40,478 + 3 special tokens) runs on slow kernels; padded rows are never scored."""
 
 
 @dataclass

@@ -2,7 +2,7 @@
 
 - ``model=checkpoint`` (the default): the checkpoint's architecture and weights; its token and position embeddings
   always, its first ``n_transfer`` blocks (-1: all), the later blocks fresh from N(0, init_std), as the original's
-  ``n_transfer``. Only the dropouts can be changed.
+  ``n_transfer``. Only the dropouts and the vocabulary's padding (``pad_vocab_to_multiple``) can be changed.
 - ``model=lstm``: the LSTM baseline, with the checkpoint's token embeddings ("same embeddings") and width.
 - ``init_from=random``: no weights at all; the checkpoint (``tokenizer_from``) only supplies the vocabulary and,
   with ``model=checkpoint``, the architecture; a GPT preset (``model=small``) sets another.
@@ -52,7 +52,10 @@ def transfer(ref: nn.Module, model_cfg: Any, pretrained: bool, n_transfer: int =
             raise ConfigError(f"model.{key}: the checkpoint's {type(ref).__name__} has no such setting")
     model = type(ref)(replace(ref.config, **overrides))  # fresh weights
     if pretrained:
-        model.load_state_dict(transferred_state(ref, n_transfer), strict=False)
+        state = transferred_state(ref, n_transfer)
+        table = model.tokens_embed.weight  # (padded V, C): its padding may differ from ref's
+        state["tokens_embed.weight"] = torch.cat([state["tokens_embed.weight"][:vocab], table[vocab:].detach()])
+        model.load_state_dict(state, strict=False)
     return model
 
 

@@ -218,6 +218,29 @@ def test_n_transfer_loads_the_first_blocks_and_starts_the_others_fresh(make_cfg,
         start_from(make_cfg("finetune", ["task=sentiment", f"init_from={pretrained}", "n_transfer=3"]))
 
 
+def test_fine_tuning_can_pad_the_checkpoints_vocabulary(make_cfg, pretrained, run_finetune):
+    """model.pad_vocab_to_multiple rounds the table up (for GPU matmuls) or back down; the model scores the same."""
+    ref = load_checkpoint(pretrained).model.eval()
+    base = ref.config.vocab_size
+    model, tokenizer = start_from(make_cfg("finetune", ["task=sentiment", f"init_from={pretrained}",
+                                                        "model.pad_vocab_to_multiple=64"]))
+    rows = model.tokens_embed.weight.size(0)
+    assert rows % 64 == 0 and rows > model.config.vocab_size == tokenizer.vocab_size == base + 3
+    assert torch.equal(model.tokens_embed.weight[:base], ref.tokens_embed.weight[:base])
+    ids = torch.randint(base, (2, 16))
+    with torch.no_grad():
+        logits, ref_logits = model.eval().lm_logits(model(ids)), ref.lm_logits(ref(ids))  # (2, 16, base + 3), (.., base)
+    assert logits.size(-1) == base + 3  # padded rows are never scored
+    torch.testing.assert_close(logits[..., :base], ref_logits)
+
+    _, run = run_finetune("sentiment", "model.pad_vocab_to_multiple=64")
+    padded = run / "checkpoints" / "last.ckpt"
+    assert load_checkpoint(padded).model.tokens_embed.weight.size(0) == rows
+    unpadded, _ = start_from(make_cfg("finetune", ["task=sentiment", f"init_from={padded}",
+                                                   "model.pad_vocab_to_multiple=1"]))
+    assert unpadded.tokens_embed.weight.size(0) == base + 3
+
+
 def test_no_pre_training_ablation(make_cfg, pretrained, run_finetune):
     cfg = make_cfg("finetune", ["task=sentiment", "init_from=random", f"tokenizer_from={pretrained}"])
     model, tokenizer = start_from(cfg)
