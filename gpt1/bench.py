@@ -20,8 +20,8 @@ each ratio compares timings taken under the same conditions on a machine whose s
   the faster of torch's and gpt1's matrix-vector products (``F.linear``, ``gpt1.ops.linear``) streams the weights
   (``gemv_bandwidth``); on CPUs where no GEMV kernel saturates memory it says how much of the gap is the kernel's.
   Both rates are measured right before and right after the generation timings; the higher counts.
-- Training losses are what each library's users run: gpt1's is ``GPT1Module.lm_loss``'s (targets shifted in the
-  data, no copy of the logits), HF's is ``model(ids, labels=ids).loss``. Both step a fused AdamW.
+- Training losses are what each library's users run: gpt1's is ``gpt1.module.next_token_loss`` (targets shifted
+  in the data, no copy of the logits), HF's is ``model(ids, labels=ids).loss``. Both step a fused AdamW.
 - The multiple-choice step runs as ``gpt1 finetune`` trains by default (each choice decoded on its own, the
   sequences packed into rows without padding) and with ``share_context=true`` (each example in one row: the shared
   context once); HF's DoubleHeads gets the batch padded to its longest sequence, as its users run it.
@@ -57,6 +57,7 @@ from omegaconf import OmegaConf
 from gpt1.allocator import tune_cpu_allocator
 from gpt1.data.tasks import IGNORE_INDEX, real_tokens
 from gpt1.model import GPT, PRESETS, GPTConfig
+from gpt1.module import next_token_loss
 from gpt1.ops import linear
 
 DENSE_PEAK_TFLOPS: dict[str, dict[str, float]] = {
@@ -160,14 +161,6 @@ def device_peak(device: torch.device, precision: str, override: float | None) ->
     return DENSE_PEAK_TFLOPS[gpu][kind] * 1e12, f"{gpu} dense {kind} (data sheet)"
 
 
-def lm_loss(model: GPT, ids: torch.Tensor) -> torch.Tensor:
-    """gpt1's next-token loss on ids (B, T), as ``GPT1Module.lm_loss`` computes it: the data shifts the targets
-    (here: ids[:, 1:], the last position unscored), so the (B, T, V) logits are never copied."""
-    targets = F.pad(ids[:, 1:], (0, 1), value=IGNORE_INDEX)  # (B, T)
-    logits = model.lm_logits(model(ids))  # (B, T, V)
-    return F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten(), ignore_index=IGNORE_INDEX)
-
-
 def train_step(module: torch.nn.Module, loss_fn: Callable[[], torch.Tensor], autocast: Any) -> Callable[[], None]:
     """One update (forward, backward, AdamW step) as a closure; fused AdamW where this torch has it."""
     optimizer = torch.optim.AdamW(module.parameters(), lr=1e-5, fused=True)
@@ -258,8 +251,9 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
     # -- LM training step (with --compare hf, gpt1's and HF's in turn) -------------------------------------------
     model.train()
     # --compile: the model, its tied head and the loss as one graph (as compile=true trains); generation stays eager
-    loss_fn = torch.compile(lm_loss) if args.compile else lm_loss
-    steps = {"gpt1": train_step(model, lambda: loss_fn(model, ids), autocast)}
+    loss_fn = torch.compile(next_token_loss) if args.compile else next_token_loss
+    targets = F.pad(ids[:, 1:], (0, 1), value=IGNORE_INDEX)  # (B, T): shifted as the data shifts them
+    steps = {"gpt1": train_step(model, lambda: loss_fn(model, ids, targets)[0], autocast)}
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     rss_reset = device.type == "cpu" and reset_peak_rss()

@@ -53,6 +53,17 @@ def lr_factor(step: int, warmup_steps: int, total_steps: int, schedule: Schedule
     return warmup * decay
 
 
+def next_token_loss(
+    model: GPT | LSTM, input_ids: torch.Tensor, targets: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Mean cross-entropy of the model's next-token logits for ids (B, T) against targets (B, T), IGNORE_INDEX where
+    not scored, and the number of scored positions. The data shifts the targets, so the logits are never copied."""
+    logits = model.lm_logits(model(input_ids))  # (B, T, V)
+    # fp32 softmax even under bf16 autocast: a 40k-way log-softmax loses too much in bf16
+    loss = F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten(), ignore_index=IGNORE_INDEX)
+    return loss, (targets != IGNORE_INDEX).sum()
+
+
 class GPT1Module(L.LightningModule):
     """A decoder (``model``: GPT-1, or the LSTM baseline), task heads (``heads``) and the tokenizer that
     checkpoints carry."""
@@ -84,12 +95,9 @@ class GPT1Module(L.LightningModule):
         return self.next_token_loss(batch["input_ids"], batch["targets"])
 
     def next_token_loss(self, input_ids: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """``lm_loss`` of ids (B, T) against targets (B, T), IGNORE_INDEX where not scored: the model, its tied head
-        and the loss, which ``compile=true`` compiles as one graph (``gpt1.run.compile_model``)."""
-        logits = self.model.lm_logits(self.model(input_ids))  # (B, T, V)
-        # fp32 softmax even under bf16 autocast: a 40k-way log-softmax loses too much in bf16
-        loss = F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten(), ignore_index=IGNORE_INDEX)
-        return loss, (targets != IGNORE_INDEX).sum()
+        """``next_token_loss`` of this module's model, which ``compile=true`` compiles as one graph
+        (``gpt1.run.compile_model``)."""
+        return next_token_loss(self.model, input_ids, targets)
 
     def on_before_batch_transfer(self, batch: dict[str, Any], dataloader_idx: int) -> dict[str, Any]:
         """Count the batch's tokens, padding excluded, while it is still on the CPU (no wait for the device):
