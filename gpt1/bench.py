@@ -39,6 +39,7 @@ each ratio compares timings taken under the same conditions on a machine whose s
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import statistics
 import time
@@ -55,6 +56,7 @@ from torch.nn import functional as F
 from omegaconf import OmegaConf
 
 from gpt1.allocator import tune_cpu_allocator
+from gpt1.errors import ConfigError, user_errors
 from gpt1.data.tasks import IGNORE_INDEX, real_tokens
 from gpt1.model import GPT, PRESETS, GPTConfig
 from gpt1.module import next_token_loss
@@ -405,6 +407,31 @@ def report(out: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def check_args(args: argparse.Namespace) -> None:
+    """Refuse, before minutes of measuring, what the bench cannot run: ``ConfigError`` naming the flag."""
+    n_ctx = PRESETS[args.model].n_ctx
+    if not 1 <= args.seq <= n_ctx:
+        raise ConfigError(f"--seq {args.seq}: the {args.model} preset reads at most {n_ctx} tokens; choose 1..{n_ctx}")
+    for flag, value, least in [("--batch", args.batch, 1), ("--gen-batch", args.gen_batch, 1),
+                               ("--new-tokens", args.new_tokens, 1), ("--iters", args.iters, 1),
+                               ("--vocab", args.vocab, 2), ("--mc-batch", args.mc_batch, 0),
+                               ("--warmup", args.warmup, 0), ("--pad-vocab", args.pad_vocab or 1, 1)]:
+        if value < least:
+            raise ConfigError(f"{flag} {value}: choose {least} or more")
+    if args.device not in ("auto", "cpu", "cuda") and not args.device.startswith("cuda:"):
+        raise ConfigError(f"--device {args.device}: choose cpu, cuda, cuda:N or auto")
+    if args.device.startswith("cuda") and not torch.cuda.is_available():
+        raise ConfigError(f"--device {args.device}: torch sees no CUDA GPU here ({torch.__version__}); use --device cpu")
+    if args.json and not args.json.parent.is_dir():
+        raise ConfigError(f"--json {args.json}: no directory {args.json.parent} to write it in; create it first")
+    if args.compare == "hf" and importlib.util.find_spec("transformers") is None:
+        raise ConfigError("--compare hf needs transformers: pip install transformers")
+    if args.mc_batch and any(importlib.util.find_spec(m) is None for m in ("ftfy", "spacy")):
+        raise ConfigError('the multiple-choice step encodes with the original text pipeline: pip install "gpt1[openai]", '
+                          "or skip the step with --mc-batch 0")
+
+
+@user_errors
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     p = argparse.ArgumentParser(prog="gpt1 bench", description=__doc__.split("\n")[0])
     p.add_argument("--model", default="gpt1", choices=sorted(PRESETS), help="model preset (default: the paper's 117M)")
@@ -425,6 +452,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--compile", action="store_true", help="torch.compile gpt1's model for the training steps")
     p.add_argument("--json", type=Path, default=None, help="write the results here as JSON")
     args = p.parse_args(argv)
+    check_args(args)
     out = bench(args)
     if args.json:
         args.json.write_text(json.dumps(out, indent=2) + "\n")

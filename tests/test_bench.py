@@ -68,3 +68,18 @@ def test_the_decode_bound_is_never_looser_than_what_the_products_streamed(monkey
     monkeypatch.setattr(gpt1.bench, "memory_bandwidth", lambda device: 1e6)  # a sum far slower than the products
     out = main([*TINY, "--mc-batch", "0", "--device", "cpu"])
     assert out["memory_bandwidth"] == out["gemv_bandwidth"] and out["decode_bound_ms"] == out["decode_gemv_bound_ms"]
+
+
+@pytest.mark.parametrize("flags, says", [
+    (["--seq", "33"], "--seq 33: the tiny preset reads at most 32 tokens"),
+    (["--batch", "0"], "--batch 0: choose 1 or more"),
+    (["--device", "tpu"], "--device tpu: choose cpu, cuda"),
+    (["--json", "missing/bench.json"], "no directory missing to write it in"),
+])
+def test_bad_flags_are_one_line_before_any_measuring(flags, says, monkeypatch, capsys, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(gpt1.bench, "bench", lambda args: pytest.fail("measured despite a bad flag"))
+    with pytest.raises(SystemExit) as exit:
+        main(["--model", "tiny", "--seq", "32", *flags])
+    err = capsys.readouterr().err
+    assert exit.value.code == 2 and err.startswith("error: ") and says in err and len(err.splitlines()) == 1
