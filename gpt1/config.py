@@ -20,6 +20,7 @@ from omegaconf import MISSING, DictConfig, OmegaConf
 
 from gpt1.data.pretrain import DataConfig
 from gpt1.data.tasks import TaskConfig
+from gpt1.errors import ranged
 from gpt1.lstm import LSTMConfig
 from gpt1.model import PRESETS, GPTConfig
 from gpt1.tokenizer import TokenizerConfig
@@ -44,22 +45,22 @@ class NonFinite(str, Enum):
 class OptimConfig:
     """Adam with decoupled weight decay on matrices only, linear warm-up then decay (the paper's recipe)."""
 
-    lr: float = 2.5e-4
+    lr: float = ranged(2.5e-4, ge=0)
     """Peak learning rate, reached at the end of the warm-up."""
-    weight_decay: float = 0.01
+    weight_decay: float = ranged(0.01, ge=0)
     """Decoupled weight decay ("modified L2"), applied to weights with ndim > 1 only (not biases or gains)."""
-    betas: list[float] = field(default_factory=lambda: [0.9, 0.999])
+    betas: list[float] = ranged(factory=lambda: [0.9, 0.999], ge=0, lt=1)
     """Adam's (beta1, beta2)."""
-    eps: float = 1e-8
+    eps: float = ranged(1e-8, ge=0)
     """Adam's epsilon."""
-    warmup_steps: int = 2000
+    warmup_steps: int = ranged(2000, ge=0)
     """Optimizer steps of linear warm-up from 0 to lr."""
-    warmup_fraction: Optional[float] = None
+    warmup_fraction: Optional[float] = ranged(None, ge=0, le=1)
     """Warm up over this fraction of all the updates instead (fine-tuning: 0.002, the paper's 0.2%); when set it
     overrides warmup_steps."""
     schedule: Schedule = Schedule.cosine
     """Decay after the warm-up, to 0 at trainer.max_steps (or at the end of trainer.max_epochs)."""
-    decay_steps: Optional[int] = None
+    decay_steps: Optional[int] = ranged(None, ge=1)
     """Decay to 0 at this many updates instead (nanoGPT's lr_decay_iters): more than the run's, a run stopped early
     on the schedule of a longer one."""
     nonfinite: NonFinite = NonFinite.stop
@@ -82,33 +83,33 @@ class TrainerConfig:
     strategy_options: dict[str, Any] = field(default_factory=dict)
     """Keyword arguments of the strategy's class (trainer=fsdp: sharding_strategy, state_dict_type, auto_wrap_policy
     as a list of module class paths); empty: Lightning's defaults for the strategy name."""
-    num_nodes: int = 1
+    num_nodes: int = ranged(1, ge=1)
     """Nodes of a multi-node run (e.g. under SLURM)."""
     precision: str = "32-true"
     """32-true, bf16-mixed, 16-mixed, ..., or auto: bf16-mixed where the device multiplies bf16 natively (a CUDA GPU
     with bf16, a CPU with AVX512-BF16 or AMX), else 32-true."""
-    max_steps: int = -1
+    max_steps: int = ranged(-1, ge=-1, hint="-1: bounded by max_epochs")
     """Optimizer updates to run (-1: bounded by max_epochs); the lr schedule decays to 0 at the end."""
-    max_epochs: Optional[int] = None
+    max_epochs: Optional[int] = ranged(None, ge=-1, hint="-1: no limit")
     """Epochs of data.samples_per_epoch windows each, when max_steps is -1."""
     max_time: Optional[str] = None
     """Wall-clock limit, "DD:HH:MM:SS"."""
-    gradient_clip_val: Optional[float] = 1.0
+    gradient_clip_val: Optional[float] = ranged(1.0, gt=0, hint="null: no clipping")
     """Clip the global gradient norm to this (the original code's max_grad_norm); None: no clipping."""
-    accumulate_grad_batches: int = 1
+    accumulate_grad_batches: int = ranged(1, ge=1)
     """Batches per optimizer update."""
     val_check_interval: Optional[Any] = None
     """Validate every this many training batches (int, counted across epochs: an epoch may be shorter) or fraction
     of an epoch (float)."""
-    check_val_every_n_epoch: Optional[int] = 1
+    check_val_every_n_epoch: Optional[int] = ranged(1, ge=1)
     """Validate every this many epochs; ignored (None) with an integer val_check_interval."""
     limit_train_batches: Optional[Any] = None
     """Train on only this many batches (int) or fraction (float) of each epoch."""
     limit_val_batches: Optional[Any] = None
     """Validate on only this many batches (int) or fraction (float)."""
-    num_sanity_val_steps: int = 2
+    num_sanity_val_steps: int = ranged(2, ge=-1, hint="-1: every validation batch")
     """Validation batches run before training, to catch errors early."""
-    log_every_n_steps: int = 50
+    log_every_n_steps: int = ranged(50, ge=1)
     """Log training metrics every this many updates."""
     enable_progress_bar: bool = True
     """Show a progress bar (turn off for log files)."""
@@ -154,9 +155,9 @@ class LoggerConfig:
 class CheckpointConfig:
     """Periodic checkpoints under <run dir>/checkpoints, plus last.ckpt at every save and at the end."""
 
-    every_n_steps: int = 1000
+    every_n_steps: int = ranged(1000, ge=0)
     """Save every this many optimizer steps."""
-    keep_last: int = 3
+    keep_last: int = ranged(3, ge=-1, hint="-1: all")
     """How many periodic checkpoints to keep (-1: all)."""
 
 
@@ -164,15 +165,15 @@ class CheckpointConfig:
 class SamplesConfig:
     """Text sampled from the model during training, printed and logged, to watch it learn."""
 
-    every_n_steps: int = 1000
+    every_n_steps: int = ranged(1000, ge=0, hint="0: never")
     """Sample every this many optimizer steps, and once at the end of training (0: never)."""
     prompt: str = "the"
     """Text to continue (empty: the eod token, as at the start of a document)."""
-    max_new_tokens: int = 48
+    max_new_tokens: int = ranged(48, ge=1)
     """Tokens to sample."""
-    temperature: float = 0.8
+    temperature: float = ranged(0.8, ge=0, hint="0: greedy")
     """Softmax temperature; 0 decodes greedily."""
-    top_k: Optional[int] = 40
+    top_k: Optional[int] = ranged(40, ge=1, hint="null: all tokens")
     """Sample among the k most likely tokens only (None: all)."""
 
 
@@ -230,13 +231,13 @@ class CheckpointModelConfig:
     from (init_from, or tokenizer_from with init_from=random); only its dropouts and its vocabulary padding can
     change."""
 
-    embd_pdrop: Optional[float] = None
+    embd_pdrop: Optional[float] = ranged(None, ge=0, lt=1)
     """Dropout on the embeddings (None: the checkpoint's)."""
-    attn_pdrop: Optional[float] = None
+    attn_pdrop: Optional[float] = ranged(None, ge=0, lt=1)
     """Dropout on the attention probabilities (None: the checkpoint's; transformers only)."""
-    resid_pdrop: Optional[float] = None
+    resid_pdrop: Optional[float] = ranged(None, ge=0, lt=1)
     """Dropout on the residual branches (None: the checkpoint's)."""
-    pad_vocab_to_multiple: Optional[int] = None
+    pad_vocab_to_multiple: Optional[int] = ranged(None, ge=1)
     """Round the embedding table up to a multiple of this (None: the checkpoint's). 64 on GPUs, where the head of an
     odd vocabulary (OpenAI's 40,478 + 3 special tokens) runs on slow kernels; padded rows are never scored."""
 
@@ -256,11 +257,11 @@ class FinetuneConfig:
     tokenizer_from: Optional[str] = None
     """With init_from=random: the checkpoint whose tokenizer, and with model=checkpoint whose architecture, the
     randomly initialised model takes (use init_from's checkpoint for a like-for-like ablation)."""
-    aux_lm_weight: float = 0.5
+    aux_lm_weight: float = ranged(0.5, ge=0)
     """The paper's lambda: weight of the auxiliary LM loss over the input tokens (0: task loss only)."""
-    n_transfer: int = -1
+    n_transfer: int = ranged(-1, ge=-1, hint="-1: all blocks")
     """How many of the checkpoint's blocks are transferred (embeddings always; -1: all); the others start fresh."""
-    head_pdrop: float = 0.1
+    head_pdrop: float = ranged(0.1, ge=0, lt=1)
     """Dropout before the task head's linear layer."""
     share_context: bool = False
     """Multiple choice in training: decode the context an example's choices share once for all of them, padding
@@ -269,12 +270,12 @@ class FinetuneConfig:
     states, so the same scores)."""
     predict: bool = False
     """Write test-split predictions to <run dir>/predictions/test.tsv (index<TAB>prediction, GLUE style)."""
-    batch_size: int = 32
+    batch_size: int = ranged(32, ge=1)
     """Examples per optimizer update, over all devices (32 in the paper)."""
-    micro_batch_size: Optional[int] = None
+    micro_batch_size: Optional[int] = ranged(None, ge=1)
     """Examples per device per forward pass (None: batch_size / devices, one pass per update); gradients accumulate
     over batch_size / (micro_batch_size x devices) passes. Also the evaluation batch size (None: batch_size)."""
-    num_workers: int = 0
+    num_workers: int = ranged(0, ge=0)
     """DataLoader worker processes."""
     seed: int = 1234
     """Seeds torch, numpy, python, the fresh weights and the data order."""
@@ -321,13 +322,13 @@ class GenerateConfig:
     """The gpt1 checkpoint to sample from."""
     prompt: str = ""
     """Text to continue; empty starts from the eod token (as a document would)."""
-    max_new_tokens: int = 100
+    max_new_tokens: int = ranged(100, ge=1)
     """Tokens to sample after the prompt (past model.n_ctx the context slides)."""
-    temperature: float = 1.0
+    temperature: float = ranged(1.0, ge=0, hint="0: greedy")
     """Softmax temperature; 0 decodes greedily."""
-    top_k: Optional[int] = 40
+    top_k: Optional[int] = ranged(40, ge=1, hint="null: all tokens")
     """Sample among the k most likely tokens only (None: all)."""
-    num_samples: int = 1
+    num_samples: int = ranged(1, ge=1)
     """Continuations to sample (one batch)."""
     seed: int = 1234
     """Seeds the sampling generator: the same seed gives the same text."""
@@ -365,7 +366,7 @@ class ZeroshotCommandConfig:
     run/checkpoints/step*.ckpt of a pre-training run)."""
     task: TaskConfig = MISSING
     """The task: task=NAME reads conf/task/NAME.yaml; its zeroshot block picks the heuristic."""
-    batch_size: int = 32
+    batch_size: int = ranged(32, ge=1)
     """Sequences per forward pass."""
     seed: int = 1234
     """Draws the training examples that fit mean_logprob's threshold (at most task.zeroshot.max_fit_examples)."""

@@ -1,15 +1,17 @@
 """Errors a user can fix, and the one place they are reported: the ``command`` decorator of every gpt1 command.
 
 Raise ``UserError`` (or a subclass) where the problem is known, with a message that names the file (and line),
-column, config key or checkpoint and says what to do. ``command`` turns it, and Hydra's configuration errors (a
-misspelt key, a wrong type, a missing value, an unknown group option), into one line on stderr, ``error: ...``,
-and exit status 2. ``HYDRA_FULL_ERROR=1`` shows the traceback instead. Anything else is a bug and keeps its
-traceback.
+column, config key or checkpoint and says what to do. ``command`` turns it, Hydra's configuration errors (a
+misspelt key, a wrong type, a missing value, an unknown group option) and values outside their schema field's
+bounds (``ranged``) into one line on stderr, ``error: ...``, and exit status 2. ``HYDRA_FULL_ERROR=1`` shows the
+traceback instead. Anything else is a bug and keeps its traceback.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import operator
 import os
 import sys
 from collections.abc import Callable, Iterator
@@ -19,6 +21,7 @@ from typing import Any
 import hydra
 from hydra._internal import utils as hydra_utils
 from hydra.errors import HydraException
+from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from gpt1.allocator import tune_cpu_allocator
@@ -40,6 +43,39 @@ class DataError(UserError, ValueError):
 
 class CheckpointError(UserError, ValueError):
     """A missing, corrupt, foreign or mismatched checkpoint (names the path)."""
+
+
+def ranged(
+    default: Any = dataclasses.MISSING, *, factory: Any = dataclasses.MISSING, ge: float | None = None,
+    gt: float | None = None, lt: float | None = None, le: float | None = None, hint: str = "",
+) -> Any:
+    """A dataclass field (``default``, or ``factory`` for a list) whose value, or each value of a list, ``check_ranges``
+    keeps within ``ge <= v``, ``gt < v``, ``v < lt``, ``v <= le`` (None and missing values pass); ``hint``: what the
+    special values mean, said when a value is refused (e.g. "-1: no limit")."""
+    bounds = {op: bound for op, bound in (("ge", ge), ("gt", gt), ("lt", lt), ("le", le)) if bound is not None}
+    return dataclasses.field(default=default, default_factory=factory, metadata={"bounds": bounds, "hint": hint})
+
+
+_BOUNDS = {"ge": (operator.ge, ">="), "gt": (operator.gt, ">"), "lt": (operator.lt, "<"), "le": (operator.le, "<=")}
+
+
+def check_ranges(cfg: DictConfig, prefix: str = "") -> None:
+    """Refuse a value outside its schema field's ``ranged`` bounds, in ``cfg`` and every config below it: a
+    ``ConfigError`` naming the key, at start-up rather than when the value is first used (after a tokenizer is
+    trained, a corpus packed, a model built)."""
+    schema = OmegaConf.get_type(cfg)
+    fields = {f.name: f.metadata for f in dataclasses.fields(schema)} if dataclasses.is_dataclass(schema) else {}
+    for key in cfg:
+        node = cfg._get_node(key)
+        if isinstance(node, DictConfig):
+            check_ranges(node, f"{prefix}{key}.")
+        elif "bounds" in fields.get(key, {}) and not OmegaConf.is_missing(cfg, key) and cfg[key] is not None:
+            value, bounds = cfg[key], fields[key]["bounds"]
+            for v in value if isinstance(value, ListConfig) else [value]:
+                if not all(_BOUNDS[op][0](v, bound) for op, bound in bounds.items()):
+                    rule = " and ".join(f"{_BOUNDS[op][1]} {bound}" for op, bound in bounds.items())
+                    hint = f" ({fields[key]['hint']})" if fields[key]["hint"] else ""
+                    raise ConfigError(f"{prefix}{key}={value}: out of range; choose a value {rule}{hint}")
 
 
 def user_message(e: BaseException) -> str | None:
@@ -102,12 +138,16 @@ def _one_line_config_errors() -> Iterator[None]:
 
 def command(config_name: str) -> Callable[[Callable[[Any], Any]], Callable[[], None]]:
     """``@hydra.main`` for a gpt1 command: its config ``conf/<config_name>.yaml`` from the installed package, user
-    errors (in the configuration or raised by the command) reported as one line, and the CPU allocator tuned
-    (``gpt1.allocator``) in every process that runs it, DDP's other ranks included."""
+    errors (in the configuration, its values out of range included, or raised by the command) reported as one
+    line, and the CPU allocator tuned (``gpt1.allocator``) in every process that runs it, DDP's other ranks included."""
 
     def decorate(fn: Callable[[Any], Any]) -> Callable[[], None]:
+        def checked(cfg: DictConfig) -> Any:
+            check_ranges(cfg)
+            return fn(cfg)
+
         hydra_main = hydra.main(version_base="1.3", config_path="pkg://gpt1.conf", config_name=config_name)(
-            user_errors(fn)
+            user_errors(functools.wraps(fn)(checked))
         )
 
         @functools.wraps(fn)

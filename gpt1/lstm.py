@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 import torch
 from torch import nn
 
+from gpt1.errors import ranged
 from gpt1.model import grown
 from gpt1.ops import Dropout, Linear, linear
 
@@ -22,23 +23,23 @@ from gpt1.ops import Dropout, Linear, linear
 class LSTMConfig:
     """Architecture of the LSTM baseline (``model=lstm``); the defaults are the paper's."""
 
-    vocab_size: int = 40478
+    vocab_size: int = ranged(40478, ge=1)
     """Tokens the model can read and predict; gpt1 commands set it from the tokenizer."""
-    n_ctx: int = 512
+    n_ctx: int = ranged(512, ge=1)
     """Longest input sequence (tasks truncate to it); an LSTM has no position table. With init_from a
     checkpoint, the checkpoint's context."""
-    n_embd: int = 768
+    n_embd: int = ranged(768, ge=1)
     """Width of the token embeddings (and of the hidden states the heads read). With init_from a checkpoint, the
     checkpoint's width, whose embeddings the LSTM takes."""
-    hidden_size: int = 2048
+    hidden_size: int = ranged(2048, ge=1)
     """LSTM units per layer (2048 in the paper)."""
-    n_layer: int = 1
+    n_layer: int = ranged(1, ge=1)
     """Stacked LSTM layers (1 in the paper)."""
-    embd_pdrop: float = 0.1
+    embd_pdrop: float = ranged(0.1, ge=0, lt=1)
     """Dropout on the token embeddings."""
-    resid_pdrop: float = 0.1
+    resid_pdrop: float = ranged(0.1, ge=0, lt=1)
     """Dropout on the projected LSTM output."""
-    init_std: float = 0.02
+    init_std: float = ranged(0.02, ge=0)
     """Std of the normal init of the embeddings and the output projection (the LSTM keeps torch's init)."""
 
 

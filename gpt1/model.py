@@ -18,7 +18,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from gpt1.errors import ConfigError
+from gpt1.errors import ConfigError, ranged
 from gpt1.ops import Dropout, Linear, attention, linear
 
 ACTIVATIONS = {
@@ -32,31 +32,31 @@ ACTIVATIONS = {
 class GPTConfig:
     """Architecture of a GPT-1 decoder; the defaults are the paper's 117M model."""
 
-    vocab_size: int = 40478
+    vocab_size: int = ranged(40478, ge=1)
     """Tokens the model can read and predict, special tokens included; gpt1 commands set it from the tokenizer."""
-    n_ctx: int = 512
+    n_ctx: int = ranged(512, ge=1)
     """Context length: the size of the learned position table."""
-    n_layer: int = 12
+    n_layer: int = ranged(12, ge=1)
     """Number of transformer blocks."""
-    n_head: int = 12
+    n_head: int = ranged(12, ge=1)
     """Attention heads per block; n_embd must be a multiple of it."""
-    n_embd: int = 768
+    n_embd: int = ranged(768, ge=1)
     """Width of the residual stream."""
-    n_inner: int = 3072
+    n_inner: int = ranged(3072, ge=1)
     """Hidden width of the position-wise MLP."""
-    embd_pdrop: float = 0.1
+    embd_pdrop: float = ranged(0.1, ge=0, lt=1)
     """Dropout on token + position embeddings."""
-    attn_pdrop: float = 0.1
+    attn_pdrop: float = ranged(0.1, ge=0, lt=1)
     """Dropout on the attention probabilities."""
-    resid_pdrop: float = 0.1
+    resid_pdrop: float = ranged(0.1, ge=0, lt=1)
     """Dropout on the attention and MLP outputs, before each residual add."""
-    layer_norm_eps: float = 1e-5
+    layer_norm_eps: float = ranged(1e-5, gt=0)
     """LayerNorm epsilon."""
     activation: str = "gelu_tanh"
     """MLP non-linearity: gelu_tanh (paper), gelu (exact erf) or relu."""
-    init_std: float = 0.02
+    init_std: float = ranged(0.02, ge=0)
     """Std of the normal init of every weight matrix and embedding (biases 0, LayerNorm 1/0)."""
-    pad_vocab_to_multiple: int = 1
+    pad_vocab_to_multiple: int = ranged(1, ge=1)
     """Round the embedding table up to a multiple of this (64 helps GPU matmuls); padded rows are never scored."""
 
     def __post_init__(self) -> None:

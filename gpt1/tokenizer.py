@@ -27,7 +27,7 @@ from typing import Optional
 import tokenizers
 from tokenizers import Regex, decoders, models, normalizers, pre_tokenizers, trainers
 
-from gpt1.errors import ConfigError, UserError
+from gpt1.errors import ConfigError, UserError, ranged
 from gpt1.openai_text import END_OF_WORD, OpenAIText
 
 UNK_TOKEN = "<unk>"
@@ -60,9 +60,9 @@ class TokenizerConfig:
     """A tokenizer JSON file, or a directory holding OpenAI's vocab files (encoder_bpe_40000.json +
     vocab_40000.bpe, or vocab.json + merges.txt: the "openai" pipeline, which needs gpt1[openai]) or a
     tokenizer.json. None: train a BPE on the training corpus."""
-    vocab_size: int = 8192
+    vocab_size: int = ranged(8192, ge=1)
     """Size of the trained base vocabulary (40,478 in the paper); the special tokens are appended on top."""
-    min_frequency: int = 2
+    min_frequency: int = ranged(2, ge=0)
     """A merge must occur at least this often in the corpus to be learned."""
 
 

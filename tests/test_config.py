@@ -10,6 +10,7 @@ from omegaconf.errors import ConfigAttributeError, ValidationError
 
 from gpt1.config import CheckpointModelConfig, EvaluateConfig, FinetuneConfig, PretrainConfig, Schedule
 from gpt1.data.tasks import TaskConfig
+from gpt1.errors import check_ranges
 from gpt1.lstm import LSTMConfig
 from gpt1.model import PRESETS, GPTConfig
 from tests.test_experiments import EXPERIMENTS as EXPERIMENTS_BY_COMMAND
@@ -33,13 +34,17 @@ def test_default_pretrain_is_the_quickstart(make_cfg, sample_data):
 
 @pytest.mark.parametrize("experiment", EXPERIMENTS)
 def test_every_experiment_composes_into_the_schema(make_cfg, experiment):
-    obj = OmegaConf.to_object(make_cfg("pretrain", [f"experiment={experiment}"]))
+    cfg = make_cfg("pretrain", [f"experiment={experiment}"])
+    check_ranges(cfg)  # every value within its field's bounds
+    obj = OmegaConf.to_object(cfg)
     assert isinstance(obj, PretrainConfig) and obj.run_name == experiment
 
 
 @pytest.mark.parametrize("debug", DEBUGS)
 def test_every_debug_config_composes(make_cfg, debug):
-    assert isinstance(OmegaConf.to_object(make_cfg("pretrain", [f"debug={debug}"])), PretrainConfig)
+    cfg = make_cfg("pretrain", [f"debug={debug}"])
+    check_ranges(cfg)
+    assert isinstance(OmegaConf.to_object(cfg), PretrainConfig)
 
 
 def test_paper_experiment_holds_the_papers_recipe(make_cfg):
@@ -58,6 +63,7 @@ def test_paper_experiment_holds_the_papers_recipe(make_cfg):
 )
 def test_every_command_config_composes(make_cfg, config_name, overrides):
     cfg = make_cfg(config_name, overrides)
+    check_ranges(cfg)
     assert cfg.run_name.startswith(config_name)  # finetune/<task> in a run
     if config_name == "evaluate":
         assert isinstance(OmegaConf.to_object(cfg), EvaluateConfig)
@@ -104,12 +110,14 @@ TASKS = GROUPS.pop("task")  # fine-tuning's
 )
 def test_every_group_option_composes(make_cfg, group, option):
     cfg = make_cfg("pretrain", [f"{group}={option}"])
+    check_ranges(cfg)
     assert OmegaConf.is_missing(cfg.tokenizer, "path") or isinstance(OmegaConf.to_object(cfg), PretrainConfig)
 
 
 @pytest.mark.parametrize("task", TASKS)
 def test_every_task_composes_into_the_finetune_schema(make_cfg, task):
     cfg = make_cfg("finetune", [f"task={task}", "init_from=x.ckpt"])
+    check_ranges(cfg)
     obj = OmegaConf.to_object(cfg)
     assert isinstance(obj, FinetuneConfig) and isinstance(obj.task, TaskConfig)
     assert isinstance(obj.model, CheckpointModelConfig)  # the checkpoint's architecture

@@ -172,6 +172,14 @@ def test_bad_pretraining_data_is_named_in_one_line(gpt1, bad, cache_dir, train_f
         pytest.param(["model.n_layer=two"], ["model.n_layer", "'two'"], id="wrong-type"),
         pytest.param(["trainer=gpu"], ["trainer=gpu", "no CUDA GPU is visible", "use trainer=cpu"], id="trainer-gpu"),
         pytest.param(["trainer=ddp"], ["trainer=ddp", "no CUDA GPU is visible", "use trainer=cpu"], id="trainer-ddp"),
+        pytest.param(["trainer.max_steps=-5"], ["trainer.max_steps=-5", "out of range", ">= -1", "-1: bounded by"],
+                     id="negative-steps"),
+        pytest.param(["optim.lr=-1"], ["optim.lr=-1.0", ">= 0"], id="negative-lr"),
+        pytest.param(["optim.betas=[0.9,1.5]"], ["optim.betas=[0.9, 1.5]", "< 1"], id="beta-of-one-or-more"),
+        pytest.param(["model.n_ctx=0"], ["model.n_ctx=0", ">= 1"], id="no-context"),
+        pytest.param(["model.attn_pdrop=1.0"], ["model.attn_pdrop=1.0", ">= 0 and < 1"], id="dropout-of-one"),
+        pytest.param(["data.batch_size=0"], ["data.batch_size=0", ">= 1"], id="empty-batch"),
+        pytest.param(["callbacks.samples.top_k=0"], ["callbacks.samples.top_k=0", "null: all tokens"], id="top-k-0"),
     ],
 )
 def test_bad_configuration_is_named_in_one_line(gpt1, tmp_path, bad, overrides, names):
@@ -180,6 +188,29 @@ def test_bad_configuration_is_named_in_one_line(gpt1, tmp_path, bad, overrides, 
     proc = gpt1("pretrain", *PRETRAIN, f"data.train_files={bad}/good.txt", f"data.valid_files={bad}/good.txt",
                 f"paths.cache_dir={tmp_path / 'cache'}", *overrides, cwd=tmp_path)
     one_line_error(proc, *names)
+    assert not (tmp_path / "cache").exists()  # refused before a tokenizer is trained
+
+
+@pytest.mark.parametrize(
+    "command, overrides, names",
+    [
+        pytest.param("finetune", ["task=sentiment", "init_from=random", "head_pdrop=1.5"], ["head_pdrop=1.5"],
+                     id="finetune"),
+        pytest.param("finetune", ["task=sentiment", "init_from=random", "model=lstm", "model.hidden_size=0"],
+                     ["model.hidden_size=0"], id="finetune-lstm"),
+        pytest.param("finetune", ["task=sentiment", "init_from=random", "model.pad_vocab_to_multiple=0"],
+                     ["model.pad_vocab_to_multiple=0"], id="finetune-checkpoint-model"),
+        pytest.param("generate", ["ckpt=nothere.ckpt", "temperature=-1"], ["temperature=-1.0", "0: greedy"],
+                     id="generate"),
+        pytest.param("zeroshot", ["ckpts=[nothere.ckpt]", "task=sentiment", "batch_size=0"], ["batch_size=0"],
+                     id="zeroshot"),
+        pytest.param("evaluate", ["ckpt=nothere.ckpt", "data.max_valid_windows=0"], ["data.max_valid_windows=0"],
+                     id="evaluate"),
+    ],
+)
+def test_every_command_refuses_a_value_out_of_range_first(gpt1, tmp_path, command, overrides, names):
+    """The range is checked before anything else: the checkpoints named here do not exist."""
+    one_line_error(gpt1(command, *overrides, cwd=tmp_path), *names, "out of range")
 
 
 def test_a_model_config_that_cannot_be_built_fails_before_any_data_work(gpt1, tmp_path, bad):

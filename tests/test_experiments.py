@@ -19,6 +19,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig, OmegaConf
 
 from gpt1.config import FinetuneConfig, Schedule, ZeroshotCommandConfig
+from gpt1.errors import check_ranges
 from gpt1.pretrain import train
 from gpt1.zeroshot import heuristic_of
 from tests.conftest import TINY_RUN
@@ -101,7 +102,9 @@ def test_every_finetune_experiment_composes_with_the_papers_recipe(make_cfg, exp
     args = [f"experiment={experiment}", "init_from=x.ckpt"]
     if not experiment.startswith("finetune_"):  # the task recipes name their task
         args.append("task=sentiment")
-    obj = OmegaConf.to_object(make_cfg("finetune", args))
+    cfg = make_cfg("finetune", args)
+    check_ranges(cfg)  # every value within its field's bounds
+    obj = OmegaConf.to_object(cfg)
     assert isinstance(obj, FinetuneConfig)
     assert (obj.batch_size, obj.aux_lm_weight, obj.head_pdrop, obj.trainer.max_epochs) == (32, 0.5, 0.1, 3)
     assert (obj.optim.lr, obj.optim.warmup_fraction, obj.optim.schedule) == (6.25e-5, 0.002, Schedule.linear)

@@ -40,7 +40,7 @@ from torch.utils.data import DataLoader, Dataset, DistributedSampler, Sampler
 
 from gpt1.data.loader import DeferredDataLoader
 from gpt1.data.sources import file_format, files_key, load_files, load_hub, read_error, resolve_files
-from gpt1.errors import ConfigError, DataError
+from gpt1.errors import ConfigError, DataError, ranged
 from gpt1.io import atomic_file
 from gpt1.tokenizer import Tokenizer, TokenizerConfig, build_tokenizer
 
@@ -70,23 +70,23 @@ class DataConfig:
     """The hub split to validate on when valid_files is empty; None: valid_fraction instead."""
     text_column: str = "text"
     """Column that holds the documents in tables and hub datasets (.txt files need none)."""
-    valid_fraction: float = 0.0
+    valid_fraction: float = ranged(0.0, ge=0, lt=1)
     """With no validation files nor hub split: hold out this last fraction of the packed training stream. With no
     validation data at all and 0 here, the data module refuses to start (pre-training needs a held-out loss)."""
     separate_documents: bool = True
     """Follow each document with the eod token in the packed stream (off for corpora whose rows are not whole
     documents, e.g. the lines of WikiText)."""
-    batch_size: int = 64
+    batch_size: int = ranged(64, ge=1)
     """Windows per optimizer update over all devices (64 in the paper): each device's batch is batch_size / (devices
     x nodes x trainer.accumulate_grad_batches), so the recipe means the same on 1 GPU and on 64. Also the batch of
     gpt1 evaluate."""
-    num_workers: int = 0
+    num_workers: int = ranged(0, ge=0)
     """DataLoader worker processes (windows are memory-mapped slices: 0 is usually fast enough)."""
-    num_proc: int = 2
+    num_proc: int = ranged(2, ge=1)
     """Processes tokenising the corpus (datasets.map), capped at the number of documents."""
-    samples_per_epoch: Optional[int] = None
+    samples_per_epoch: Optional[int] = ranged(None, ge=1)
     """Random training windows per epoch; None: n_train_tokens // n_ctx (each token seen about once)."""
-    max_valid_windows: Optional[int] = None
+    max_valid_windows: Optional[int] = ranged(None, ge=1)
     """Use only the first this many validation windows (quick runs); None: all."""
 
     def __post_init__(self) -> None:
