@@ -41,6 +41,14 @@ class NonFinite(str, Enum):
     skip = "skip"  # leave the weights (and the optimizer's moments) as they were for that update, warn, count it
 
 
+class WandbMode(str, Enum):
+    """Where W&B sends a run."""
+
+    online = "online"
+    offline = "offline"  # files under the run directory only, no account: `wandb sync` them later
+    disabled = "disabled"
+
+
 @dataclass
 class OptimConfig:
     """Adam with decoupled weight decay on matrices only, linear warm-up then decay (the paper's recipe)."""
@@ -136,7 +144,7 @@ class WandbConfig:
     """Run name (None: the job's overrides in a multirun, else <task or run name>-<run dir name>)."""
     group: Optional[str] = None
     """Run group (None: the sweep directory in a multirun, so that a sweep's jobs group together; else none)."""
-    mode: str = "online"
+    mode: WandbMode = WandbMode.online
     """online, offline (no account; `wandb sync` later) or disabled."""
     tags: list[str] = field(default_factory=list)
     """Tags to filter runs by."""

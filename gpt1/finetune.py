@@ -33,6 +33,7 @@ from gpt1.run import (
     baseline_metrics,
     build_loggers,
     build_trainer,
+    check_accelerator,
     compile_model,
     log_config,
     log_summary,
@@ -86,6 +87,7 @@ def finetune(cfg: DictConfig) -> dict[str, Any]:
     start = time.perf_counter()
     output_dir = Path(cfg.paths.output_dir)
     L.seed_everything(cfg.seed, workers=True, verbose=False)  # quiet: a refused config prints one line only
+    check_accelerator(cfg.trainer)  # before the checkpoint is read and the task's data encoded
     model, tokenizer = start_from(cfg)
     task = OmegaConf.to_object(cfg.task)
     task.name = task.name or group_choice("task")

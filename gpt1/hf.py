@@ -23,6 +23,7 @@ from torch import nn
 import tokenizers
 
 from gpt1.checkpoint import load_checkpoint, save_checkpoint
+from gpt1.errors import CheckpointError
 from gpt1.heads import MultipleChoiceHead
 from gpt1.model import GPT, GPTConfig
 from gpt1.tokenizer import HF_FILES, ORIGINAL_FILES, SPECIAL_TOKENS, Tokenizer, gpt1_pipeline, load_tokenizer
@@ -44,10 +45,10 @@ HF_DEFAULTS: dict[str, Any] = {  # OpenAIGPTConfig's defaults, for config.json f
 def config_from_hf(hf: Mapping[str, Any]) -> GPTConfig:
     """An HF ``openai-gpt`` config.json dict -> GPTConfig (HF has no n_inner: its MLP is always 4 x n_embd)."""
     if hf.get("model_type", "openai-gpt") != "openai-gpt":
-        raise ValueError(f"config.json has model_type {hf['model_type']!r}: only 'openai-gpt' checkpoints import")
+        raise CheckpointError(f"config.json has model_type {hf['model_type']!r}: only 'openai-gpt' checkpoints import")
     hf = {**HF_DEFAULTS, **hf}
     if hf["afn"] not in AFN_TO_ACTIVATION:
-        raise ValueError(f"config.json afn={hf['afn']!r} has no gpt1 equivalent (one of {sorted(AFN_TO_ACTIVATION)})")
+        raise CheckpointError(f"config.json afn={hf['afn']!r} has no gpt1 equivalent (one of {sorted(AFN_TO_ACTIVATION)})")
     return GPTConfig(
         vocab_size=hf["vocab_size"],
         n_ctx=hf["n_positions"],
@@ -67,11 +68,11 @@ def config_from_hf(hf: Mapping[str, Any]) -> GPTConfig:
 def config_to_hf(config: GPTConfig) -> dict[str, Any]:
     """GPTConfig -> an HF ``openai-gpt`` config.json dict; refuses what OpenAIGPTModel cannot express."""
     if config.n_inner != 4 * config.n_embd:
-        raise ValueError(
+        raise CheckpointError(
             f"model.n_inner={config.n_inner} is not 4 x n_embd={4 * config.n_embd}: HF's openai-gpt cannot express it"
         )
     if config.activation not in ACTIVATION_TO_AFN:
-        raise ValueError(
+        raise CheckpointError(
             f"model.activation={config.activation!r} has no HF openai-gpt equivalent "
             f"(exportable: {sorted(ACTIVATION_TO_AFN)})"
         )
@@ -108,7 +109,7 @@ def from_hf_state_dict(state: Mapping[str, torch.Tensor]) -> dict[str, torch.Ten
             out[name] = _maybe_transpose(name, tensor)
     head = state.get(HF_LM_HEAD)
     if head is not None and not torch.equal(head, out.get("tokens_embed.weight", torch.empty(0))):
-        raise ValueError(f"{HF_LM_HEAD} differs from tokens_embed.weight: GPT-1's LM head is tied to the embedding")
+        raise CheckpointError(f"{HF_LM_HEAD} differs from tokens_embed.weight: GPT-1's LM head is tied to the embedding")
     return out
 
 
@@ -153,14 +154,14 @@ def import_double_heads(
     if hf_config is not None:
         differ = {k: hf_config.get(k, v) for k, v in HF_MC_SUMMARY_CONFIG.items() if hf_config.get(k, v) != v}
         if differ:
-            raise ValueError(
+            raise CheckpointError(
                 f"config.json's multiple-choice head has {differ}: gpt1's head needs {HF_MC_SUMMARY_CONFIG}"
             )
     hf_head = {k: v for k, v in state.items() if k.startswith(HF_MC_HEAD)}
     head = {MC_HEAD_LINEAR + k.removeprefix(HF_MC_SUMMARY): v for k, v in hf_head.items()}
     if set(head) != {"linear.weight", "linear.bias"} or head["linear.weight"].size(0) != 1:
         shapes = {k: tuple(v.shape) for k, v in hf_head.items()}
-        raise ValueError(f"the multiple-choice head is not a Linear(n_embd, 1) with a bias: it holds {shapes}")
+        raise CheckpointError(f"the multiple-choice head is not a Linear(n_embd, 1) with a bias: it holds {shapes}")
     decoder = {k: v for k, v in state.items() if not k.startswith(HF_MC_HEAD)}
     embedding = HF_PREFIX + "tokens_embed.weight"
     if embedding not in decoder and HF_LM_HEAD in decoder:
@@ -173,7 +174,7 @@ def _read_hf_weights(src: Path) -> dict[str, torch.Tensor]:
         return load_file(src / "model.safetensors")
     if (src / "pytorch_model.bin").is_file():
         return torch.load(src / "pytorch_model.bin", map_location="cpu", weights_only=True)
-    raise FileNotFoundError(
+    raise CheckpointError(
         f"{src} has neither model.safetensors nor pytorch_model.bin: pass a directory written by save_pretrained "
         "(a sharded checkpoint must be merged first)"
     )
@@ -184,7 +185,7 @@ def _read_tokenizer(src: Path, tokenizer: str | os.PathLike | None) -> Tokenizer
         return load_tokenizer(tokenizer)
     if any((src / name).is_file() for name in ("tokenizer.json", *HF_FILES, *ORIGINAL_FILES)):
         return load_tokenizer(src)
-    raise FileNotFoundError(
+    raise CheckpointError(
         f"{src} has no tokenizer (tokenizer.json, or vocab.json + merges.txt): pass the tokenizer's path explicitly"
     )
 
@@ -214,8 +215,11 @@ def import_hf(src: str | os.PathLike, dst: str | os.PathLike, tokenizer: str | o
     """
     src = Path(src)
     if not (src / "config.json").is_file():
-        raise FileNotFoundError(f"{src}/config.json does not exist: pass a Hugging Face openai-gpt model directory")
-    hf_config = json.loads((src / "config.json").read_text())
+        raise CheckpointError(f"{src}/config.json does not exist: pass a Hugging Face openai-gpt model directory")
+    try:
+        hf_config = json.loads((src / "config.json").read_text())
+    except json.JSONDecodeError as e:
+        raise CheckpointError(f"{src}/config.json is not valid JSON ({e}): pass an intact HF model directory") from e
     config = config_from_hf(hf_config)
     weights = _read_hf_weights(src)
     heads = None
@@ -232,15 +236,15 @@ def import_hf(src: str | os.PathLike, dst: str | os.PathLike, tokenizer: str | o
     expected = model.state_dict().keys()
     missing, unexpected = sorted(expected - state.keys()), sorted(state.keys() - expected)
     if missing or unexpected:  # e.g. a checkpoint of another architecture, or one with other heads (not imported)
-        raise ValueError(
+        raise CheckpointError(
             f"{src} does not hold the openai-gpt model its config.json describes: "
             f"{len(missing)} weights missing {missing[:5]}, {len(unexpected)} unexpected {unexpected[:5]}"
         )
     rows = state["tokens_embed.weight"].size(0)
     if rows != config.vocab_size:
-        raise ValueError(f"{src}: tokens_embed.weight has {rows} rows but config.json vocab_size={config.vocab_size}")
+        raise CheckpointError(f"{src}: tokens_embed.weight has {rows} rows but config.json vocab_size={config.vocab_size}")
     if tok.vocab_size != config.vocab_size:
-        raise ValueError(
+        raise CheckpointError(
             f"the tokenizer ({tokenizer or src}) has {tok.vocab_size} tokens but the model in {src} "
             f"{config.vocab_size}: pass the tokenizer the model was trained with"
         )
@@ -258,6 +262,8 @@ def export_hf(src: str | os.PathLike, dst: str | os.PathLike) -> None:
     config = loaded.model.config
     hf_config = config_to_hf(config)  # before writing anything: an unexportable config leaves no half directory
     dst = Path(dst)
+    if dst.exists() and not dst.is_dir():
+        raise CheckpointError(f"{dst} is a file: to-hf writes a directory (config.json, model.safetensors, ...)")
     dst.mkdir(parents=True, exist_ok=True)
     (dst / "config.json").write_text(json.dumps(hf_config, indent=2) + "\n")
     save_file(to_hf_state_dict(loaded.model.state_dict(), config), dst / "model.safetensors", metadata={"format": "pt"})

@@ -35,7 +35,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from gpt1.callbacks import AtomicCheckpointIO
 from gpt1.checkpoint import read_checkpoint, state_mismatch
-from gpt1.config import LoggerConfig, WandbConfig, group_choice
+from gpt1.config import LoggerConfig, WandbConfig, WandbMode, group_choice
 from gpt1.data.tasks import Collate, TaskConfig, TaskDataModule
 from gpt1.errors import CheckpointError, ConfigError
 from gpt1.io import atomic_file
@@ -54,8 +54,8 @@ def build_loggers(cfg: LoggerConfig, output_dir: Path, run_name: str) -> list[Lo
         group, name = wandb_group_and_name(w, run_name)
         loggers.append(
             WandbLogger(
-                project=w.project, entity=w.entity, group=group, name=name, save_dir=str(output_dir), mode=w.mode,
-                tags=list(w.tags),
+                project=w.project, entity=w.entity, group=group, name=name, save_dir=str(output_dir),
+                mode=WandbMode(w.mode).value, tags=list(w.tags),
             )
         )
     return loggers
@@ -184,9 +184,26 @@ def build_strategy(name: str, options: dict[str, Any]) -> str | Strategy:
     return entry["strategy"](**{**entry["init_params"], **options})
 
 
+PRECISIONS = ("auto", "32-true", "bf16-mixed", "16-mixed", "bf16-true", "16-true", "64-true", "32", "16", "bf16", "64")
+"""trainer.precision's values: Lightning's (but Transformer Engine's), and auto (``resolve_precision``)."""
+DURATION = re.compile(r"\d+:\d{1,2}:\d{1,2}:\d{1,2}")  # DD:HH:MM:SS, as Lightning parses it
+
+
 def check_accelerator(cfg: DictConfig) -> None:
-    """Refuse, in one line, a trainer config this machine cannot run: a DeepSpeed strategy without DeepSpeed, GPUs it
-    does not have (before Lightning does, at length)."""
+    """Refuse, in one line and before any data work, a trainer config that Lightning would refuse (an unknown
+    strategy or precision, a malformed duration) or that this machine cannot run: a DeepSpeed strategy without
+    DeepSpeed, GPUs it does not have (before Lightning does, at length)."""
+    if cfg.strategy != "auto" and cfg.strategy not in StrategyRegistry:
+        names = sorted(name for name in StrategyRegistry if "find_unused" not in name)
+        raise ConfigError(f"trainer.strategy={cfg.strategy}: not a strategy Lightning knows; choose auto or one of "
+                          f"{', '.join(names)} (or trainer=ddp, fsdp, deepspeed)")
+    if str(cfg.precision) not in PRECISIONS:
+        raise ConfigError(f"trainer.precision={cfg.precision}: choose one of {', '.join(PRECISIONS)}")
+    for key in ("max_time", "val_check_interval"):
+        if isinstance(cfg[key], str) and not DURATION.fullmatch(cfg[key]):
+            raise ConfigError(f"trainer.{key}={cfg[key]}: give a duration as DD:HH:MM:SS (e.g. 00:12:00:00)"
+                              + (", or a number of batches (int) or a fraction of an epoch (float)"
+                                 if key == "val_check_interval" else ""))
     if str(cfg.strategy).startswith("deepspeed") and importlib.util.find_spec("deepspeed") is None:
         raise ConfigError(f"trainer.strategy={cfg.strategy} needs DeepSpeed, which is not installed: "
                           "pip install 'gpt1[deepspeed]'")

@@ -180,6 +180,11 @@ def test_bad_pretraining_data_is_named_in_one_line(gpt1, bad, cache_dir, train_f
         pytest.param(["model.attn_pdrop=1.0"], ["model.attn_pdrop=1.0", ">= 0 and < 1"], id="dropout-of-one"),
         pytest.param(["data.batch_size=0"], ["data.batch_size=0", ">= 1"], id="empty-batch"),
         pytest.param(["callbacks.samples.top_k=0"], ["callbacks.samples.top_k=0", "null: all tokens"], id="top-k-0"),
+        pytest.param(["trainer.precision=17"], ["trainer.precision=17", "bf16-mixed"], id="unknown-precision"),
+        pytest.param(["trainer.strategy=dpp"], ["trainer.strategy=dpp", "ddp, "], id="unknown-strategy"),
+        pytest.param(["trainer.max_time=12h"], ["trainer.max_time=12h", "DD:HH:MM:SS"], id="malformed-max-time"),
+        pytest.param(["logger=wandb", "logger.wandb.mode=of"], ["logger.wandb.mode", "'of'", "offline"],
+                     id="unknown-wandb-mode"),
     ],
 )
 def test_bad_configuration_is_named_in_one_line(gpt1, tmp_path, bad, overrides, names):
@@ -211,6 +216,29 @@ def test_bad_configuration_is_named_in_one_line(gpt1, tmp_path, bad, overrides, 
 def test_every_command_refuses_a_value_out_of_range_first(gpt1, tmp_path, command, overrides, names):
     """The range is checked before anything else: the checkpoints named here do not exist."""
     one_line_error(gpt1(command, *overrides, cwd=tmp_path), *names, "out of range")
+
+
+def test_finetune_checks_its_trainer_before_reading_the_checkpoint(gpt1, tmp_path):
+    proc = gpt1("finetune", "task=sentiment", "init_from=nothere.ckpt", "trainer.precision=bf17", cwd=tmp_path)
+    one_line_error(proc, "trainer.precision=bf17")
+
+
+@pytest.mark.parametrize(
+    "src, names",
+    [
+        pytest.param("nothere", ["nothere/config.json does not exist", "openai-gpt model directory"], id="missing"),
+        pytest.param("broken", ["broken/config.json is not valid JSON"], id="malformed-config"),
+        pytest.param("weightless", ["neither model.safetensors nor pytorch_model.bin"], id="no-weights"),
+    ],
+)
+def test_an_unusable_hf_directory_is_named_in_one_line(gpt1, tmp_path, src, names):
+    (tmp_path / "broken").mkdir()
+    (tmp_path / "broken" / "config.json").write_text("{not json")
+    (tmp_path / "weightless").mkdir()
+    (tmp_path / "weightless" / "config.json").write_text('{"model_type": "openai-gpt"}')
+    proc = gpt1("convert", "direction=from-hf", f"src={tmp_path / src}", f"dst={tmp_path / 'out.ckpt'}", cwd=tmp_path)
+    one_line_error(proc, *names)
+    assert not (tmp_path / "out.ckpt").exists()
 
 
 def test_a_model_config_that_cannot_be_built_fails_before_any_data_work(gpt1, tmp_path, bad):

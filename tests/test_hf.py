@@ -19,6 +19,7 @@ from safetensors import safe_open
 from tokenizers import models
 
 from gpt1.checkpoint import load_checkpoint, save_checkpoint
+from gpt1.errors import CheckpointError
 from gpt1.hf import config_from_hf, config_to_hf, export_hf, hf_tokenizer_json, import_hf
 from gpt1.model import GPT, PRESETS, GPTConfig
 from gpt1.tokenizer import END_OF_WORD, UNK_TOKEN, load_tokenizer, train_bpe
@@ -152,7 +153,7 @@ def test_import_refuses_an_untied_head(tmp_path: Path, tok_dir: Path, vocab_size
 def test_import_tokenizer_argument(tmp_path: Path, tok_dir: Path, vocab_size: int) -> None:
     hf = hf_model(vocab_size)
     hf.save_pretrained(tmp_path / "hf")  # no tokenizer files beside the weights
-    with pytest.raises(FileNotFoundError, match="no tokenizer"):
+    with pytest.raises(CheckpointError, match="no tokenizer"):
         import_hf(tmp_path / "hf", tmp_path / "gpt1.ckpt")
 
     (tmp_path / "tok.json").write_text(load_tokenizer(tok_dir).to_str())
@@ -172,11 +173,11 @@ def test_import_tokenizer_argument(tmp_path: Path, tok_dir: Path, vocab_size: in
 
 
 def test_import_errors(tmp_path: Path, tok_dir: Path, vocab_size: int) -> None:
-    with pytest.raises(FileNotFoundError, match="config.json does not exist"):
+    with pytest.raises(CheckpointError, match="config.json does not exist"):
         import_hf(tmp_path, tmp_path / "gpt1.ckpt")
     hf_model(vocab_size).config.save_pretrained(tmp_path)
     copy_tokenizer(tok_dir, tmp_path)
-    with pytest.raises(FileNotFoundError, match="neither model.safetensors nor pytorch_model.bin"):
+    with pytest.raises(CheckpointError, match="neither model.safetensors nor pytorch_model.bin"):
         import_hf(tmp_path, tmp_path / "gpt1.ckpt")
     hf_model(vocab_size + 3).save_pretrained(tmp_path)  # weights and config.json of a bigger vocab than vocab.json
     with pytest.raises(ValueError, match=f"has {vocab_size} tokens but the model .* {vocab_size + 3}"):
