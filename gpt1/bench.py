@@ -56,8 +56,9 @@ from torch.nn import functional as F
 from omegaconf import OmegaConf
 
 from gpt1.allocator import tune_cpu_allocator
-from gpt1.errors import ConfigError, user_errors
+from gpt1.config import resolve_device
 from gpt1.data.tasks import IGNORE_INDEX, real_tokens
+from gpt1.errors import ConfigError, user_errors
 from gpt1.model import GPT, PRESETS, GPTConfig
 from gpt1.module import next_token_loss
 from gpt1.ops import linear
@@ -221,7 +222,7 @@ def multiple_choice_batch(batch_size: int, n_ctx: int, device: torch.device) -> 
 
 def bench(args: argparse.Namespace) -> dict[str, Any]:
     """Run every measurement ``args`` asks for; return them as a dict (also printed as a table)."""
-    device = torch.device(args.device if args.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu"))
+    device = resolve_device(args.device, "--device")
     tune_cpu_allocator()  # as the gpt1 command does (a no-op when it already has)
     torch.manual_seed(0)
     if device.type == "cuda":
@@ -418,10 +419,7 @@ def check_args(args: argparse.Namespace) -> None:
                                ("--warmup", args.warmup, 0), ("--pad-vocab", args.pad_vocab or 1, 1)]:
         if value < least:
             raise ConfigError(f"{flag} {value}: choose {least} or more")
-    if args.device not in ("auto", "cpu", "cuda") and not args.device.startswith("cuda:"):
-        raise ConfigError(f"--device {args.device}: choose cpu, cuda, cuda:N or auto")
-    if args.device.startswith("cuda") and not torch.cuda.is_available():
-        raise ConfigError(f"--device {args.device}: torch sees no CUDA GPU here ({torch.__version__}); use --device cpu")
+    resolve_device(args.device, "--device")
     if args.json and not args.json.parent.is_dir():
         raise ConfigError(f"--json {args.json}: no directory {args.json.parent} to write it in; create it first")
     if args.compare == "hf" and importlib.util.find_spec("transformers") is None:

@@ -8,19 +8,21 @@ with the offending key named. The ``model`` group's options are the presets of `
 
 from __future__ import annotations
 
+import re
 import warnings
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 from typing import Any, Optional
 
+import torch
 from hydra.core.config_store import ConfigStore
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import MISSING, DictConfig, OmegaConf
 
 from gpt1.data.pretrain import DataConfig
 from gpt1.data.tasks import TaskConfig
-from gpt1.errors import ranged
+from gpt1.errors import ConfigError, ranged
 from gpt1.lstm import LSTMConfig
 from gpt1.model import PRESETS, GPTConfig
 from gpt1.tokenizer import TokenizerConfig
@@ -387,6 +389,21 @@ def default_sample_data() -> str:
     """``shared/data`` beside the checkout holding this package, else beside the current directory."""
     beside_checkout = Path(__file__).resolve().parents[2] / "shared" / "data"
     return str(beside_checkout if beside_checkout.is_dir() else Path.cwd().parent / "shared" / "data")
+
+
+def resolve_device(name: str, key: str = "device") -> torch.device:
+    """The device setting ``key`` (gpt1 generate's and zeroshot's ``device``, gpt1 bench's ``--device``) as a torch
+    device: auto is the GPU where torch sees one, else the CPU; ``ConfigError`` for a device this machine does not
+    have, before any checkpoint is read or any timing taken."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name != "cpu" and not re.fullmatch(r"cuda(:\d+)?", name):
+        raise ConfigError(f"{key}={name}: choose cpu, cuda, cuda:N or auto")
+    device = torch.device(name)
+    if device.type == "cuda" and (device.index or 0) >= torch.cuda.device_count():
+        seen = f"{torch.cuda.device_count()} CUDA GPUs are" if torch.cuda.is_available() else "no CUDA GPU is"
+        raise ConfigError(f"{key}={name}: {seen} visible here; use {key}=cpu (or auto)")
+    return device
 
 
 def group_choice(group: str) -> Optional[str]:

@@ -12,15 +12,14 @@ import torch
 from omegaconf import DictConfig
 
 from gpt1.checkpoint import load_checkpoint
-from gpt1.config import GenerateConfig  # noqa: F401  (registers the schemas with Hydra)
+from gpt1.config import resolve_device
 from gpt1.errors import command
 from gpt1.tokenizer import prompt_ids
 
 
 def generate(cfg: DictConfig) -> list[str]:
     """``cfg.num_samples`` continuations of ``cfg.prompt``, printed and written to <run dir>/samples.txt."""
-    auto = "cuda" if torch.cuda.is_available() else "cpu"
-    device = torch.device(auto if cfg.device == "auto" else cfg.device)
+    device = resolve_device(cfg.device)
     loaded = load_checkpoint(cfg.ckpt, map_location=device)
     tokenizer, model = loaded.tokenizer, loaded.model.to(device)
     prompt = prompt_ids(tokenizer, cfg.prompt)  # an empty prompt: the eod token, as at a document's start

@@ -30,7 +30,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from gpt1.checkpoint import load_checkpoint
-from gpt1.config import group_choice
+from gpt1.config import group_choice, resolve_device
 from gpt1.data.sources import resolve_files
 from gpt1.data.tasks import Examples, TaskConfig, TaskDataModule, TaskType
 from gpt1.errors import CheckpointError, ConfigError, DataError, command
@@ -228,6 +228,7 @@ def zeroshot(cfg: DictConfig) -> dict[str, Any]:
     task: TaskConfig = OmegaConf.to_object(cfg.task)
     task.name = task.name or group_choice("task")
     heuristic = heuristic_of(task)
+    device = resolve_device(cfg.device)
     try:
         paths = resolve_files(list(cfg.ckpts), "ckpts")
     except FileNotFoundError as e:
@@ -257,7 +258,6 @@ def zeroshot(cfg: DictConfig) -> dict[str, Any]:
         keep = keep[: task.zeroshot.max_fit_examples].tolist()
         fit = ([train.text[i] for i in keep], torch.as_tensor(train.labels[keep]))
 
-    device = torch.device(("cuda" if torch.cuda.is_available() else "cpu") if cfg.device == "auto" else cfg.device)
     main = task.metrics[0]
     results = []
     for path in paths:

@@ -73,7 +73,7 @@ def test_the_decode_bound_is_never_looser_than_what_the_products_streamed(monkey
 @pytest.mark.parametrize("flags, says", [
     (["--seq", "33"], "--seq 33: the tiny preset reads at most 32 tokens"),
     (["--batch", "0"], "--batch 0: choose 1 or more"),
-    (["--device", "tpu"], "--device tpu: choose cpu, cuda"),
+    (["--device", "tpu"], "--device=tpu: choose cpu, cuda"),
     (["--json", "missing/bench.json"], "no directory missing to write it in"),
 ])
 def test_bad_flags_are_one_line_before_any_measuring(flags, says, monkeypatch, capsys, tmp_path):

@@ -344,3 +344,13 @@ def test_a_training_split_sliced_to_nothing_is_named(gpt1, tmp_path, trained, ca
     proc = gpt1("finetune", "task=sentiment", "++task.splits.train='train[:0]'",
                 f"init_from={trained}/checkpoints/last.ckpt", f"paths.cache_dir={cache_dir}", cwd=tmp_path)
     one_line_error(proc, "train.jsonl", "the train split has no rows", "train[:0]")
+
+
+@pytest.mark.parametrize("command, args", [("generate", ["ckpt=nothere.ckpt"]),
+                                           ("zeroshot", ["ckpts=[nothere.ckpt]", "task=sentiment"])])
+@pytest.mark.parametrize("device, names", [("tpu", ["device=tpu", "cpu, cuda, cuda:N or auto"]),
+                                           ("cuda:7", ["device=cuda:7", "visible here", "device=cpu"])])
+def test_a_device_this_machine_lacks_is_named_before_the_checkpoint(gpt1, tmp_path, command, args, device, names):
+    if device.startswith("cuda") and torch.cuda.device_count() > 7:
+        pytest.skip("this machine has 8 GPUs")
+    one_line_error(gpt1(command, *args, f"device={device}", cwd=tmp_path), *names)
