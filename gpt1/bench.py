@@ -416,7 +416,7 @@ def check_args(args: argparse.Namespace) -> None:
     for flag, value, least in [("--batch", args.batch, 1), ("--gen-batch", args.gen_batch, 1),
                                ("--new-tokens", args.new_tokens, 1), ("--iters", args.iters, 1),
                                ("--vocab", args.vocab, 2), ("--mc-batch", args.mc_batch, 0),
-                               ("--warmup", args.warmup, 0), ("--pad-vocab", args.pad_vocab or 1, 1)]:
+                               ("--warmup", args.warmup, 0), ("--pad-vocab", args.pad_vocab or 1, 1)]:  # 0: default
         if value < least:
             raise ConfigError(f"{flag} {value}: choose {least} or more")
     resolve_device(args.device, "--device")
@@ -425,8 +425,8 @@ def check_args(args: argparse.Namespace) -> None:
     if args.compare == "hf" and importlib.util.find_spec("transformers") is None:
         raise ConfigError("--compare hf needs transformers: pip install transformers")
     if args.mc_batch and any(importlib.util.find_spec(m) is None for m in ("ftfy", "spacy")):
-        raise ConfigError('the multiple-choice step encodes with the original text pipeline: pip install "gpt1[openai]", '
-                          "or skip the step with --mc-batch 0")
+        raise ConfigError("the multiple-choice step encodes with the original text pipeline: "
+                          'pip install "gpt1[openai]", or skip the step with --mc-batch 0')
 
 
 @user_errors

@@ -104,8 +104,8 @@ class TrainerConfig:
     """Epochs of data.samples_per_epoch windows each, when max_steps is -1."""
     max_time: Optional[str] = None
     """Wall-clock limit, "DD:HH:MM:SS"."""
-    gradient_clip_val: Optional[float] = ranged(1.0, gt=0, hint="null: no clipping")
-    """Clip the global gradient norm to this (the original code's max_grad_norm); None: no clipping."""
+    gradient_clip_val: Optional[float] = ranged(1.0, ge=0, hint="0 or null: no clipping")
+    """Clip the global gradient norm to this (the original code's max_grad_norm); 0 or None: no clipping."""
     accumulate_grad_batches: int = ranged(1, ge=1)
     """Batches per optimizer update."""
     val_check_interval: Optional[Any] = None

@@ -12,7 +12,7 @@ import torch
 from omegaconf import DictConfig
 
 from gpt1.checkpoint import load_checkpoint
-from gpt1.config import resolve_device
+from gpt1.config import resolve_device  # (importing gpt1.config registers the schemas with Hydra)
 from gpt1.errors import command
 from gpt1.tokenizer import prompt_ids
 

@@ -151,3 +151,11 @@ def test_a_users_task_yaml_is_typed(tmp_path, cache_dir):
         with pytest.raises(ConfigCompositionException) as info:
             compose("finetune", [f"hydra.searchpath=[file://{tmp_path}]", "task=mine", "init_from=x"])
     assert "txt" in str(info.value) + str(info.value.__cause__)
+
+
+@pytest.mark.parametrize("override", ["trainer.gradient_clip_val=0", "trainer.gradient_clip_val=null",
+                                      "trainer.max_steps=-1", "trainer.max_epochs=-1", "callbacks.checkpoint.keep_last=-1",
+                                      "callbacks.samples.top_k=null", "callbacks.samples.temperature=0",
+                                      "optim.warmup_fraction=1", "trainer.num_sanity_val_steps=-1"])
+def test_the_special_values_the_schema_documents_are_in_range(make_cfg, override):
+    check_ranges(make_cfg("pretrain", [override]))
