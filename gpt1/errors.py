@@ -61,8 +61,9 @@ _BOUNDS = {"ge": (operator.ge, ">="), "gt": (operator.gt, ">"), "lt": (operator.
 
 def check_ranges(cfg: DictConfig, prefix: str = "") -> None:
     """Refuse a value outside its schema field's ``ranged`` bounds, in ``cfg`` and every config below it: a
-    ``ConfigError`` naming the key, at start-up rather than when the value is first used (after a tokenizer is
-    trained, a corpus packed, a model built)."""
+    ``ConfigError`` naming the key. Every command's entry function (``gpt1.pretrain.train``, ...) calls it first,
+    so that a bad value fails at start-up rather than when it is first used (after a tokenizer is trained, a corpus
+    packed, a model built), from the command line and from Python alike."""
     schema = OmegaConf.get_type(cfg)
     fields = {f.name: f.metadata for f in dataclasses.fields(schema)} if dataclasses.is_dataclass(schema) else {}
     for key in cfg:
@@ -138,16 +139,12 @@ def _one_line_config_errors() -> Iterator[None]:
 
 def command(config_name: str) -> Callable[[Callable[[Any], Any]], Callable[[], None]]:
     """``@hydra.main`` for a gpt1 command: its config ``conf/<config_name>.yaml`` from the installed package, user
-    errors (in the configuration, its values out of range included, or raised by the command) reported as one
-    line, and the CPU allocator tuned (``gpt1.allocator``) in every process that runs it, DDP's other ranks included."""
+    errors (in the configuration or raised by the command) reported as one line, and the CPU allocator tuned
+    (``gpt1.allocator``) in every process that runs it, DDP's other ranks included."""
 
     def decorate(fn: Callable[[Any], Any]) -> Callable[[], None]:
-        def checked(cfg: DictConfig) -> Any:
-            check_ranges(cfg)
-            return fn(cfg)
-
         hydra_main = hydra.main(version_base="1.3", config_path="pkg://gpt1.conf", config_name=config_name)(
-            user_errors(functools.wraps(fn)(checked))
+            user_errors(fn)
         )
 
         @functools.wraps(fn)

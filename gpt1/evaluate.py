@@ -19,7 +19,7 @@ from gpt1.checkpoint import Loaded, load_checkpoint
 from gpt1.config import OptimConfig, group_choice
 from gpt1.data.pretrain import PretrainDataModule
 from gpt1.data.tasks import TaskDataModule, task_from_dict
-from gpt1.errors import CheckpointError, command
+from gpt1.errors import CheckpointError, check_ranges, command
 from gpt1.module import GPT1Module, TaskModule
 from gpt1.run import build_trainer, score, task_prefixes, write_metrics
 
@@ -27,6 +27,7 @@ from gpt1.run import build_trainer, score, task_prefixes, write_metrics
 def evaluate(cfg: DictConfig) -> dict[str, Any]:
     """Score ``cfg.ckpt``: on a task if it carries one or ``cfg.task`` is set, else by perplexity on ``cfg.data``;
     the metrics are also written to <run dir>/metrics.json."""
+    check_ranges(cfg)
     L.seed_everything(cfg.seed)
     loaded = load_checkpoint(cfg.ckpt)
     if cfg.task is not None or loaded.task is not None:

@@ -27,7 +27,7 @@ from gpt1.callbacks import build_callbacks
 from gpt1.checkpoint import load_checkpoint, model_type
 from gpt1.config import group_choice
 from gpt1.data.tasks import TASK_SPECIAL_TOKENS, TaskDataModule
-from gpt1.errors import ConfigError, command
+from gpt1.errors import ConfigError, check_ranges, command
 from gpt1.module import TaskModule
 from gpt1.run import (
     baseline_metrics,
@@ -84,6 +84,7 @@ def accumulation(batch_size: int, micro_batch_size: int, world_size: int) -> int
 
 def finetune(cfg: DictConfig) -> dict[str, Any]:
     """Fine-tune as ``cfg`` (a ``FinetuneConfig``) says; return the metrics, also in <run dir>/metrics.json."""
+    check_ranges(cfg)
     start = time.perf_counter()
     output_dir = Path(cfg.paths.output_dir)
     L.seed_everything(cfg.seed, workers=True, verbose=False)  # quiet: a refused config prints one line only

@@ -13,12 +13,13 @@ from omegaconf import DictConfig
 
 from gpt1.checkpoint import load_checkpoint
 from gpt1.config import resolve_device  # (importing gpt1.config registers the schemas with Hydra)
-from gpt1.errors import command
+from gpt1.errors import check_ranges, command
 from gpt1.tokenizer import prompt_ids
 
 
 def generate(cfg: DictConfig) -> list[str]:
     """``cfg.num_samples`` continuations of ``cfg.prompt``, printed and written to <run dir>/samples.txt."""
+    check_ranges(cfg)
     device = resolve_device(cfg.device)
     loaded = load_checkpoint(cfg.ckpt, map_location=device)
     tokenizer, model = loaded.tokenizer, loaded.model.to(device)

@@ -19,7 +19,7 @@ from omegaconf import DictConfig, OmegaConf
 from gpt1.callbacks import SampleText, build_callbacks
 from gpt1.checkpoint import Loaded, load_checkpoint
 from gpt1.data.pretrain import PretrainDataModule, unigram_perplexity
-from gpt1.errors import command
+from gpt1.errors import check_ranges, command
 from gpt1.model import GPT
 from gpt1.module import GPT1Module
 from gpt1.run import (
@@ -47,6 +47,7 @@ def load_init(path: str) -> Loaded:
 
 def train(cfg: DictConfig) -> dict[str, Any]:
     """Pre-train as ``cfg`` (a ``PretrainConfig``) says; return the final metrics, also in <run dir>/metrics.json."""
+    check_ranges(cfg)
     start = time.perf_counter()
     output_dir = Path(cfg.paths.output_dir)
     L.seed_everything(cfg.seed, workers=True)

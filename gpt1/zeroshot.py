@@ -33,7 +33,7 @@ from gpt1.checkpoint import load_checkpoint
 from gpt1.config import group_choice, resolve_device
 from gpt1.data.sources import resolve_files
 from gpt1.data.tasks import Examples, TaskConfig, TaskDataModule, TaskType
-from gpt1.errors import CheckpointError, ConfigError, DataError, command
+from gpt1.errors import CheckpointError, ConfigError, DataError, check_ranges, command
 from gpt1.module import build_metric
 from gpt1.run import write_metrics
 
@@ -225,6 +225,7 @@ def predict(
 def zeroshot(cfg: DictConfig) -> dict[str, Any]:
     """Score every checkpoint of ``cfg.ckpts`` (paths or globs) on ``cfg.task``'s first validation split with the
     task's heuristic; the metrics, also in <run dir>/metrics.json."""
+    check_ranges(cfg)
     task: TaskConfig = OmegaConf.to_object(cfg.task)
     task.name = task.name or group_choice("task")
     heuristic = heuristic_of(task)

@@ -10,9 +10,10 @@ from omegaconf.errors import ConfigAttributeError, ValidationError
 
 from gpt1.config import CheckpointModelConfig, EvaluateConfig, FinetuneConfig, PretrainConfig, Schedule
 from gpt1.data.tasks import TaskConfig
-from gpt1.errors import check_ranges
+from gpt1.errors import ConfigError, check_ranges
 from gpt1.lstm import LSTMConfig
 from gpt1.model import PRESETS, GPTConfig
+from gpt1.pretrain import train
 from tests.test_experiments import EXPERIMENTS as EXPERIMENTS_BY_COMMAND
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
@@ -159,3 +160,9 @@ def test_a_users_task_yaml_is_typed(tmp_path, cache_dir):
                                       "optim.warmup_fraction=1", "trainer.num_sanity_val_steps=-1"])
 def test_the_special_values_the_schema_documents_are_in_range(make_cfg, override):
     check_ranges(make_cfg("pretrain", [override]))
+
+
+def test_a_python_caller_of_train_gets_the_range_check_too(make_cfg, tmp_path):
+    with pytest.raises(ConfigError, match=r"optim\.lr=-1\.0: out of range"):
+        train(make_cfg("pretrain", ["optim.lr=-1", f"paths.cache_dir={tmp_path / 'cache'}"]))
+    assert not (tmp_path / "cache").exists()  # refused before a tokenizer is trained
