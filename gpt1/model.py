@@ -38,7 +38,7 @@ class GPTConfig:
     """Context length: the size of the learned position table."""
     n_layer: int = ranged(12, ge=1)
     """Number of transformer blocks."""
-    n_head: int = ranged(12, ge=1)
+    n_head: int = 12
     """Attention heads per block; n_embd must be a multiple of it."""
     n_embd: int = ranged(768, ge=1)
     """Width of the residual stream."""

@@ -341,3 +341,13 @@ def test_debug_overfit_trains_on_one_batch_until_it_is_memorised(make_cfg):
     losses = train_losses(Path(cfg.paths.output_dir))
     assert metrics["steps"] == 60 and len(losses) == 60
     assert losses[-1] < 0.35 * losses[0]  # one batch, seen 60 times: memorised (many batches would not be)
+
+
+def test_resuming_with_another_data_order_says_so(make_cfg, capsys):
+    base = [*TINY_RUN, "debug=fast", "callbacks.samples.every_n_steps=0", "resume=auto", "trainer.max_steps=2"]
+    train(make_cfg("pretrain", base))
+    train(make_cfg("pretrain", [*base, "trainer.max_steps=3"]))  # the same settings: silent
+    assert "another data order" not in capsys.readouterr().err
+    assert train(make_cfg("pretrain", [*base, "trainer.max_steps=4", "data.batch_size=4", "seed=7"]))["steps"] == 4
+    err = capsys.readouterr().err
+    assert "another data order" in err and "seed: 1234 -> 7" in err and "data.batch_size" in err

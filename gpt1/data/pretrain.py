@@ -23,6 +23,7 @@ import json
 import logging
 import math
 import os
+import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
@@ -70,7 +71,7 @@ class DataConfig:
     """The hub split to validate on when valid_files is empty; None: valid_fraction instead."""
     text_column: str = "text"
     """Column that holds the documents in tables and hub datasets (.txt files need none)."""
-    valid_fraction: float = ranged(0.0, ge=0, lt=1)
+    valid_fraction: float = 0.0
     """With no validation files nor hub split: hold out this last fraction of the packed training stream. With no
     validation data at all and 0 here, the data module refuses to start (pre-training needs a held-out loss)."""
     separate_documents: bool = True
@@ -232,6 +233,13 @@ class _Source:
     def texts(self) -> Iterator[str]:
         for batch in self.dataset.iter(batch_size=256):
             yield from filter(None, batch[self.column])
+
+
+ORDER_KEYS = {
+    "seed": "seed", "batch_size": "data.batch_size per device and pass", "world_size": "processes (devices x nodes)",
+    "train_tokens": "training tokens", "n_ctx": "model.n_ctx", "samples_per_epoch": "data.samples_per_epoch",
+}
+"""The settings that fix the order of the training windows, and how a warning names them."""
 
 
 class PretrainDataModule(L.LightningDataModule):
@@ -402,6 +410,24 @@ class PretrainDataModule(L.LightningDataModule):
             trainer.world_size, trainer.global_rank,
         )  # fmt: skip
         return self._loader(ds, sampler)
+
+    def state_dict(self) -> dict[str, Any]:
+        """What fixes the order of the training windows, saved in checkpoints (Lightning's datamodule state):
+        ``load_state_dict`` compares a resumed run's with it."""
+        world = self.trainer.world_size if self.trainer is not None else 1
+        return {"seed": self.seed, "batch_size": self.cfg.batch_size, "world_size": world,
+                "train_tokens": len(self._train) if self._train is not None else 0, "n_ctx": self.n_ctx,
+                "samples_per_epoch": self.cfg.samples_per_epoch}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """On resume: warn, once, where this run draws its windows otherwise than the checkpoint's run did (it then
+        continues, but not exactly as the interrupted run would have)."""
+        now = self.state_dict()
+        differ = [f"{ORDER_KEYS[k]}: {state[k]} -> {now[k]}" for k in ORDER_KEYS if k in state and state[k] != now[k]]
+        if differ and (self.trainer is None or self.trainer.is_global_zero):
+            print(f"warning: resuming with another data order than the checkpoint's run ({'; '.join(differ)}): "
+                  "training goes on, but not on the windows the interrupted run would have seen",
+                  file=sys.stderr, flush=True)
 
     def val_dataloader(self) -> DataLoader:
         if self._valid is None:
