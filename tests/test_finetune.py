@@ -408,3 +408,14 @@ def test_packed_rows_give_the_same_logits_losses_and_gradients(finetuned, cache_
         torch.testing.assert_close(packed_loss, loss, rtol=1e-5, atol=1e-6)
         for g, pg in zip(grads, packed_grads):
             torch.testing.assert_close(pg, g, rtol=1e-3, atol=1e-5)
+
+
+def test_resuming_a_finetune_with_another_data_order_says_so(run_finetune, tmp_path, capsys):
+    _, whole = run_finetune("sentiment", f"paths.output_dir={tmp_path / 'whole'}")
+    ckpt = whole / "checkpoints" / "last.ckpt"
+    run_finetune("sentiment", f"resume={ckpt}", f"paths.output_dir={tmp_path / 'same'}", "trainer.max_steps=4")
+    assert "another data order" not in capsys.readouterr().err
+    run_finetune("sentiment", f"resume={ckpt}", f"paths.output_dir={tmp_path / 'other'}", "trainer.max_steps=4",
+                 "seed=7")
+    err = capsys.readouterr().err
+    assert "another data order" in err and "seed: 1234 -> 7" in err

@@ -1,9 +1,10 @@
-"""The DataLoader of the data modules: its iterator starts at the first batch, so a resumed run's sampler sees the
-restored counters."""
+"""What the data modules share for an exact resume: a DataLoader whose iterator starts at the first batch, so that a
+resumed run's sampler sees the restored counters, and the warning when a resume changes the training order."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import sys
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Optional
 
 from torch.utils.data import DataLoader
@@ -35,3 +36,16 @@ class _Deferred:
         if self._iterator is None:
             self._iterator = self._start()
         return next(self._iterator)
+
+
+def warn_if_order_changed(
+    saved: Mapping[str, Any], now: Mapping[str, Any], names: Mapping[str, str], rank_zero: bool
+) -> None:
+    """On resume: one warning line (on rank 0) naming each setting that fixes the training order (``names``: key ->
+    how the line names it) and differs between the checkpoint's run (``saved``) and this one (``now``). Training then
+    goes on, but not on the examples the interrupted run would have seen."""
+    differ = [f"{names[k]}: {saved[k]} -> {now[k]}" for k in names if k in saved and saved[k] != now[k]]
+    if differ and rank_zero:
+        print(f"warning: resuming with another data order than the checkpoint's run ({'; '.join(differ)}): "
+              "training goes on, but not on the examples the interrupted run would have seen", file=sys.stderr,
+              flush=True)

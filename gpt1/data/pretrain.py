@@ -23,7 +23,6 @@ import json
 import logging
 import math
 import os
-import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
@@ -39,7 +38,7 @@ import pyarrow.compute as pc
 import torch
 from torch.utils.data import DataLoader, Dataset, DistributedSampler, Sampler
 
-from gpt1.data.loader import DeferredDataLoader
+from gpt1.data.loader import DeferredDataLoader, warn_if_order_changed
 from gpt1.data.sources import file_format, files_key, load_files, load_hub, read_error, resolve_files
 from gpt1.errors import ConfigError, DataError, ranged
 from gpt1.io import atomic_file
@@ -420,14 +419,8 @@ class PretrainDataModule(L.LightningDataModule):
                 "samples_per_epoch": self.cfg.samples_per_epoch}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """On resume: warn, once, where this run draws its windows otherwise than the checkpoint's run did (it then
-        continues, but not exactly as the interrupted run would have)."""
-        now = self.state_dict()
-        differ = [f"{ORDER_KEYS[k]}: {state[k]} -> {now[k]}" for k in ORDER_KEYS if k in state and state[k] != now[k]]
-        if differ and (self.trainer is None or self.trainer.is_global_zero):
-            print(f"warning: resuming with another data order than the checkpoint's run ({'; '.join(differ)}): "
-                  "training goes on, but not on the windows the interrupted run would have seen",
-                  file=sys.stderr, flush=True)
+        """On resume: warn where this run draws its windows otherwise than the checkpoint's run did."""
+        warn_if_order_changed(state, self.state_dict(), ORDER_KEYS, self.trainer is None or self.trainer.is_global_zero)
 
     def val_dataloader(self) -> DataLoader:
         if self._valid is None:

@@ -64,7 +64,7 @@ from omegaconf import MISSING, DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 from torch.utils.data import DataLoader, Dataset, DistributedSampler, Sampler
 
-from gpt1.data.loader import DeferredDataLoader
+from gpt1.data.loader import DeferredDataLoader, warn_if_order_changed
 from gpt1.data.sources import file_columns, file_format, files_key, load_files, load_hub, read_error, resolve_files
 from gpt1.errors import ConfigError, DataError
 from gpt1.io import atomic_file
@@ -780,6 +780,11 @@ class EpochSampler(DistributedSampler):
         return itertools.islice(super().__iter__(), self.consumed(), None)
 
 
+ORDER_KEYS = {"seed": "seed", "batch_size": "examples per device and pass (micro_batch_size)",
+              "world_size": "processes (devices x nodes)", "train_examples": "training examples"}
+"""The settings that fix the order of the training examples, and how a resume's warning names them."""
+
+
 class TaskDataModule(L.LightningDataModule):
     """A task's splits, transformed and batched (module docstring).
 
@@ -973,6 +978,17 @@ class TaskDataModule(L.LightningDataModule):
             trainer.world_size, trainer.global_rank,
         )  # fmt: skip
         return self._loader(ds, self.batch_size, sampler)
+
+    def state_dict(self) -> dict[str, Any]:
+        """What fixes the order of the training examples, saved in checkpoints (Lightning's datamodule state):
+        ``load_state_dict`` compares a resumed run's with it."""
+        world = self.trainer.world_size if self.trainer is not None else 1
+        train = len(self._datasets["train"]) if "train" in self._datasets else 0
+        return {"seed": self.seed, "batch_size": self.batch_size, "world_size": world, "train_examples": train}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """On resume: warn where this run draws its examples otherwise than the checkpoint's run did."""
+        warn_if_order_changed(state, self.state_dict(), ORDER_KEYS, self.trainer is None or self.trainer.is_global_zero)
 
     def val_dataloader(self) -> DataLoader | list[DataLoader]:
         """One loader per validation split (a list when there are several), in ``roles["validation"]`` order."""
