@@ -38,14 +38,18 @@ class _Deferred:
         return next(self._iterator)
 
 
-def warn_if_order_changed(
-    saved: Mapping[str, Any], now: Mapping[str, Any], names: Mapping[str, str], rank_zero: bool
-) -> None:
+def world_size(datamodule: Any) -> int:
+    """The processes a data module's trainer runs (1 without a trainer)."""
+    return datamodule.trainer.world_size if datamodule.trainer is not None else 1
+
+
+def warn_if_order_changed(datamodule: Any, saved: Mapping[str, Any], names: Mapping[str, str]) -> None:
     """On resume: one warning line (on rank 0) naming each setting that fixes the training order (``names``: key ->
-    how the line names it) and differs between the checkpoint's run (``saved``) and this one (``now``). Training then
-    goes on, but not on the examples the interrupted run would have seen."""
+    how the line names it) and differs between the checkpoint's run (``saved``) and this one (``datamodule``'s
+    ``state_dict()``). Training then goes on, but not on the examples the interrupted run would have seen."""
+    now = datamodule.state_dict()
     differ = [f"{names[k]}: {saved[k]} -> {now[k]}" for k in names if k in saved and saved[k] != now[k]]
-    if differ and rank_zero:
+    if differ and (datamodule.trainer is None or datamodule.trainer.is_global_zero):
         print(f"warning: resuming with another data order than the checkpoint's run ({'; '.join(differ)}): "
               "training goes on, but not on the examples the interrupted run would have seen", file=sys.stderr,
               flush=True)

@@ -38,7 +38,7 @@ import pyarrow.compute as pc
 import torch
 from torch.utils.data import DataLoader, Dataset, DistributedSampler, Sampler
 
-from gpt1.data.loader import DeferredDataLoader, warn_if_order_changed
+from gpt1.data.loader import DeferredDataLoader, warn_if_order_changed, world_size
 from gpt1.data.sources import file_format, files_key, load_files, load_hub, read_error, resolve_files
 from gpt1.errors import ConfigError, DataError, ranged
 from gpt1.io import atomic_file
@@ -413,14 +413,13 @@ class PretrainDataModule(L.LightningDataModule):
     def state_dict(self) -> dict[str, Any]:
         """What fixes the order of the training windows, saved in checkpoints (Lightning's datamodule state):
         ``load_state_dict`` compares a resumed run's with it."""
-        world = self.trainer.world_size if self.trainer is not None else 1
-        return {"seed": self.seed, "batch_size": self.cfg.batch_size, "world_size": world,
+        return {"seed": self.seed, "batch_size": self.cfg.batch_size, "world_size": world_size(self),
                 "train_tokens": len(self._train) if self._train is not None else 0, "n_ctx": self.n_ctx,
                 "samples_per_epoch": self.cfg.samples_per_epoch}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """On resume: warn where this run draws its windows otherwise than the checkpoint's run did."""
-        warn_if_order_changed(state, self.state_dict(), ORDER_KEYS, self.trainer is None or self.trainer.is_global_zero)
+        warn_if_order_changed(self, state, ORDER_KEYS)
 
     def val_dataloader(self) -> DataLoader:
         if self._valid is None:

@@ -64,7 +64,7 @@ from omegaconf import MISSING, DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 from torch.utils.data import DataLoader, Dataset, DistributedSampler, Sampler
 
-from gpt1.data.loader import DeferredDataLoader, warn_if_order_changed
+from gpt1.data.loader import DeferredDataLoader, warn_if_order_changed, world_size
 from gpt1.data.sources import file_columns, file_format, files_key, load_files, load_hub, read_error, resolve_files
 from gpt1.errors import ConfigError, DataError
 from gpt1.io import atomic_file
@@ -982,13 +982,12 @@ class TaskDataModule(L.LightningDataModule):
     def state_dict(self) -> dict[str, Any]:
         """What fixes the order of the training examples, saved in checkpoints (Lightning's datamodule state):
         ``load_state_dict`` compares a resumed run's with it."""
-        world = self.trainer.world_size if self.trainer is not None else 1
         train = len(self._datasets["train"]) if "train" in self._datasets else 0
-        return {"seed": self.seed, "batch_size": self.batch_size, "world_size": world, "train_examples": train}
+        return {"seed": self.seed, "batch_size": self.batch_size, "world_size": world_size(self), "train_examples": train}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """On resume: warn where this run draws its examples otherwise than the checkpoint's run did."""
-        warn_if_order_changed(state, self.state_dict(), ORDER_KEYS, self.trainer is None or self.trainer.is_global_zero)
+        warn_if_order_changed(self, state, ORDER_KEYS)
 
     def val_dataloader(self) -> DataLoader | list[DataLoader]:
         """One loader per validation split (a list when there are several), in ``roles["validation"]`` order."""
