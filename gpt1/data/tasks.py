@@ -983,7 +983,8 @@ class TaskDataModule(L.LightningDataModule):
         """What fixes the order of the training examples, saved in checkpoints (Lightning's datamodule state):
         ``load_state_dict`` compares a resumed run's with it."""
         train = len(self._datasets["train"]) if "train" in self._datasets else 0
-        return {"seed": self.seed, "batch_size": self.batch_size, "world_size": world_size(self), "train_examples": train}
+        return {"seed": self.seed, "batch_size": self.batch_size, "world_size": world_size(self),
+                "train_examples": train}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """On resume: warn where this run draws its examples otherwise than the checkpoint's run did."""
