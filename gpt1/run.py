@@ -307,6 +307,9 @@ _NOISE_WARNINGS = [
     # an epoch of fewer batches than log_every_n_steps (a small corpus): Lightning counts the logging interval across
     # epochs, so the metrics are logged all the same
     (r"The number of training batches \(\d+\) is smaller than the logging interval", UserWarning),
+    # GPT1Module counts a batch's real tokens in on_before_batch_transfer, for any data module, a user's too: that the
+    # module's hook runs, not the data module's, is the intent
+    (r"You have overridden `on_before_batch_transfer` in `LightningModule` but have passed in a", UserWarning),
 ]
 """(message regex, category) of the warnings that say nothing to a user."""
 

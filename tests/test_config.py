@@ -46,6 +46,9 @@ def test_every_debug_config_composes(make_cfg, debug):
     cfg = make_cfg("pretrain", [f"debug={debug}"])
     check_ranges(cfg)
     assert isinstance(OmegaConf.to_object(cfg), PretrainConfig)
+    cfg = make_cfg("finetune", ["task=sentiment", "init_from=x.ckpt", f"debug={debug}"])
+    check_ranges(cfg)
+    assert isinstance(OmegaConf.to_object(cfg), FinetuneConfig)
 
 
 def test_paper_experiment_holds_the_papers_recipe(make_cfg):

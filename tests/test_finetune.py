@@ -1,6 +1,7 @@
 """Fine-tuning end to end on the sample tasks (tiny model, CPU, seconds each): heads, losses, metrics, ablations,
 checkpoints, evaluation and predictions."""
 
+import csv
 import json
 import math
 import os
@@ -200,6 +201,26 @@ def test_without_the_aux_lm_loss(run_finetune):
     assert metrics["steps"] == 3
     header = (run / "csv" / "metrics.csv").read_text().splitlines()[0]
     assert "train/task_loss" in header and "train/lm_loss" not in header
+
+
+def test_debug_fast_checks_a_finetune_end_to_end(run_finetune):
+    """debug=fast, as for pre-training: 4 updates, validation every 2 batches on 2 of its batches, checkpoints."""
+    metrics, run = run_finetune("sentiment", "debug=fast", "trainer.max_steps=4")
+    assert metrics["steps"] == 4 and 0 <= metrics["val/accuracy"] <= 1
+    assert {p.name for p in (run / "checkpoints").glob("*.ckpt")} >= {"last.ckpt", "step0000002.ckpt"}
+    with open(run / "csv" / "metrics.csv") as f:
+        validated = sorted({int(r["step"]) for r in csv.DictReader(f) if r["val/accuracy"]})
+    assert validated == [1, 3, 4]  # after batches 2 and 4, then the final scoring (gpt1.run.score)
+
+
+def test_debug_overfit_memorises_one_batch_of_a_task(run_finetune):
+    """debug=overfit bounds the run by its steps, not by the recipe's 3 epochs (of one batch each)."""
+    metrics, run = run_finetune("sentiment", "debug=overfit", "trainer.max_steps=30", "trainer.log_every_n_steps=1",
+                                "optim.lr=3e-3")
+    with open(run / "csv" / "metrics.csv") as f:
+        losses = [float(r["train/task_loss"]) for r in csv.DictReader(f) if r["train/task_loss"]]
+    assert metrics["steps"] == 30 and len(losses) == 30
+    assert losses[-1] < 0.3 * losses[0]  # 16 examples, seen 30 times: memorised (the task's 256 would not be)
 
 
 def test_n_transfer_loads_the_first_blocks_and_starts_the_others_fresh(make_cfg, pretrained, run_finetune):

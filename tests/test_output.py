@@ -17,7 +17,7 @@ ENV = {k: v for k, v in os.environ.items() if k != "HYDRA_FULL_ERROR"}
 ENV.update(HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", PYTHONUNBUFFERED="1")
 
 NOISE = ["💡", "litlogger", "litmodels", "LeafSpec", "_pytree", "FLOPs", "Epoch 0/-", "weights_only",
-         "smaller than the logging interval", "to estimate number of stepping batches"]
+         "smaller than the logging interval", "to estimate number of stepping batches", "overridden `on_before_batch"]
 """Library output that says nothing to a user (issue 6): none of it may appear in a run's output."""
 
 
@@ -87,14 +87,16 @@ def test_choices_of_different_numbers_and_long_texts_finetune_counted(small_run,
     data = tmp_path / "mc.jsonl"
     data.write_text("".join(json.dumps(r) + "\n" for r in rows))
     out = tmp_path / "finetune"
-    gpt1("finetune", "task=multiple_choice", f"task.data_files.train={data}", f"task.data_files.validation={data}",
-         f"task.data_files.test={data}", f"init_from={run / 'checkpoints' / 'last.ckpt'}", "batch_size=8",
-         "trainer.max_steps=3", "logger=csv", "trainer.enable_progress_bar=false", "paths.cache_dir=cache",
-         cwd=tmp_path, run=out)
+    proc = gpt1("finetune", "task=multiple_choice", f"task.data_files.train={data}",
+                f"task.data_files.validation={data}", f"task.data_files.test={data}", f"init_from={run / 'checkpoints' / 'last.ckpt'}", "batch_size=8",
+                "trainer.max_steps=3", "logger=csv", "trainer.enable_progress_bar=false", "paths.cache_dir=cache",
+                cwd=tmp_path, run=out)
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["examples"] == {"train": 24, "validation": 24, "test": 24}
     assert metrics["truncated"] == {"train": 8, "validation": 8, "test": 8}  # the long contexts only
     assert 0 <= metrics["val/accuracy"] <= 1 and metrics["steps"] == 3
+    for noise in NOISE:
+        assert noise not in proc.stdout + proc.stderr, noise
 
 
 def test_invalid_utf8_is_counted_exactly(tmp_path):
