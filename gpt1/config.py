@@ -316,6 +316,8 @@ class EvaluateConfig:
     task: Optional[TaskConfig] = None
     """The task to score a fine-tuned checkpoint on (task=NAME; None: the task the checkpoint carries), in
     batches of data.batch_size examples. A checkpoint without a task is scored by perplexity on data."""
+    perplexity: bool = False
+    """Score the language model by perplexity on data even when the checkpoint carries a task (fine-tuned)."""
     seed: int = 1234
     """Seeds everything (evaluation itself is deterministic)."""
     data: DataConfig = field(default_factory=DataConfig)

@@ -4,6 +4,7 @@
     gpt1 evaluate ckpt=FINETUNED task=NAME                                         # another task's data, same head
     gpt1 evaluate ckpt=outputs/quickstart/<run>/checkpoints/last.ckpt              # the sample books' held-out book
     gpt1 evaluate ckpt=model.ckpt data.valid_files='[corpus/test/*.txt]'
+    gpt1 evaluate ckpt=FINETUNED perplexity=true                                   # its LM, as for a pre-trained one
 """
 
 from __future__ import annotations
@@ -19,18 +20,20 @@ from gpt1.checkpoint import Loaded, load_checkpoint
 from gpt1.config import OptimConfig, group_choice
 from gpt1.data.pretrain import PretrainDataModule
 from gpt1.data.tasks import TaskDataModule, task_from_dict
-from gpt1.errors import CheckpointError, check_ranges, command
+from gpt1.errors import CheckpointError, ConfigError, check_ranges, command
 from gpt1.module import GPT1Module, TaskModule
 from gpt1.run import build_trainer, score, task_prefixes, write_metrics
 
 
 def evaluate(cfg: DictConfig) -> dict[str, Any]:
-    """Score ``cfg.ckpt``: on a task if it carries one or ``cfg.task`` is set, else by perplexity on ``cfg.data``;
-    the metrics are also written to <run dir>/metrics.json."""
+    """Score ``cfg.ckpt``: on a task if it carries one or ``cfg.task`` is set (unless ``cfg.perplexity``), else by
+    perplexity on ``cfg.data``; the metrics are also written to <run dir>/metrics.json."""
     check_ranges(cfg)
+    if cfg.perplexity and cfg.task is not None:
+        raise ConfigError("perplexity=true scores the language model on data, task= a task's head: give one of them")
     L.seed_everything(cfg.seed)
     loaded = load_checkpoint(cfg.ckpt)
-    if cfg.task is not None or loaded.task is not None:
+    if not cfg.perplexity and (cfg.task is not None or loaded.task is not None):
         return evaluate_task(cfg, loaded)
     return perplexity(cfg, loaded)
 
@@ -40,6 +43,7 @@ def evaluate_task(cfg: DictConfig, loaded: Loaded) -> dict[str, Any]:
     task's validation and labelled test splits."""
     if cfg.task is None:
         task = task_from_dict(loaded.task)
+        print(f"{cfg.ckpt} carries task {task.name}: its metrics (perplexity=true: its perplexity on data instead)")
     else:
         task = OmegaConf.to_object(cfg.task)
         task.name = task.name or group_choice("task")

@@ -259,6 +259,8 @@ def export_hf(src: str | os.PathLike, dst: str | os.PathLike) -> None:
     tokenizer runs the original pipeline on and ``load_tokenizer`` prefers (a trained "gpt1" tokenizer gets no
     such files: read back, they would select the "openai" pipeline)."""
     loaded = load_checkpoint(src)
+    if not isinstance(loaded.model, GPT):
+        raise CheckpointError(f"{src} holds the LSTM baseline: only GPT-1 decoders have an HF openai-gpt form")
     config = loaded.model.config
     hf_config = config_to_hf(config)  # before writing anything: an unexportable config leaves no half directory
     dst = Path(dst)

@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 from gpt1.errors import ranged
-from gpt1.model import grown
+from gpt1.model import grown, sample_next
 from gpt1.ops import Dropout, Linear, linear
 
 
@@ -69,6 +69,27 @@ class LSTM(nn.Module):
     def lm_logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """Tied LM head: hidden (..., C) -> logits (..., V)."""
         return linear(hidden, self.tokens_embed.weight)
+
+    @torch.no_grad()
+    def generate(
+        self,
+        idx: torch.Tensor,
+        max_new_tokens: int,
+        temperature: float = 1.0,
+        top_k: int | None = None,
+        use_cache: bool = True,
+        generator: torch.Generator | None = None,
+    ) -> torch.Tensor:
+        """Continue idx (B, T) by max_new_tokens sampled tokens; temperature 0 decodes greedily (``GPT.generate``).
+        With use_cache the LSTM's state carries the past, so each step reads only the newest token; without, each
+        step reads the whole sequence again (the same tokens)."""
+        state, new = None, idx
+        for _ in range(max_new_tokens):
+            out, state = self.lstm(self.drop(self.tokens_embed(new)), state)  # (B, T, U)
+            logits = self.lm_logits(self.out_drop(self.proj(out[:, -1]))).float()  # (B, V)
+            idx = torch.cat([idx, sample_next(logits, temperature, top_k, generator)], dim=1)
+            state, new = (state, idx[:, -1:]) if use_cache else (None, idx)
+        return idx
 
     def resize_token_embeddings(self, vocab_size: int) -> None:
         """Grow the vocabulary (e.g. for new special tokens); new rows are drawn from N(0, init_std)."""

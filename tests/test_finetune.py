@@ -139,6 +139,16 @@ def test_evaluate_refuses_a_task_its_head_does_not_fit(finetuned, make_cfg):
         evaluate(cfg)
 
 
+def test_evaluate_scores_a_finetuned_models_perplexity_on_request(finetuned, make_cfg, cache_dir):
+    """perplexity=true: the fine-tuned decoder's LM on data, as a pre-trained one's; with task= it is refused."""
+    ckpt = finetuned["sentiment"] / "checkpoints" / "last.ckpt"
+    base = [f"ckpt={ckpt}", "perplexity=true", "trainer.enable_progress_bar=false", f"paths.cache_dir={cache_dir}"]
+    result = evaluate(make_cfg("evaluate", [*base, "data.max_valid_windows=4"]))
+    assert "val/accuracy" not in result and result["tokens"] == 4 * 32 and math.isfinite(result["val/ppl"])
+    with pytest.raises(ConfigError, match="perplexity=true .* task= .* give one of them"):
+        evaluate(make_cfg("evaluate", [*base, "task=sentiment"]))
+
+
 def test_predictions_file_has_one_row_per_test_example(finetuned):
     rows = (finetuned["sentiment"] / "predictions" / "test.tsv").read_text().splitlines()
     metrics = json.loads((finetuned["sentiment"] / "metrics.json").read_text())
@@ -280,7 +290,9 @@ def test_the_lstm_baseline_takes_the_checkpoints_embeddings(make_cfg, pretrained
     ref = load_checkpoint(pretrained).model
     assert isinstance(model, LSTM) and model.config.n_embd == ref.config.n_embd
     assert torch.equal(model.tokens_embed.weight[: ref.config.vocab_size], ref.tokens_embed.weight)
-    metrics, run = run_finetune("multiple_choice", "model=lstm", "model.hidden_size=64")
+    # its LM samples text as the transformer's does (debug=fast samples every 2 steps)
+    metrics, run = run_finetune("multiple_choice", "model=lstm", "model.hidden_size=64",
+                                "callbacks.samples.every_n_steps=2")
     assert metrics["model"] == "lstm" and math.isfinite(metrics["val/accuracy"])
     assert isinstance(load_checkpoint(run / "checkpoints" / "last.ckpt").model, LSTM)
 

@@ -21,6 +21,7 @@ from tokenizers import models
 from gpt1.checkpoint import load_checkpoint, save_checkpoint
 from gpt1.errors import CheckpointError
 from gpt1.hf import config_from_hf, config_to_hf, export_hf, hf_tokenizer_json, import_hf
+from gpt1.lstm import LSTM, LSTMConfig
 from gpt1.model import GPT, PRESETS, GPTConfig
 from gpt1.tokenizer import END_OF_WORD, UNK_TOKEN, load_tokenizer, train_bpe
 
@@ -256,6 +257,10 @@ def test_export_refuses_what_hf_cannot_express(tmp_path: Path, tok_dir: Path, vo
         with pytest.raises(ValueError, match=match):
             export_hf(tmp_path / "gpt1.ckpt", tmp_path / "hf")
         assert not (tmp_path / "hf").exists()
+    save_checkpoint(tmp_path / "lstm.ckpt", LSTM(LSTMConfig(vocab_size=vocab_size, n_embd=32, hidden_size=16)), tok)
+    with pytest.raises(CheckpointError, match="lstm.ckpt holds the LSTM baseline"):
+        export_hf(tmp_path / "lstm.ckpt", tmp_path / "hf")
+    assert not (tmp_path / "hf").exists()
 
 
 def test_conversion_does_not_need_transformers() -> None:

@@ -1,4 +1,5 @@
-"""The GPT-1 decoder: architecture facts, init, vocab growth and padding, KV-cache decoding."""
+"""The GPT-1 decoder: architecture facts, init, vocab growth and padding, KV-cache decoding; the LSTM baseline's
+decoding."""
 
 from dataclasses import replace
 
@@ -6,6 +7,7 @@ import pytest
 import torch
 
 from gpt1.heads import pack_choices, pack_sequences
+from gpt1.lstm import LSTM, LSTMConfig
 from gpt1.model import GPT, PRESETS, GPTConfig, LayerCache
 
 TINY = PRESETS["tiny"]
@@ -108,6 +110,21 @@ def test_sampling_is_reproducible_with_a_seeded_generator_and_respects_top_k():
     assert torch.equal(a, b)
     top1 = model.generate(prompt, 10, temperature=1.0, top_k=1)
     assert torch.equal(top1, model.generate(prompt, 10, temperature=0))
+
+
+def test_the_lstm_decodes_from_its_state_as_from_the_whole_sequence():
+    """The LSTM baseline samples too (the fine-tuning's sample callback, gpt1 generate): greedy tokens carried by its
+    state are those of full passes over the sequence, and each is the argmax of the full pass's last logits."""
+    torch.manual_seed(0)
+    model = LSTM(LSTMConfig(vocab_size=50, n_ctx=16, n_embd=8, hidden_size=16)).eval()
+    prompt = torch.randint(0, 50, (2, 3))
+    with_state = model.generate(prompt, 20, temperature=0)
+    assert with_state.shape == (2, 23) and torch.equal(with_state[:, :3], prompt)
+    assert torch.equal(with_state, model.generate(prompt, 20, temperature=0, use_cache=False))
+    logits = model.lm_logits(model(with_state[:, :10]))[:, -1]  # (2, V): what the 8th new token was picked from
+    assert torch.equal(logits.argmax(-1), with_state[:, 10])
+    a, b = (model.generate(prompt, 5, top_k=3, generator=torch.Generator().manual_seed(1)) for _ in range(2))
+    assert torch.equal(a, b)
 
 
 def test_config_errors_name_the_field():
