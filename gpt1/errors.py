@@ -79,10 +79,21 @@ def check_ranges(cfg: DictConfig, prefix: str = "") -> None:
                     raise ConfigError(f"{prefix}{key}={value}: out of range; choose a value {rule}{hint}")
 
 
+_LIBRARY_USER_ERRORS = {
+    # submitit, when hydra/launcher=submitit_slurm starts on a machine without SLURM
+    'Could not detect "srun"': "hydra/launcher=submitit_slurm submits to SLURM, but this machine has no srun: run the "
+    "command on the cluster's login node, or here with hydra/launcher=submitit_local (or no launcher)",
+}
+"""A library's error message (its start) -> the one line that says what to do."""
+
+
 def user_message(e: BaseException) -> str | None:
     """The one-line report of a user-fixable error, or None for a bug (which keeps its traceback)."""
     if isinstance(e, UserError):
         return " ".join(str(e).split())
+    for start, message in _LIBRARY_USER_ERRORS.items():
+        if str(e).startswith(start):
+            return message
     cause = e.__cause__ if isinstance(e.__cause__, OmegaConfBaseException) else e
     if isinstance(cause, OmegaConfBaseException):  # e.g. Key 'n_layr' not in 'GPTConfig' / cannot convert 'abc'
         first = str(cause).splitlines()[0] if str(cause) else type(cause).__name__

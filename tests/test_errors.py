@@ -218,6 +218,12 @@ def test_every_command_refuses_a_value_out_of_range_first(gpt1, tmp_path, comman
     one_line_error(gpt1(command, *overrides, cwd=tmp_path), *names, "out of range")
 
 
+def test_the_slurm_launcher_without_slurm_is_named_in_one_line(gpt1, tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))  # no srun here: submitit's own check refuses the launch
+    proc = gpt1("pretrain", "-m", *PRETRAIN, "hydra/launcher=submitit_slurm", cwd=tmp_path)
+    one_line_error(proc, "hydra/launcher=submitit_slurm", "no srun", "hydra/launcher=submitit_local")
+
+
 def test_finetune_checks_its_trainer_before_reading_the_checkpoint(gpt1, tmp_path):
     proc = gpt1("finetune", "task=sentiment", "init_from=nothere.ckpt", "trainer.precision=bf17", cwd=tmp_path)
     one_line_error(proc, "trainer.precision=bf17")
