@@ -505,6 +505,27 @@ def test_messy_local_files(tmp_path: Path, tokenizer: Tokenizer) -> None:
     assert dm.read("validation").text == ["w, quoted", "v"]
 
 
+def test_unquoted_tsv_files_read_with_quoting_none(tmp_path: Path, tokenizer: Tokenizer, caplog: Any) -> None:
+    """GLUE's .tsv files are not quoted, and a sentence may start with a double quote: task.quoting=none reads every
+    row, the quotes as text; the default (RFC 4180, as the sample data's .tsv) runs such a field to the next quote,
+    swallowing rows, and says so."""
+    first = {1: '"Hi, he said', 3: "she left"}
+    second = {3: 'ok" she said', 4: '"Go" now'}
+    lines = ["index\tsentence1\tsentence2\tlabel"] + [
+        f"{i}\t{first.get(i, 'a man walks')}\t{second.get(i, 'he moves')}\t{'yes' if i % 2 else 'no'}" for i in range(6)]
+    (tmp_path / "glue.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    task = {"type": "entailment", "text": "sentence1", "text_pair": "sentence2", "label_names": ["no", "yes"],
+            "data_files": {"train": str(tmp_path / "glue.tsv"), "validation": str(tmp_path / "glue.tsv")}}
+    dm = module({**task, "quoting": "none"}, tokenizer, tmp_path / "cache")
+    examples = dm.read("train")
+    assert dm.train_labels().tolist() == [0, 1, 0, 1, 0, 1] and examples.text[1] == '"Hi, he said'
+    assert examples.pair[3:5] == ['ok" she said', '"Go" now']
+    assert "quoting" not in caplog.text
+    dm = module(task, tokenizer, tmp_path / "cache")  # another cache key: the rows differ
+    assert len(dm.train_labels()) < 6
+    assert "rows read from 6 lines" in caplog.text and "set task.quoting=none" in caplog.text
+
+
 def test_labels_inferred_from_the_data(tmp_path: Path, tokenizer: Tokenizer) -> None:
     files = local(tmp_path, {"train": [{"t": "a", "label": 2}, {"t": "b", "label": 0.0}], "validation": [
         {"t": "c", "label": 1}]})

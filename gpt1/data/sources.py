@@ -3,6 +3,10 @@
 Shared by pre-training (a document per .txt file or per row) and fine-tuning (an example per row). The format of
 a local file comes from its extension (``FORMATS``); rows keep the order of the files and, within a file, their own.
 
+Quoting. A .csv or .tsv field that starts with a double quote is quoted (RFC 4180, as Python's csv module and pandas
+write them: it may then hold separators and line breaks, inner quotes doubled) unless ``quoting="none"``, where every
+quote is text: GLUE's and SNLI's .tsv files, whose sentences may start with a quote, need it.
+
 Invalid UTF-8. A .txt file is plain text: its invalid bytes are replaced with U+FFFD and counted, and a warning names
 the file, how many were replaced and the byte offset of the first (a stray byte in a large corpus should not stop a
 run). A structured file (.jsonl/.json, .csv, .tsv) must be valid UTF-8: an invalid byte is a ``DataError`` naming
@@ -12,6 +16,7 @@ change what the row says.
 
 from __future__ import annotations
 
+import csv
 import glob
 import hashlib
 import itertools
@@ -43,10 +48,17 @@ _BUILDERS: dict[str, tuple[str, dict[str, Any]]] = {
     # one row per file: its whole text, line breaks kept; invalid UTF-8 replaced (counted by ``invalid_utf8``)
     "text": ("text", {"sample_by": "document", "encoding_errors": "replace"}),
     "json": ("json", {}),
-    "csv": ("csv", {}),
-    "tsv": ("csv", {"sep": "\t"}),
+    "csv": ("csv", {}),  # and _table_options
+    "tsv": ("csv", {}),  # and _table_options
     "parquet": ("parquet", {}),
 }
+QUOTING = {"minimal": csv.QUOTE_MINIMAL, "none": csv.QUOTE_NONE}
+"""How .csv/.tsv fields are quoted (module docstring) -> pandas' ``quoting``."""
+
+
+def _table_options(fmt: str, quoting: str) -> dict[str, Any]:
+    """pandas.read_csv's options (datasets' csv builder takes the same) for a .csv or .tsv file."""
+    return {"sep": "\t" if fmt == "tsv" else ",", "quoting": QUOTING[quoting]}
 TXT_COLUMN = "text"
 """The column a .txt file's text lands in (unless ``load_files(txt_column=...)`` says otherwise)."""
 
@@ -74,7 +86,7 @@ def file_format(path: str | os.PathLike) -> str:
     return FORMATS[suffix]
 
 
-def file_columns(path: str | os.PathLike) -> list[str]:
+def file_columns(path: str | os.PathLike, quoting: str = "minimal") -> list[str]:
     """Column names of a data file, from its header only (the first record for JSON); [TXT_COLUMN] for .txt."""
     fmt, path = file_format(path), Path(path)
     if fmt == "text":
@@ -83,7 +95,7 @@ def file_columns(path: str | os.PathLike) -> list[str]:
         return pq.read_schema(path).names
     if fmt in ("csv", "tsv"):
         try:
-            return [str(c) for c in pd.read_csv(path, sep="\t" if fmt == "tsv" else ",", nrows=0).columns]
+            return [str(c) for c in pd.read_csv(path, nrows=0, **_table_options(fmt, quoting)).columns]
         except pd.errors.EmptyDataError:
             return []
     with open(path, encoding="utf-8") as f:
@@ -97,6 +109,15 @@ def file_columns(path: str | os.PathLike) -> list[str]:
     return list(record) if isinstance(record, dict) else []
 
 
+def tsv_rows_unquoted(path: str | os.PathLike) -> Optional[int]:
+    """The rows of a .tsv file whose every quote is text (quoting "none"): its lines after the header, if each
+    splits into the header's number of fields; else None (quoted fields, ragged lines)."""
+    with open(path, encoding="utf-8", errors="replace", newline="") as f:
+        lines = [line.rstrip("\r\n") for line in f if line.strip()]
+    fields = lines[0].count("\t") if lines else 0
+    return len(lines) - 1 if all(line.count("\t") == fields for line in lines) else None
+
+
 def _check_columns(where: str, have: Sequence[str], want: Sequence[str]) -> None:
     missing = [c for c in want if c not in have]
     if missing:
@@ -108,12 +129,14 @@ def load_files(
     columns: Optional[Sequence[str]] = None,
     cache_dir: str | os.PathLike | None = None,
     txt_column: str = TXT_COLUMN,
+    quoting: str = "minimal",
 ) -> datasets.Dataset:
     """Load ``files`` (any mix of ``FORMATS``) into one Dataset, rows in file order.
 
     columns: keep only these, checked file by file from the headers (a missing one names the file and the columns
     it has); needed to mix formats whose other columns differ. txt_column: the column a .txt file's text lands in,
-    so that .txt files line up with tabular ones. cache_dir: datasets' cache (None: its default).
+    so that .txt files line up with tabular ones. cache_dir: datasets' cache (None: its default). quoting: of .csv
+    and .tsv files, "minimal" or "none" (module docstring).
     """
     if not files:
         raise ValueError("load_files: no files given")
@@ -122,12 +145,13 @@ def load_files(
         group = list(group)
         if columns is not None:
             for path in group:
-                have = [txt_column] if fmt == "text" else file_columns(path)
+                have = [txt_column] if fmt == "text" else file_columns(path, quoting)
                 _check_columns(str(path), have, columns)
         if fmt == "text":
             for path in group:
                 _warn_invalid_utf8(path)
         builder, kwargs = _BUILDERS[fmt]
+        kwargs = _table_options(fmt, quoting) if fmt in ("csv", "tsv") else kwargs
         ds = datasets.load_dataset(
             builder, data_files=[str(p) for p in group], split="train", cache_dir=_str(cache_dir), **kwargs
         )
@@ -168,13 +192,14 @@ def files_key(files: Sequence[str | os.PathLike]) -> str:
     return h.hexdigest()[:16]
 
 
-def read_error(files: Sequence[str | os.PathLike], error: BaseException) -> str:
+def read_error(files: Sequence[str | os.PathLike], error: BaseException, quoting: str = "minimal") -> str:
     """Why ``files`` could not be loaded (``error``: what loading them raised), in one line naming the file and
     the line where it can: the first malformed line of a JSON Lines file, the parser's complaint about a CSV/TSV
     file (pandas gives the line), the first invalid UTF-8 byte; else the root cause of ``error``."""
     for path in files:
         fmt = file_format(path)
-        found = json_error(path) if fmt == "json" else _csv_error(path, fmt) if fmt in ("csv", "tsv") else None
+        table = fmt in ("csv", "tsv")
+        found = json_error(path) if fmt == "json" else _csv_error(path, fmt, quoting) if table else None
         if found:
             return found
     cause = error
@@ -210,10 +235,10 @@ def json_error(path: str | os.PathLike) -> Optional[str]:
     return None
 
 
-def _csv_error(path: str | os.PathLike, fmt: str) -> Optional[str]:
+def _csv_error(path: str | os.PathLike, fmt: str, quoting: str) -> Optional[str]:
     """The parser's complaint about a CSV/TSV file (pandas names the line), or None if it parses."""
     try:
-        pd.read_csv(path, sep="\t" if fmt == "tsv" else ",")
+        pd.read_csv(path, **_table_options(fmt, quoting))
     except UnicodeDecodeError:
         return _utf8_error(path)
     except (pd.errors.ParserError, pd.errors.EmptyDataError) as e:

@@ -65,7 +65,9 @@ from omegaconf.errors import OmegaConfBaseException
 from torch.utils.data import DataLoader, Dataset, DistributedSampler, Sampler
 
 from gpt1.data.loader import DeferredDataLoader, warn_if_order_changed, world_size
-from gpt1.data.sources import file_columns, file_format, files_key, load_files, load_hub, read_error, resolve_files
+from gpt1.data.sources import (
+    file_columns, file_format, files_key, load_files, load_hub, read_error, resolve_files, tsv_rows_unquoted,
+)
 from gpt1.errors import ConfigError, DataError
 from gpt1.io import atomic_file
 
@@ -111,6 +113,16 @@ class Truncation(str, Enum):
         return self.value
 
 
+class Quoting(str, Enum):
+    """How a task's .csv and .tsv files quote their fields (``gpt1.data.sources``)."""
+
+    minimal = "minimal"  # RFC 4180, as Python's csv module and pandas write them
+    none = "none"  # every quote is text (GLUE's and SNLI's .tsv files)
+
+    def __str__(self) -> str:
+        return self.value
+
+
 @dataclass
 class ZeroshotConfig:
     """The task's zero-shot heuristic (paper section 5; ``gpt1 zeroshot``)."""
@@ -137,6 +149,10 @@ class TaskConfig:
     data_files: Optional[dict[str, Any]] = None
     """Local files per split name: a glob or a list of globs of .jsonl/.json, .csv, .tsv or .parquet files (by
     extension), e.g. {train: data/train.tsv, validation: data/dev.tsv}. Set this or dataset."""
+    quoting: Quoting = Quoting.minimal
+    """.csv/.tsv data_files: minimal, a field that starts with a double quote is quoted (RFC 4180, as Python's csv
+    module and pandas write files); none, every quote is text, as in GLUE's and SNLI's .tsv files, whose sentences
+    may start with one (read as quoted, such a field swallows the tabs and lines up to the next quote)."""
     dataset: Optional[str] = None
     """A Hugging Face hub dataset (e.g. nyu-mll/glue), downloaded once into the cache. Set this or data_files."""
     dataset_config: Optional[str] = None
@@ -146,8 +162,8 @@ class TaskConfig:
     splits: dict[str, Any] = field(default_factory=dict)
     """Role (train, validation, test) -> split name, or a list of names for several splits of one role (MNLI:
     validation: [validation_matched, validation_mismatched]); name[a:b] slices (ints or percentages), e.g.
-    ++task.splits.train='train[:1000]' on the command line (++: the key may be new); a role set to null is not used. A role left out reads
-    the split of its own name (with data_files: if it has one)."""
+    ++task.splits.train='train[:1000]' on the command line (++: the key may be new); a role set to null is not used.
+    A role left out reads the split of its own name (with data_files: if it has one)."""
     text: Any = MISSING
     """The column of the text (classification), premise or first text (pairs), or context (multiple choice); a
     list of columns is joined with a space, empty ones skipped, e.g. [article, question]."""
@@ -177,6 +193,7 @@ class TaskConfig:
     def __post_init__(self) -> None:
         self.type = _enum(TaskType, self.type, "task.type")
         self.truncation = _enum(Truncation, self.truncation, "task.truncation")
+        self.quoting = _enum(Quoting, self.quoting, "task.quoting")
         if (self.data_files is None) == (self.dataset is None):
             raise ConfigError(
                 "task.data_files and task.dataset are both set: use one"
@@ -371,9 +388,9 @@ class _Source:
             except ValueError as e:  # an unknown extension
                 raise DataError(str(e)) from e
             try:
-                have = file_columns(path)
+                have = file_columns(path, str(self.task.quoting))
             except ValueError as e:  # a first JSON record that does not parse, invalid UTF-8
-                raise DataError(read_error([path], e)) from e
+                raise DataError(read_error([path], e, str(self.task.quoting))) from e
             labelled.append(self._check(str(path), have))
         if any(labelled) and not all(labelled):
             without = [str(p) for p, has in zip(self.files, labelled, strict=True) if not has]
@@ -395,8 +412,9 @@ class _Source:
 
     @property
     def key(self) -> str:
-        """Changes whenever the split's rows may: the files' paths, sizes and mtimes, or the hub fingerprint."""
-        origin = files_key(self.files) if self.files is not None else self._hub._fingerprint
+        """Changes whenever the split's rows may: the files (paths, sizes, mtimes) and quoting, or the hub
+        fingerprint."""
+        origin = (files_key(self.files), str(self.task.quoting)) if self.files is not None else self._hub._fingerprint
         return _hash(origin, self.spec.name, self.spec.start, self.spec.stop)
 
     def rows(self) -> tuple[datasets.Dataset, int]:
@@ -404,13 +422,25 @@ class _Source:
         columns = self.columns + ([self.task.label] if self.has_label else [])
         if self.files is not None:
             try:
-                ds = load_files(self.files, columns, self._datasets_cache())
+                ds = load_files(self.files, columns, self._datasets_cache(), quoting=str(self.task.quoting))
             except (datasets.exceptions.DatasetGenerationError, UnicodeDecodeError) as e:
-                raise DataError(read_error(self.files, e)) from e
+                raise DataError(read_error(self.files, e, str(self.task.quoting))) from e
+            self._warn_if_quotes_swallowed_rows(len(ds))
         else:
             ds = self._hub.select_columns(columns)
         start, stop = self.spec.bounds(len(ds))
         return (ds if (start, stop) == (0, len(ds)) else ds.select(range(start, stop))), start
+
+    def _warn_if_quotes_swallowed_rows(self, rows: int) -> None:
+        """.tsv files read with quoting minimal into fewer rows than their lines, each of the header's number of
+        fields, give: a field that starts with a quote ran, as quoted, to the next quote (GLUE's files)."""
+        if self.task.quoting != Quoting.minimal or not all(file_format(p) == "tsv" for p in self.files):
+            return
+        lines = [tsv_rows_unquoted(p) for p in self.files]
+        if None not in lines and sum(lines) > rows:
+            log.warning("%s: %d rows read from %d lines: a field that starts with a double quote was read as quoted "
+                        "(task.quoting=minimal), up to the next quote, across tabs and lines; if the quotes are "
+                        "text, as in GLUE's .tsv files, set task.quoting=none", self.where, rows, sum(lines))
 
     def read(self) -> Examples:
         """The split's examples: texts joined, choices gathered, labels mapped, rows without a label dropped."""
