@@ -190,6 +190,17 @@ def test_tabular_formats_give_one_row_per_document(tmp_path, suffix):
     assert ds.column_names == ["body"] and ds["body"][:] == [r["body"] for r in ROWS]
 
 
+def test_a_tsv_corpus_whose_quotes_are_text_reads_with_quoting_none(tmp_path, tok):
+    """data.quoting=none: a document that starts with a quote is one row; as quoted (the default) it would swallow
+    the rows up to the next quote. The packed stream's cache tells the two apart."""
+    docs = ['"Call me Ishmael, he said', "Some years ago, never mind how long", 'precisely" having little money']
+    (tmp_path / "corpus.tsv").write_text("id\ttext\n" + "".join(f"{i}\t{d}\n" for i, d in enumerate(docs)))
+    files = {"train_files": [str(tmp_path / "corpus.tsv")], "valid_files": [str(tmp_path / "corpus.tsv")]}
+    dm = prepared(tmp_path, tok, quoting="none", **files)
+    assert dm.train_tokens.tolist() == expected(tok, docs)
+    assert prepared(tmp_path, tok, **files).train_tokens.tolist() != expected(tok, docs)
+
+
 def test_txt_files_are_one_document_each_with_line_breaks(tmp_path):
     files = resolve_files([write_txt(tmp_path, DOCS[:2])], "data.train_files")
     ds = load_files(files, ["body"], cache_dir=tmp_path / "cache", txt_column="body")

@@ -39,7 +39,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset, DistributedSampler, Sampler
 
 from gpt1.data.loader import DeferredDataLoader, warn_if_order_changed, world_size
-from gpt1.data.sources import file_format, files_key, load_files, load_hub, read_error, resolve_files
+from gpt1.data.sources import Quoting, file_format, files_key, load_files, load_hub, read_error, resolve_files
 from gpt1.errors import ConfigError, DataError, ranged
 from gpt1.io import atomic_file
 from gpt1.tokenizer import Tokenizer, TokenizerConfig, build_tokenizer
@@ -70,6 +70,9 @@ class DataConfig:
     """The hub split to validate on when valid_files is empty; None: valid_fraction instead."""
     text_column: str = "text"
     """Column that holds the documents in tables and hub datasets (.txt files need none)."""
+    quoting: Quoting = Quoting.minimal
+    """.csv/.tsv files: minimal, a field that starts with a double quote is quoted (RFC 4180, as Python's csv module
+    and pandas write files); none, every quote is text (tab-separated dumps whose texts may start with a quote)."""
     valid_fraction: float = 0.0
     """With no validation files nor hub split: hold out this last fraction of the packed training stream. With no
     validation data at all and 0 here, the data module refuses to start (pre-training needs a held-out loss)."""
@@ -183,7 +186,7 @@ class _Source:
     def __init__(self, cfg: DataConfig, split: str, cache_dir: Path) -> None:
         files = cfg.train_files if split == "train" else cfg.valid_files
         self.hub = (cfg.hf_dataset, cfg.hf_config, cfg.hf_train_split if split == "train" else cfg.hf_valid_split)
-        self.column, self.cache_dir = cfg.text_column, str(cache_dir / "datasets")
+        self.column, self.cache_dir, self.quoting = cfg.text_column, str(cache_dir / "datasets"), str(cfg.quoting)
         self.files = self._resolve(files, f"data.{split}_files") if files else None
         if self.files is not None:
             more = f" and {len(self.files) - 1} more" if len(self.files) > 1 else ""
@@ -210,11 +213,12 @@ class _Source:
         """The documents, in one column: ``self.column``."""
         if self.files is not None:
             try:
-                return load_files(self.files, [self.column], self.cache_dir, txt_column=self.column)
+                return load_files(self.files, [self.column], self.cache_dir, txt_column=self.column,
+                                  quoting=self.quoting)
             except DataError as e:  # a missing column, named with the file's columns
                 raise DataError(f"{e}: set data.text_column to the one that holds the text") from e
             except (datasets.exceptions.DatasetGenerationError, ValueError) as e:  # malformed JSON/CSV, bad UTF-8
-                raise DataError(read_error(self.files, e)) from e
+                raise DataError(read_error(self.files, e, self.quoting)) from e
         name, config, split = self.hub
         try:
             return load_hub(name, config, split, [self.column], self.cache_dir)
@@ -226,8 +230,10 @@ class _Source:
 
     @cached_property
     def key(self) -> str:
-        origin = files_key(self.files) if self.files is not None else self.dataset._fingerprint
-        return _hash(origin, self.column)
+        if self.files is None:
+            return _hash(self.dataset._fingerprint, self.column)
+        tables = any(file_format(p) in ("csv", "tsv") for p in self.files)  # the only files quoting changes
+        return _hash(files_key(self.files), self.column, *([self.quoting] if tables else []))
 
     def texts(self) -> Iterator[str]:
         for batch in self.dataset.iter(batch_size=256):

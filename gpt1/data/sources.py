@@ -24,6 +24,7 @@ import json
 import logging
 import os
 from collections.abc import Sequence
+from enum import Enum
 from pathlib import Path
 from typing import Any, Optional
 
@@ -52,13 +53,24 @@ _BUILDERS: dict[str, tuple[str, dict[str, Any]]] = {
     "tsv": ("csv", {}),  # and _table_options
     "parquet": ("parquet", {}),
 }
-QUOTING = {"minimal": csv.QUOTE_MINIMAL, "none": csv.QUOTE_NONE}
-"""How .csv/.tsv fields are quoted (module docstring) -> pandas' ``quoting``."""
+
+
+class Quoting(str, Enum):
+    """How .csv and .tsv files quote their fields (module docstring)."""
+
+    minimal = "minimal"  # RFC 4180, as Python's csv module and pandas write them
+    none = "none"  # every quote is text (GLUE's and SNLI's .tsv files)
+
+    def __str__(self) -> str:
+        return self.value
 
 
 def _table_options(fmt: str, quoting: str) -> dict[str, Any]:
     """pandas.read_csv's options (datasets' csv builder takes the same) for a .csv or .tsv file."""
-    return {"sep": "\t" if fmt == "tsv" else ",", "quoting": QUOTING[quoting]}
+    return {"sep": "\t" if fmt == "tsv" else ",",
+            "quoting": csv.QUOTE_NONE if Quoting(quoting) == Quoting.none else csv.QUOTE_MINIMAL}
+
+
 TXT_COLUMN = "text"
 """The column a .txt file's text lands in (unless ``load_files(txt_column=...)`` says otherwise)."""
 

@@ -66,7 +66,7 @@ from torch.utils.data import DataLoader, Dataset, DistributedSampler, Sampler
 
 from gpt1.data.loader import DeferredDataLoader, warn_if_order_changed, world_size
 from gpt1.data.sources import (
-    file_columns, file_format, files_key, load_files, load_hub, read_error, resolve_files, tsv_rows_unquoted,
+    Quoting, file_columns, file_format, files_key, load_files, load_hub, read_error, resolve_files, tsv_rows_unquoted,
 )
 from gpt1.errors import ConfigError, DataError
 from gpt1.io import atomic_file
@@ -108,16 +108,6 @@ class Truncation(str, Enum):
 
     original = "original"  # each text to its share of n_ctx, as the original code
     longest_first = "longest_first"  # the longer text first, only as much as needed
-
-    def __str__(self) -> str:
-        return self.value
-
-
-class Quoting(str, Enum):
-    """How a task's .csv and .tsv files quote their fields (``gpt1.data.sources``)."""
-
-    minimal = "minimal"  # RFC 4180, as Python's csv module and pandas write them
-    none = "none"  # every quote is text (GLUE's and SNLI's .tsv files)
 
     def __str__(self) -> str:
         return self.value
