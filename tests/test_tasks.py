@@ -512,7 +512,9 @@ def test_unquoted_tsv_files_read_with_quoting_none(tmp_path: Path, tokenizer: To
     first = {1: '"Hi, he said', 3: "she left"}
     second = {3: 'ok" she said', 4: '"Go" now'}
     lines = ["index\tsentence1\tsentence2\tlabel"] + [
-        f"{i}\t{first.get(i, 'a man walks')}\t{second.get(i, 'he moves')}\t{'yes' if i % 2 else 'no'}" for i in range(6)]
+        f"{i}\t{first.get(i, 'a man walks')}\t{second.get(i, 'he moves')}\t{'yes' if i % 2 else 'no'}"
+        for i in range(6)
+    ]
     (tmp_path / "glue.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
     task = {"type": "entailment", "text": "sentence1", "text_pair": "sentence2", "label_names": ["no", "yes"],
             "data_files": {"train": str(tmp_path / "glue.tsv"), "validation": str(tmp_path / "glue.tsv")}}

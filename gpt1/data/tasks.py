@@ -791,7 +791,8 @@ class EpochSampler(DistributedSampler):
     """
 
     def __init__(
-        self, n: int, seed: int, epoch: int = 0, consumed: Callable[[], int] = lambda: 0, num_replicas: int = 1, rank: int = 0
+        self, n: int, seed: int, epoch: int = 0, consumed: Callable[[], int] = lambda: 0, num_replicas: int = 1,
+        rank: int = 0,
     ) -> None:
         super().__init__(range(n), num_replicas=num_replicas, rank=rank, shuffle=True, seed=seed)
         self.epoch, self.consumed = epoch, consumed
