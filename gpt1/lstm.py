@@ -62,9 +62,13 @@ class LSTM(nn.Module):
         """Token ids (B, T) -> hidden states (B, T, C); position t sees tokens 0..t only."""
         if idx.size(1) > self.config.n_ctx:
             raise ValueError(f"sequence of {idx.size(1)} tokens exceeds the context of {self.config.n_ctx}")
-        x = self.drop(self.tokens_embed(idx))  # (B, T, C)
-        out, _ = self.lstm(x)  # (B, T, U)
-        return self.out_drop(self.proj(out))  # (B, T, C)
+        return self._run(idx)[0]
+
+    def _run(self, idx: torch.Tensor, state: tuple[torch.Tensor, ...] | None = None) -> tuple[torch.Tensor, tuple]:
+        """Token ids (B, T) after ``state`` (the LSTM's (h, c); None: the start) -> hidden states (B, T, C) and the
+        state after them."""
+        out, state = self.lstm(self.drop(self.tokens_embed(idx)), state)  # (B, T, U)
+        return self.out_drop(self.proj(out)), state  # (B, T, C)
 
     def lm_logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """Tied LM head: hidden (..., C) -> logits (..., V)."""
@@ -85,8 +89,8 @@ class LSTM(nn.Module):
         step reads the whole sequence again (the same tokens)."""
         state, new = None, idx
         for _ in range(max_new_tokens):
-            out, state = self.lstm(self.drop(self.tokens_embed(new)), state)  # (B, T, U)
-            logits = self.lm_logits(self.out_drop(self.proj(out[:, -1]))).float()  # (B, V)
+            hidden, state = self._run(new, state)  # (B, T, C)
+            logits = self.lm_logits(hidden[:, -1]).float()  # (B, V)
             idx = torch.cat([idx, sample_next(logits, temperature, top_k, generator)], dim=1)
             state, new = (state, idx[:, -1:]) if use_cache else (None, idx)
         return idx

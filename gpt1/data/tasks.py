@@ -336,7 +336,7 @@ class _Source:
     """Where one split's rows come from: local files (columns checked from the headers) or a hub split."""
 
     def __init__(self, task: TaskConfig, spec: SplitSpec, cache_dir: Optional[Path]) -> None:
-        self.task, self.spec, self.cache_dir = task, spec, cache_dir
+        self.task, self.spec, self.cache_dir, self.quoting = task, spec, cache_dir, str(task.quoting)
         self.columns = [*_columns(task.text), *_columns(task.text_pair), *_columns(task.choices)]
         self.files: Optional[list[Path]] = None
         self._hub: Optional[datasets.Dataset] = None
@@ -378,9 +378,9 @@ class _Source:
             except ValueError as e:  # an unknown extension
                 raise DataError(str(e)) from e
             try:
-                have = file_columns(path, str(self.task.quoting))
+                have = file_columns(path, self.quoting)
             except ValueError as e:  # a first JSON record that does not parse, invalid UTF-8
-                raise DataError(read_error([path], e, str(self.task.quoting))) from e
+                raise DataError(read_error([path], e, self.quoting)) from e
             labelled.append(self._check(str(path), have))
         if any(labelled) and not all(labelled):
             without = [str(p) for p, has in zip(self.files, labelled, strict=True) if not has]
@@ -404,7 +404,7 @@ class _Source:
     def key(self) -> str:
         """Changes whenever the split's rows may: the files (paths, sizes, mtimes) and quoting, or the hub
         fingerprint."""
-        origin = (files_key(self.files), str(self.task.quoting)) if self.files is not None else self._hub._fingerprint
+        origin = (files_key(self.files), self.quoting) if self.files is not None else self._hub._fingerprint
         return _hash(origin, self.spec.name, self.spec.start, self.spec.stop)
 
     def rows(self) -> tuple[datasets.Dataset, int]:
@@ -412,9 +412,9 @@ class _Source:
         columns = self.columns + ([self.task.label] if self.has_label else [])
         if self.files is not None:
             try:
-                ds = load_files(self.files, columns, self._datasets_cache(), quoting=str(self.task.quoting))
+                ds = load_files(self.files, columns, self._datasets_cache(), quoting=self.quoting)
             except (datasets.exceptions.DatasetGenerationError, UnicodeDecodeError) as e:
-                raise DataError(read_error(self.files, e, str(self.task.quoting))) from e
+                raise DataError(read_error(self.files, e, self.quoting)) from e
             self._warn_if_quotes_swallowed_rows(len(ds))
         else:
             ds = self._hub.select_columns(columns)
@@ -424,7 +424,7 @@ class _Source:
     def _warn_if_quotes_swallowed_rows(self, rows: int) -> None:
         """.tsv files read with quoting minimal into fewer rows than their lines, each of the header's number of
         fields, give: a field that starts with a quote ran, as quoted, to the next quote (GLUE's files)."""
-        if self.task.quoting != Quoting.minimal or not all(file_format(p) == "tsv" for p in self.files):
+        if self.quoting != Quoting.minimal or not all(file_format(p) == "tsv" for p in self.files):
             return
         lines = [tsv_rows_unquoted(p) for p in self.files]
         if None not in lines and sum(lines) > rows:
