@@ -310,6 +310,8 @@ _NOISE_WARNINGS = [
     # GPT1Module counts a batch's real tokens in on_before_batch_transfer, for any data module, a user's too: that the
     # module's hook runs, not the data module's, is the intent
     (r"You have overridden `on_before_batch_transfer` in `LightningModule` but have passed in a", UserWarning),
+    # bf16-mixed keeps fp32 weights: the summary's size at 32 bits, which this warning calls inaccurate, is right
+    (r"Precision \S+ is not supported by the model summary", UserWarning),
 ]
 """(message regex, category) of the warnings that say nothing to a user."""
 

@@ -17,7 +17,8 @@ ENV = {k: v for k, v in os.environ.items() if k != "HYDRA_FULL_ERROR"}
 ENV.update(HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", PYTHONUNBUFFERED="1")
 
 NOISE = ["💡", "litlogger", "litmodels", "LeafSpec", "_pytree", "FLOPs", "Epoch 0/-", "weights_only",
-         "smaller than the logging interval", "to estimate number of stepping batches", "overridden `on_before_batch"]
+         "smaller than the logging interval", "to estimate number of stepping batches", "overridden `on_before_batch",
+         "not supported by the model summary"]
 """Library output that says nothing to a user (issue 6): none of it may appear in a run's output."""
 
 
