@@ -230,10 +230,8 @@ class _Source:
 
     @cached_property
     def key(self) -> str:
-        if self.files is None:
-            return _hash(self.dataset._fingerprint, self.column)
-        tables = any(file_format(p) in ("csv", "tsv") for p in self.files)  # the only files quoting changes
-        return _hash(files_key(self.files), self.column, *([self.quoting] if tables else []))
+        origin = files_key(self.files, self.quoting) if self.files is not None else self.dataset._fingerprint
+        return _hash(origin, self.column)
 
     def texts(self) -> Iterator[str]:
         for batch in self.dataset.iter(batch_size=256):

@@ -194,13 +194,16 @@ def load_hub(
     return ds.select_columns(list(columns))
 
 
-def files_key(files: Sequence[str | os.PathLike]) -> str:
-    """A hash of the paths, sizes and modification times of ``files``: changes whenever one of them does, without
-    reading them (what datasets' own fingerprint of local files rests on too)."""
+def files_key(files: Sequence[str | os.PathLike], quoting: str = "minimal") -> str:
+    """A hash of the paths, sizes and modification times of ``files``, and of the quoting that reads any .csv/.tsv
+    among them: changes whenever the rows read from them may, without reading them (what datasets' own fingerprint of
+    local files rests on too)."""
     h = hashlib.sha256()
     for path in files:
         st = os.stat(path)
         h.update(f"{Path(path).resolve()}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+    if Quoting(quoting) != Quoting.minimal and any(file_format(p) in ("csv", "tsv") for p in files):
+        h.update(f"quoting {quoting}".encode())  # the default adds nothing: keys from before the option stay valid
     return h.hexdigest()[:16]
 
 

@@ -404,7 +404,7 @@ class _Source:
     def key(self) -> str:
         """Changes whenever the split's rows may: the files (paths, sizes, mtimes) and quoting, or the hub
         fingerprint."""
-        origin = (files_key(self.files), self.quoting) if self.files is not None else self._hub._fingerprint
+        origin = files_key(self.files, self.quoting) if self.files is not None else self._hub._fingerprint
         return _hash(origin, self.spec.name, self.spec.start, self.spec.stop)
 
     def rows(self) -> tuple[datasets.Dataset, int]:
