@@ -12,8 +12,8 @@ each ratio compares timings taken under the same conditions on a machine whose s
   parameters without the position table), so a step of B x T tokens costs B T (6 N + 12 L C T).
 - Peak: on GPUs the dense (no sparsity) rate of ``DENSE_PEAK_TFLOPS`` for the device and precision (``--peak-tflops``
   overrides); on CPU the matmul rate measured here in the step's compute precision (fp32, or autocast's bf16 or
-  fp16) on the model's own GEMM shapes (M = B T), by the faster of MKL (torch.mm) and oneDNN (gpt1's ``linear``)
-  per shape, before and after the training steps: the higher counts.
+  fp16) on the model's own GEMM shapes (M = B T), by the faster of MKL (torch.mm) and gpt1's ``linear`` (oneDNN on
+  non-Intel x86 CPUs, ``gpt1.ops``) per shape, before and after the training steps: the higher counts.
 - Decoding one token reads every weight once, so its ceiling is (weight bytes) / (memory bandwidth), the bandwidth
   measured here by summing a 512 MiB tensor (on GPUs too), or the matrix-vector products' rate below where that is
   higher (memory that streamed the weights that fast can). A second, reachable ceiling: the same bytes at the rate
@@ -61,7 +61,7 @@ from gpt1.data.tasks import IGNORE_INDEX, real_tokens
 from gpt1.errors import ConfigError, user_errors
 from gpt1.model import GPT, PRESETS, GPTConfig
 from gpt1.module import next_token_loss
-from gpt1.ops import linear
+from gpt1.ops import ONEDNN, cpu_vendor, linear
 
 DENSE_PEAK_TFLOPS: dict[str, dict[str, float]] = {
     # dense tensor-core TFLOP/s from the vendors' data sheets (the sparsity figures are twice these)
@@ -100,7 +100,8 @@ def interleaved_medians(
 
 def gemm_peak(config: GPTConfig, tokens: int, device: torch.device, dtype: torch.dtype) -> float:
     """FLOP/s of plain matmuls on the shapes a training step multiplies: (M = tokens) x C x {3C, C, 4C}, 4C x C and
-    the C x V head, each by the faster of torch.mm and gpt1's ``linear`` (oneDNN on CPU); the FLOP-weighted rate."""
+    the C x V head, each by the faster of torch.mm and gpt1's ``linear`` (oneDNN on CPUs where ``gpt1.ops`` picks it);
+    the FLOP-weighted rate."""
     C, V = config.n_embd, config.vocab_size
     flops = secs = 0.0
     for k, n in [(C, 3 * C), (C, C), (C, config.n_inner), (config.n_inner, C), (C, V)]:
@@ -236,7 +237,9 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
     ids = torch.randint(0, config.vocab_size, (B, T), device=device)
     flops_per_token = model.flops_per_token(T)
     out: dict[str, Any] = {
-        "device": torch.cuda.get_device_name(device) if device.type == "cuda" else f"cpu ({torch.get_num_threads()} threads)",
+        "device": torch.cuda.get_device_name(device) if device.type == "cuda" else
+        f"cpu ({torch.get_num_threads()} threads, {cpu_vendor() or 'vendor unknown'}; fp32 matmuls: "
+        f"{'oneDNN' if ONEDNN else 'torch'})",
         "torch": torch.__version__, "model": args.model, "params": model.num_params(), "batch": B, "seq": T,
         "precision": args.precision, "compile": args.compile, "pad_vocab_to_multiple": pad_vocab,
         "flops_per_token": flops_per_token,

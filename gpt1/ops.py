@@ -1,11 +1,15 @@
 """The decoder's primitive ops, with faster paths for fp32 on CPU (pure torch; the same math as torch's own ops).
 
-- ``linear``: on x86 CPUs every fp32 matmul of a linear layer (forward, input and weight gradients) goes to oneDNN,
-  whose kernels use the CPU's widest vectors where MKL's may not. On AMD Zen 4 it runs the forward and input-gradient
-  GEMMs 1.2-1.8x faster, the weight-gradient ones 1.1-1.3x (experiments/benchmarks.md); the tied head's input
-  gradient is summed over slices of its 40k rows. A single row without autograd (batch-1 decoding) is instead split
-  into one block of weight rows per thread, multiplied in one ``bmm``: 25-31 GB/s (44-50 when this machine's memory is
-  fast) where oneDNN's matrix-vector product streams 20-23 and MKL's 13 (the same minutes). Arm CPUs keep torch's BLAS.
+- ``linear``: torch's fp32 matmuls on x86 CPUs are MKL's, whose fast kernels are dispatched on Intel CPUs only.
+  Elsewhere (AMD) every fp32 matmul of a linear layer (forward, input and weight gradients) goes to oneDNN, which
+  uses the CPU's widest vectors: on AMD Zen 4 it runs the forward and input-gradient GEMMs 1.2-1.8x faster than MKL,
+  the weight-gradient ones 1.1-1.3x (experiments/benchmarks.md); the tied head's input gradient is summed over
+  slices of its 40k rows. A single row without autograd (batch-1 decoding) is there split into one block of weight
+  rows per thread, multiplied in one ``bmm``: 25-31 GB/s (44-50 when that machine's memory is fast) where oneDNN's
+  matrix-vector product streams 20-23 and MKL's 13 (the same minutes). On an Intel Xeon with AMX, MKL is the faster
+  of the two everywhere (GEMMs 308-337 GFLOP/s against oneDNN's 115-312, matrix-vector products 26-27 GB/s against
+  the row blocks' 11-12), so Intel CPUs, Arm CPUs and unknown vendors keep torch's own matmuls.
+  ``GPT1_CPU_MATMUL=onednn`` or ``=torch`` overrides the choice (``auto``, the default, picks by vendor).
 - ``dropout``: on CPU, ``bernoulli_`` draws a float per element through MKL's RNG; here the keep-mask compares 32-bit
   integers cut from one 64-bit draw per two elements: dropout's forward and backward run 2x faster, P(drop) = p to
   within 2^-32.
@@ -19,13 +23,46 @@ Autocast, compiled graphs and other devices keep torch's own ops (and so their k
 from __future__ import annotations
 
 import math
+import os
 import platform
+import warnings
 
 import torch
 from torch import nn
 from torch.nn import functional as F
 
-ONEDNN = torch.backends.mkldnn.is_available() and platform.machine().lower() in ("x86_64", "amd64")
+
+def cpu_vendor() -> str:
+    """The CPU's vendor string as the CPU reports it ("GenuineIntel", "AuthenticAMD", ...), "" where unknown."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            return next((line.split(":", 1)[1].strip() for line in f if line.startswith("vendor_id")), "")
+    except OSError:  # not Linux: Windows names the vendor at the end of platform.processor()
+        return next((v for v in ("GenuineIntel", "AuthenticAMD") if v in platform.processor()), "")
+
+
+def _use_onednn() -> bool:
+    """Whether fp32 matmuls on CPU go to oneDNN (see the module's docstring): ``GPT1_CPU_MATMUL`` = auto (x86 CPUs
+    of a known vendor other than Intel), onednn or torch."""
+    choice = os.environ.get("GPT1_CPU_MATMUL", "auto")
+    if choice not in ("auto", "onednn", "torch"):
+        warnings.warn(f"GPT1_CPU_MATMUL={choice!r} is not auto, onednn or torch: using auto", stacklevel=2)
+        choice = "auto"
+    return _x86() and (choice == "onednn" or (choice == "auto" and cpu_vendor() not in ("", "GenuineIntel")))
+
+
+def _x86() -> bool:
+    return torch.backends.mkldnn.is_available() and platform.machine().lower() in ("x86_64", "amd64")
+
+
+X86 = _x86()
+"""oneDNN can run the fp32 matmuls here."""
+ONEDNN = _use_onednn()
+"""fp32 matmuls on CPU through oneDNN (and batch-1 products as row blocks), else torch's (MKL on x86)."""
+ONEDNN_MIN_ROWS = 4
+"""Where not ``ONEDNN`` (Intel CPUs), products without autograd of at least this many rows still go to oneDNN: on
+the Intel Xeon the model's 49 matrices took 26.5 / 30.3 / 36.5 ms at 4 / 8 / 16 rows against MKL's 29.7 / 40.9 /
+42.8, but 25.4 ms at 2 rows against 16.6."""
 
 
 def _eager_cpu(x: torch.Tensor) -> bool:
@@ -125,15 +162,20 @@ def _row_blocks_mv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | N
 
 
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
-    """``F.linear``: x (..., in) @ weight (out, in).T + bias, with oneDNN's matmuls for fp32 on x86 CPUs and, without
-    autograd, a matrix-vector product split across the CPU's threads for a single row (batch-1 decoding)."""
-    if ONEDNN and x.dtype == weight.dtype == torch.float32 and _eager_cpu(x) and not torch.is_autocast_enabled("cpu"):
+    """``F.linear``: x (..., in) @ weight (out, in).T + bias. For fp32 on x86 CPUs (see the module's docstring):
+    oneDNN's matmuls where ``ONEDNN`` (non-Intel CPUs), with a single row without autograd (batch-1 decoding) split
+    across the CPU's threads; on Intel CPUs torch's (MKL's), but oneDNN's without autograd from ``ONEDNN_MIN_ROWS``
+    rows (batched decoding, evaluation)."""
+    if X86 and x.dtype == weight.dtype == torch.float32 and _eager_cpu(x) and not torch.is_autocast_enabled("cpu"):
         if torch.is_grad_enabled():
-            return _OneDNNLinear.apply(x, weight, bias)
-        threads = torch.get_num_threads()
-        if x.numel() == x.size(-1) and 1 < threads <= weight.size(0) and weight.is_contiguous() and x.is_contiguous():
-            return _row_blocks_mv(x, weight, bias, threads)
-        return _onednn(x, weight, bias)
+            if ONEDNN:
+                return _OneDNNLinear.apply(x, weight, bias)
+        elif x.numel() == x.size(-1):  # one row
+            threads = torch.get_num_threads()
+            if ONEDNN and 1 < threads <= weight.size(0) and weight.is_contiguous() and x.is_contiguous():
+                return _row_blocks_mv(x, weight, bias, threads)
+        elif ONEDNN or x.numel() >= ONEDNN_MIN_ROWS * x.size(-1):
+            return _onednn(x, weight, bias)
     return F.linear(x, weight, bias)
 
 

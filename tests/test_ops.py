@@ -1,6 +1,8 @@
 """gpt1.ops: the CPU paths of linear, dropout and attention compute what torch's own ops compute."""
 
 import math
+import platform
+import sys
 
 import pytest
 import torch
@@ -11,11 +13,13 @@ from gpt1.ops import Dropout, attention, dropout, linear
 
 
 @pytest.mark.parametrize("shape", [(5, 7), (2, 3, 7)])
-@pytest.mark.parametrize("slice_rows", [None, 3])
-def test_linear_matches_f_linear_in_value_and_gradients(shape, slice_rows, monkeypatch):
-    """gpt1's linear (oneDNN on x86 CPUs: forward, input and weight gradients) computes F.linear, also the path of
-    the tied head's large weight (here 13 rows in slices of 3, the last 1): the input gradient summed over slices of
-    its rows, the weight gradient through copies made on every thread."""
+@pytest.mark.parametrize(("onednn", "slice_rows"), [(True, None), (True, 3), (False, None)])
+def test_linear_matches_f_linear_in_value_and_gradients(shape, onednn, slice_rows, monkeypatch):
+    """gpt1's linear (oneDNN on non-Intel x86 CPUs: forward, input and weight gradients; on Intel ones for 4 rows or
+    more without autograd) computes F.linear, also the path of the tied head's large weight (here 13 rows in slices
+    of 3, the last 1): the input gradient summed over slices of its rows, the weight gradient through copies made on
+    every thread."""
+    monkeypatch.setattr(gpt1.ops, "ONEDNN", onednn)  # whatever this CPU's vendor (the paths run on x86 only)
     if slice_rows:
         monkeypatch.setattr(gpt1.ops, "SLICE_BYTES", slice_rows * 7 * 4)
         monkeypatch.setattr(gpt1.ops, "TRANSPOSE_ROWS", 2)  # the 5 or 6 rows of x transposed 2 at a time
@@ -40,6 +44,7 @@ def test_single_row_products_split_across_threads_match_f_linear(out_features, t
     """Batch-1 decoding's row-block bmm (one block per thread, the last blocks overlapping when the thread count
     does not divide the rows; x over each block's transposed view where rows are longer than the matrix is tall:
     12 x 24) computes F.linear for every row of the weight."""
+    monkeypatch.setattr(gpt1.ops, "ONEDNN", True)  # the row blocks go with oneDNN (non-Intel x86 CPUs)
     monkeypatch.setattr(torch, "get_num_threads", lambda: threads)  # the blocks follow the thread count
     w, b = torch.randn(out_features, 24), torch.randn(out_features)
     rows = torch.randn(3, 24)
@@ -52,6 +57,32 @@ def test_single_row_products_split_across_threads_match_f_linear(out_features, t
     transposed = torch.randn(24, out_features).t()  # a view: the row blocks need a row-major weight
     with torch.no_grad():
         torch.testing.assert_close(linear(x, transposed), F.linear(x, transposed), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("vendor", "choice", "expected"),
+    [("AuthenticAMD", "auto", True), ("GenuineIntel", "auto", False), ("", "auto", False),
+     ("GenuineIntel", "onednn", True), ("AuthenticAMD", "torch", False), ("AuthenticAMD", "mkl", True)],
+)
+def test_onednn_goes_to_x86_cpus_other_than_intels_unless_overridden(vendor, choice, expected, monkeypatch):
+    """MKL's fast kernels are Intel's only: oneDNN takes the fp32 matmuls of other x86 CPUs; GPT1_CPU_MATMUL
+    overrides (an unknown value warns and means auto)."""
+    monkeypatch.setattr(gpt1.ops, "cpu_vendor", lambda: vendor)
+    monkeypatch.setattr(gpt1.ops.platform, "machine", lambda: "x86_64")
+    monkeypatch.setenv("GPT1_CPU_MATMUL", choice)
+    if choice == "mkl":
+        with pytest.warns(UserWarning, match="GPT1_CPU_MATMUL='mkl' is not auto, onednn or torch"):
+            assert gpt1.ops._use_onednn() is expected
+    else:
+        assert gpt1.ops._use_onednn() is expected
+    monkeypatch.setattr(gpt1.ops.platform, "machine", lambda: "aarch64")
+    monkeypatch.setenv("GPT1_CPU_MATMUL", "onednn")
+    assert gpt1.ops._use_onednn() is False  # Arm keeps torch's BLAS
+
+
+@pytest.mark.skipif(platform.machine() != "x86_64" or not sys.platform.startswith("linux"), reason="x86 Linux")
+def test_cpu_vendor_is_read_from_proc_cpuinfo():
+    assert gpt1.ops.cpu_vendor() in ("GenuineIntel", "AuthenticAMD", "HygonGenuine", "CentaurHauls", "Shanghai")
 
 
 @pytest.mark.parametrize("p", [0.1, 0.5, 0.9])
