@@ -410,6 +410,8 @@ class TaskModule(GPT1Module):
 
     def on_validation_epoch_end(self) -> None:
         self._log_metrics("val")
+        if not self.trainer.sanity_checking:
+            self.validated_at = self.trainer.global_step
 
     def on_test_epoch_end(self) -> None:
         self._log_metrics("test")

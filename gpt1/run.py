@@ -422,10 +422,15 @@ def task_prefixes(data: TaskDataModule) -> tuple[list[str | None], list[str]]:
 
 def score(trainer: L.Trainer, module: TaskModule, data: TaskDataModule) -> dict[str, float]:
     """The task's metrics (and loss) on every validation split, and on every test split that has labels:
-    {"val/accuracy": ..., "val_mismatched/accuracy": ..., "test/accuracy": ..., ...}."""
+    {"val/accuracy": ..., "val_mismatched/accuracy": ..., "test/accuracy": ..., ...}. Those of the validation that
+    ended training, if one did (the last epoch's), else of a new one."""
     results: dict[str, float] = {}
-    for out in trainer.validate(module, datamodule=data, verbose=False):
-        results.update(out)
+    if module.validated_at == trainer.global_step:  # fit's last validation scored these very weights
+        prefixes = tuple(f"{prefix}/" for prefix in filter(None, module.prefixes["val"]))
+        results.update((k, v) for k, v in trainer.callback_metrics.items() if k.startswith(prefixes))
+    else:
+        for out in trainer.validate(module, datamodule=data, verbose=False):
+            results.update(out)
     if any(module.prefixes["test"]):
         for out in trainer.test(module, datamodule=data, verbose=False):
             results.update(out)

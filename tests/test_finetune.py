@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import lightning as L
 import pytest
 import torch
 from hydra import compose, initialize_config_module
@@ -130,6 +131,30 @@ def test_evaluate_reproduces_the_runs_validation_metrics(finetuned, make_cfg):
         for name in load_checkpoint(ckpt).task["metrics"]:
             assert result[f"val/{name}"] == pytest.approx(metrics[f"val/{name}"], abs=1e-6), (task, name)
         assert json.loads((Path(cfg.paths.output_dir) / "metrics.json").read_text())["task"] == metrics["task"]
+
+
+def test_a_run_ending_with_a_validation_reports_it_without_validating_again(pretrained, make_cfg, monkeypatch,
+                                                                          tmp_path):
+    """The last epoch's validation scored the final weights: metrics.json takes its figures (the same as a new
+    validation's: ``gpt1 evaluate``). A run stopped between validations (max_steps) validates its final weights."""
+    calls = []
+    validate = L.Trainer.validate
+    monkeypatch.setattr(L.Trainer, "validate", lambda *args, **kwargs: calls.append(1) or validate(*args, **kwargs))
+    common = [f"init_from={pretrained}", "task=nli", "task.name=nli", *CAPPED, "++task.splits.train='train[:32]'",
+              "batch_size=16", "logger=csv", "trainer.enable_progress_bar=false", "trainer.num_sanity_val_steps=0"]
+    two_splits = ["++task.data_files.validation_b=${paths.sample_data}/tasks/nli/validation.parquet",
+                  "++task.splits.validation=['validation[:48]',validation_b]"]  # as MNLI's matched, mismatched
+    metrics = finetune(make_cfg("finetune", [*common, *two_splits, "trainer.max_epochs=1"]))  # 2 updates, validation
+    assert calls == [] and metrics["steps"] == 2
+    keys = ["val/accuracy", "val/loss", "val_b/accuracy", "val_b/loss"]
+    assert {*keys, "test/accuracy"} <= set(metrics)
+    ckpt = Path(metrics["last_checkpoint"])
+    result = evaluate(make_cfg("evaluate", [f"ckpt={ckpt}", "trainer.enable_progress_bar=false"]))
+    assert calls == [1]
+    for key in keys:
+        assert result[key] == pytest.approx(metrics[key], abs=1e-6), key
+    finetune(make_cfg("finetune", [*common, "trainer.max_steps=1", f"paths.output_dir={tmp_path / 'stopped'}"]))
+    assert calls == [1, 1]
 
 
 def test_evaluate_refuses_a_task_its_head_does_not_fit(finetuned, make_cfg):
