@@ -312,6 +312,9 @@ _NOISE_WARNINGS = [
     (r"You have overridden `on_before_batch_transfer` in `LightningModule` but have passed in a", UserWarning),
     # bf16-mixed keeps fp32 weights: the summary's size at 32 bits, which this warning calls inaccurate, is right
     (r"Precision \S+ is not supported by the model summary", UserWarning),
+    # debug=overfit asks for the same batches every epoch: Lightning turning the loaders' shuffling (and evaluation's
+    # longest-first order) off is what was asked for
+    (r"You requested to overfit but enabled \w+ dataloader shuffling", UserWarning),
 ]
 """(message regex, category) of the warnings that say nothing to a user."""
 

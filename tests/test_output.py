@@ -18,7 +18,7 @@ ENV.update(HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", PYTHONUNBUFFERED="1")
 
 NOISE = ["💡", "litlogger", "litmodels", "LeafSpec", "_pytree", "FLOPs", "Epoch 0/-", "weights_only",
          "smaller than the logging interval", "to estimate number of stepping batches", "overridden `on_before_batch",
-         "not supported by the model summary"]
+         "not supported by the model summary", "requested to overfit"]
 """Library output that says nothing to a user (issue 6): none of it may appear in a run's output."""
 
 
@@ -96,6 +96,16 @@ def test_choices_of_different_numbers_and_long_texts_finetune_counted(small_run,
     assert metrics["examples"] == {"train": 24, "validation": 24, "test": 24}
     assert metrics["truncated"] == {"train": 8, "validation": 8, "test": 8}  # the long contexts only
     assert 0 <= metrics["val/accuracy"] <= 1 and metrics["steps"] == 3
+    for noise in NOISE:
+        assert noise not in proc.stdout + proc.stderr, noise
+
+
+def test_a_debug_overfit_finetune_prints_no_library_noise(small_run, tmp_path):
+    run, _ = small_run
+    proc = gpt1("finetune", "task=sentiment", f"init_from={run / 'checkpoints' / 'last.ckpt'}", "debug=overfit",
+                "trainer.max_steps=2", "++task.splits.test='test[:8]'", "paths.cache_dir=cache", cwd=tmp_path,
+                run=tmp_path / "overfit")
+    assert json.loads((tmp_path / "overfit" / "metrics.json").read_text())["steps"] == 2
     for noise in NOISE:
         assert noise not in proc.stdout + proc.stderr, noise
 
