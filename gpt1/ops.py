@@ -70,7 +70,9 @@ def _eager_cpu(x: torch.Tensor) -> bool:
 
 
 def _onednn(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
-    return torch.ops.mkldnn._linear_pointwise(x, weight, bias, "none", [], "")  # x @ weight.T + bias
+    # x @ weight.T + bias; a strided bias must be made contiguous: oneDNN reads it as if it were (a test checks)
+    bias = bias.contiguous() if bias is not None else None
+    return torch.ops.mkldnn._linear_pointwise(x, weight, bias, "none", [], "")
 
 
 SLICE_BYTES = 6 * 2**20
@@ -167,14 +169,16 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
     across the CPU's threads; on Intel CPUs torch's (MKL's), but oneDNN's without autograd from ``ONEDNN_MIN_ROWS``
     rows (batched decoding, evaluation)."""
     if X86 and x.dtype == weight.dtype == torch.float32 and _eager_cpu(x) and not torch.is_autocast_enabled("cpu"):
+        rows = x.numel() // x.size(-1)
         if torch.is_grad_enabled():
             if ONEDNN:
                 return _OneDNNLinear.apply(x, weight, bias)
-        elif x.numel() == x.size(-1):  # one row
+        elif ONEDNN:
             threads = torch.get_num_threads()
-            if ONEDNN and 1 < threads <= weight.size(0) and weight.is_contiguous() and x.is_contiguous():
+            if rows == 1 and 1 < threads <= weight.size(0) and weight.is_contiguous() and x.is_contiguous():
                 return _row_blocks_mv(x, weight, bias, threads)
-        elif ONEDNN or x.numel() >= ONEDNN_MIN_ROWS * x.size(-1):
+            return _onednn(x, weight, bias)
+        elif rows >= ONEDNN_MIN_ROWS:
             return _onednn(x, weight, bias)
     return F.linear(x, weight, bias)
 
