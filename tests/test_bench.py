@@ -7,6 +7,7 @@ import pytest
 import torch
 
 import gpt1.bench
+import gpt1.ops
 from gpt1.bench import DENSE_PEAK_TFLOPS, device_peak, main, report
 
 pytest.importorskip("transformers", reason="--compare hf builds HF's models")
@@ -29,6 +30,8 @@ def test_bench_reports_speed_ceilings_and_the_ratios_to_hf(tmp_path, capsys, cap
     assert {"speedup_train", "speedup_generate", "speedup_multiple_choice", "speedup_multiple_choice_shared_context",
             "gpt1_generate_batch1_ms_per_token"} <= out["hf"].keys()
     assert 0 < out["multiple_choice"]["shared_context_step_s"]
+    assert out["cpu_matmuls"] == ("oneDNN" if gpt1.ops.ONEDNN else "torch") and out["cpu_vendor"] == gpt1.ops.cpu_vendor()
+    assert f"fp32 matmuls: {out['cpu_matmuls']}" in out["device"]
     assert "loss_type" not in caplog.text  # HF's loss is named: no warning on every run
     printed = capsys.readouterr().out
     assert "MFU" in printed and "vs HF" in printed and "vs HF DoubleHeads" in printed and "before and after HF" in printed
