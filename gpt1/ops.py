@@ -8,8 +8,9 @@
   rows per thread, multiplied in one ``bmm``: 25-31 GB/s (44-50 when that machine's memory is fast) where oneDNN's
   matrix-vector product streams 20-23 and MKL's 13 (the same minutes). On an Intel Xeon with AMX, MKL is the faster
   of the two everywhere (GEMMs 308-337 GFLOP/s against oneDNN's 115-312, matrix-vector products 26-27 GB/s against
-  the row blocks' 11-12), so Intel CPUs, Arm CPUs and unknown vendors keep torch's own matmuls.
-  ``GPT1_CPU_MATMUL=onednn`` or ``=torch`` overrides the choice (``auto``, the default, picks by vendor).
+  the row blocks' 11-12), so Intel CPUs, Arm CPUs and unknown vendors keep torch's own matmuls, but for products of
+  ``ONEDNN_MIN_ROWS`` rows or more without autograd (batched decoding, evaluation), where oneDNN is the faster on
+  Intel's too. ``GPT1_CPU_MATMUL=onednn`` or ``=torch`` overrides the choice (``auto``, the default, picks by vendor).
 - ``dropout``: on CPU, ``bernoulli_`` draws a float per element through MKL's RNG; here the keep-mask compares 32-bit
   integers cut from one 64-bit draw per two elements: dropout's forward and backward run 2x faster, P(drop) = p to
   within 2^-32.
