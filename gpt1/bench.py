@@ -61,7 +61,7 @@ from gpt1.data.tasks import IGNORE_INDEX, real_tokens
 from gpt1.errors import ConfigError, user_errors
 from gpt1.model import GPT, PRESETS, GPTConfig
 from gpt1.module import next_token_loss
-from gpt1.ops import ONEDNN, cpu_vendor, linear
+from gpt1.ops import CPU_MATMULS, cpu_vendor, linear
 
 DENSE_PEAK_TFLOPS: dict[str, dict[str, float]] = {
     # dense tensor-core TFLOP/s from the vendors' data sheets (the sparsity figures are twice these)
@@ -236,17 +236,16 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
     autocast = torch.autocast(device.type, dtype=compute_dtype) if compute_dtype != torch.float32 else nullcontext()
     ids = torch.randint(0, config.vocab_size, (B, T), device=device)
     flops_per_token = model.flops_per_token(T)
-    cpu_matmuls = "oneDNN" if ONEDNN else "torch"  # fp32, chosen by gpt1.ops from the CPU's vendor
     out: dict[str, Any] = {
         "device": torch.cuda.get_device_name(device) if device.type == "cuda" else
-        f"cpu ({torch.get_num_threads()} threads, {cpu_vendor() or 'vendor unknown'}; fp32 matmuls: {cpu_matmuls})",
+        f"cpu ({torch.get_num_threads()} threads, {cpu_vendor() or 'vendor unknown'}; fp32 matmuls: {CPU_MATMULS})",
         "torch": torch.__version__, "model": args.model, "params": model.num_params(), "batch": B, "seq": T,
         "precision": args.precision, "compile": args.compile, "pad_vocab_to_multiple": pad_vocab,
         "flops_per_token": flops_per_token,
         "date": time.strftime("%Y-%m-%d"),
     }  # fmt: skip
     if device.type == "cpu":
-        out.update(cpu_vendor=cpu_vendor(), cpu_matmuls=cpu_matmuls)  # gpt1.ops' choice: "oneDNN" or "torch"
+        out.update(cpu_vendor=cpu_vendor(), cpu_matmuls=CPU_MATMULS)  # gpt1.ops.CPU_MATMULS: which go to oneDNN
 
     # -- ceilings of this device -------------------------------------------------------------------------------
     if device.type == "cpu":

@@ -42,28 +42,26 @@ def cpu_vendor() -> str:
         return next((v for v in ("GenuineIntel", "AuthenticAMD") if v in platform.processor()), "")
 
 
-def _use_onednn() -> bool:
-    """Whether fp32 matmuls on CPU go to oneDNN (see the module's docstring): ``GPT1_CPU_MATMUL`` = auto (x86 CPUs
-    of a known vendor other than Intel), onednn or torch."""
+def _cpu_matmuls() -> str:
+    """Which of its fp32 matmuls ``linear`` runs on oneDNN on this CPU (see the module's docstring): "onednn" (all),
+    "torch+onednn" (torch's, but oneDNN's for products of ``ONEDNN_MIN_ROWS`` rows or more without autograd) or
+    "torch" (none). ``GPT1_CPU_MATMUL``: auto (by vendor: "onednn" on x86 CPUs of a known vendor other than Intel,
+    else "torch+onednn"), onednn or torch; CPUs other than x86 always "torch"."""
     choice = os.environ.get("GPT1_CPU_MATMUL", "auto")
     if choice not in ("auto", "onednn", "torch"):
         warnings.warn(f"GPT1_CPU_MATMUL={choice!r} is not auto, onednn or torch: using auto", stacklevel=2)
         choice = "auto"
-    return _x86() and (choice == "onednn" or (choice == "auto" and cpu_vendor() not in ("", "GenuineIntel")))
+    x86 = torch.backends.mkldnn.is_available() and platform.machine().lower() in ("x86_64", "amd64")
+    if not x86 or choice == "torch":
+        return "torch"
+    return "onednn" if choice == "onednn" or cpu_vendor() not in ("", "GenuineIntel") else "torch+onednn"
 
 
-def _x86() -> bool:
-    return torch.backends.mkldnn.is_available() and platform.machine().lower() in ("x86_64", "amd64")
-
-
-X86 = _x86()
-"""oneDNN can run the fp32 matmuls here."""
-ONEDNN = _use_onednn()
-"""fp32 matmuls on CPU through oneDNN (and batch-1 products as row blocks), else torch's (MKL on x86)."""
+CPU_MATMULS = _cpu_matmuls()
 ONEDNN_MIN_ROWS = 4
-"""Where not ``ONEDNN`` (Intel CPUs), products without autograd of at least this many rows still go to oneDNN: on
-the Intel Xeon the model's 49 matrices took 26.5 / 30.3 / 36.5 ms at 4 / 8 / 16 rows against MKL's 29.7 / 40.9 /
-42.8, but 25.4 ms at 2 rows against 16.6."""
+"""Under "torch+onednn" (Intel CPUs), products without autograd of at least this many rows go to oneDNN: on the
+Intel Xeon the model's 49 matrices took 26.5 / 30.3 / 36.5 ms at 4 / 8 / 16 rows against MKL's 29.7 / 40.9 / 42.8,
+but 25.4 ms at 2 rows against 16.6."""
 
 
 def _eager_cpu(x: torch.Tensor) -> bool:
@@ -165,21 +163,21 @@ def _row_blocks_mv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | N
 
 
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
-    """``F.linear``: x (..., in) @ weight (out, in).T + bias. For fp32 on x86 CPUs (see the module's docstring):
-    oneDNN's matmuls where ``ONEDNN`` (non-Intel CPUs), with a single row without autograd (batch-1 decoding) split
-    across the CPU's threads; on Intel CPUs torch's (MKL's), but oneDNN's without autograd from ``ONEDNN_MIN_ROWS``
-    rows (batched decoding, evaluation)."""
-    if X86 and x.dtype == weight.dtype == torch.float32 and _eager_cpu(x) and not torch.is_autocast_enabled("cpu"):
+    """``F.linear``: x (..., in) @ weight (out, in).T + bias. For fp32 on x86 CPUs (see the module's docstring and
+    ``CPU_MATMULS``): oneDNN's matmuls on non-Intel CPUs, with a single row without autograd (batch-1 decoding)
+    split across the CPU's threads; on Intel CPUs torch's (MKL's), but oneDNN's without autograd from
+    ``ONEDNN_MIN_ROWS`` rows (batched decoding, evaluation)."""
+    fp32 = x.dtype == weight.dtype == torch.float32
+    if CPU_MATMULS != "torch" and fp32 and _eager_cpu(x) and not torch.is_autocast_enabled("cpu"):
         rows = x.numel() // x.size(-1)
-        if torch.is_grad_enabled():
-            if ONEDNN:
+        if CPU_MATMULS == "onednn":
+            if torch.is_grad_enabled():
                 return _OneDNNLinear.apply(x, weight, bias)
-        elif ONEDNN:
             threads = torch.get_num_threads()
             if rows == 1 and 1 < threads <= weight.size(0) and weight.is_contiguous() and x.is_contiguous():
                 return _row_blocks_mv(x, weight, bias, threads)
             return _onednn(x, weight, bias)
-        elif rows >= ONEDNN_MIN_ROWS:
+        if not torch.is_grad_enabled() and rows >= ONEDNN_MIN_ROWS:
             return _onednn(x, weight, bias)
     return F.linear(x, weight, bias)
 

@@ -13,13 +13,13 @@ from gpt1.ops import Dropout, attention, dropout, linear
 
 
 @pytest.mark.parametrize("shape", [(5, 7), (2, 3, 7)])
-@pytest.mark.parametrize(("onednn", "slice_rows"), [(True, None), (True, 3), (False, None)])
-def test_linear_matches_f_linear_in_value_and_gradients(shape, onednn, slice_rows, monkeypatch):
+@pytest.mark.parametrize(("matmuls", "slice_rows"), [("onednn", None), ("onednn", 3), ("torch+onednn", None)])
+def test_linear_matches_f_linear_in_value_and_gradients(shape, matmuls, slice_rows, monkeypatch):
     """gpt1's linear (oneDNN on non-Intel x86 CPUs: forward, input and weight gradients; on Intel ones for 4 rows or
     more without autograd) computes F.linear, also the path of the tied head's large weight (here 13 rows in slices
     of 3, the last 1): the input gradient summed over slices of its rows, the weight gradient through copies made on
     every thread."""
-    monkeypatch.setattr(gpt1.ops, "ONEDNN", onednn)  # whatever this CPU's vendor (the paths run on x86 only)
+    monkeypatch.setattr(gpt1.ops, "CPU_MATMULS", matmuls)  # whatever this CPU's vendor (the paths run on x86 only)
     if slice_rows:
         monkeypatch.setattr(gpt1.ops, "SLICE_BYTES", slice_rows * 7 * 4)
         monkeypatch.setattr(gpt1.ops, "TRANSPOSE_ROWS", 2)  # the 5 or 6 rows of x transposed 2 at a time
@@ -45,7 +45,7 @@ def test_single_row_products_split_across_threads_match_f_linear(out_features, t
     """Batch-1 decoding's row-block bmm (one block per thread, the last blocks overlapping when the thread count
     does not divide the rows; x over each block's transposed view where rows are longer than the matrix is tall:
     12 x 24) computes F.linear for every row of the weight."""
-    monkeypatch.setattr(gpt1.ops, "ONEDNN", True)  # the row blocks go with oneDNN (non-Intel x86 CPUs)
+    monkeypatch.setattr(gpt1.ops, "CPU_MATMULS", "onednn")  # the row blocks go with it (non-Intel x86 CPUs)
     monkeypatch.setattr(torch, "get_num_threads", lambda: threads)  # the blocks follow the thread count
     w, b = torch.randn(out_features, 24), torch.randn(out_features)
     rows = torch.randn(3, 24)
@@ -62,23 +62,35 @@ def test_single_row_products_split_across_threads_match_f_linear(out_features, t
 
 @pytest.mark.parametrize(
     ("vendor", "choice", "expected"),
-    [("AuthenticAMD", "auto", True), ("GenuineIntel", "auto", False), ("", "auto", False),
-     ("GenuineIntel", "onednn", True), ("AuthenticAMD", "torch", False), ("AuthenticAMD", "mkl", True)],
+    [("AuthenticAMD", "auto", "onednn"), ("GenuineIntel", "auto", "torch+onednn"), ("", "auto", "torch+onednn"),
+     ("GenuineIntel", "onednn", "onednn"), ("AuthenticAMD", "torch", "torch"), ("AuthenticAMD", "mkl", "onednn")],
 )
 def test_onednn_goes_to_x86_cpus_other_than_intels_unless_overridden(vendor, choice, expected, monkeypatch):
-    """MKL's fast kernels are Intel's only: oneDNN takes the fp32 matmuls of other x86 CPUs; GPT1_CPU_MATMUL
-    overrides (an unknown value warns and means auto)."""
+    """MKL's fast kernels are Intel's only: oneDNN takes the fp32 matmuls of other x86 CPUs, Intel's only the
+    products of several rows without autograd; GPT1_CPU_MATMUL overrides (an unknown value warns and means auto)."""
     monkeypatch.setattr(gpt1.ops, "cpu_vendor", lambda: vendor)
     monkeypatch.setattr(gpt1.ops.platform, "machine", lambda: "x86_64")
     monkeypatch.setenv("GPT1_CPU_MATMUL", choice)
     if choice == "mkl":
         with pytest.warns(UserWarning, match="GPT1_CPU_MATMUL='mkl' is not auto, onednn or torch"):
-            assert gpt1.ops._use_onednn() is expected
+            assert gpt1.ops._cpu_matmuls() == expected
     else:
-        assert gpt1.ops._use_onednn() is expected
+        assert gpt1.ops._cpu_matmuls() == expected
     monkeypatch.setattr(gpt1.ops.platform, "machine", lambda: "aarch64")
     monkeypatch.setenv("GPT1_CPU_MATMUL", "onednn")
-    assert gpt1.ops._use_onednn() is False  # Arm keeps torch's BLAS
+    assert gpt1.ops._cpu_matmuls() == "torch"  # Arm keeps torch's BLAS
+
+
+def test_torch_matmuls_are_torchs_own(monkeypatch):
+    """GPT1_CPU_MATMUL=torch: every product is F.linear's, even without autograd over many rows."""
+    monkeypatch.setattr(gpt1.ops, "CPU_MATMULS", "torch")
+    monkeypatch.setattr(gpt1.ops, "_onednn", lambda *args: pytest.fail("oneDNN called"))
+    x, w = torch.randn(64, 8), torch.randn(5, 8)
+    with torch.no_grad():
+        assert torch.equal(linear(x, w), F.linear(x, w))
+    monkeypatch.setattr(gpt1.ops, "CPU_MATMULS", "torch+onednn")
+    with pytest.raises(pytest.fail.Exception, match="oneDNN called"), torch.no_grad():
+        linear(x, w)
 
 
 @pytest.mark.skipif(platform.machine() != "x86_64" or not sys.platform.startswith("linux"), reason="x86 Linux")
