@@ -175,6 +175,8 @@ class GPT1Module(L.LightningModule):
 
     def on_validation_epoch_end(self) -> None:
         self._log_perplexity("val", self.val_nll)
+
+    def on_validation_end(self) -> None:
         if not self.trainer.sanity_checking:
             self.validated_at = self.trainer.global_step
 
@@ -410,8 +412,6 @@ class TaskModule(GPT1Module):
 
     def on_validation_epoch_end(self) -> None:
         self._log_metrics("val")
-        if not self.trainer.sanity_checking:
-            self.validated_at = self.trainer.global_step
 
     def on_test_epoch_end(self) -> None:
         self._log_metrics("test")

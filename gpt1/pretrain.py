@@ -28,6 +28,7 @@ from gpt1.run import (
     check_accelerator,
     compile_model,
     device_batch_size,
+    final_validation,
     log_config,
     log_summary,
     resolve_resume,
@@ -86,10 +87,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     trainer.fit(module, datamodule=data, ckpt_path=resolve_resume(cfg.resume, output_dir, module))
 
     train_metrics = {k: float(v) for k, v in trainer.callback_metrics.items() if k.startswith("train/")}
-    if module.validated_at == trainer.global_step:  # fit's last validation scored these very weights
-        valid = {k: float(trainer.callback_metrics[k]) for k in ("val/loss", "val/ppl")}
-    else:
-        valid = trainer.validate(module, datamodule=data, verbose=False)[0]  # the whole (capped) validation set
+    valid = final_validation(trainer, module, data, prefixes=["val/"])  # the whole (capped) validation set
     sample = next((c.last_text for c in callbacks if isinstance(c, SampleText)), None)
     metrics = {
         "train/loss": train_metrics.get("train/loss"),

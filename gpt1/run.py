@@ -39,7 +39,7 @@ from gpt1.config import LoggerConfig, WandbConfig, WandbMode, group_choice
 from gpt1.data.tasks import Collate, TaskConfig, TaskDataModule
 from gpt1.errors import CheckpointError, ConfigError
 from gpt1.io import atomic_file
-from gpt1.module import TaskModule, build_metric
+from gpt1.module import GPT1Module, TaskModule, build_metric
 
 
 def build_loggers(cfg: LoggerConfig, output_dir: Path, run_name: str) -> list[Logger]:
@@ -423,17 +423,23 @@ def task_prefixes(data: TaskDataModule) -> tuple[list[str | None], list[str]]:
     return val, [prefix_of[s] for s in data.roles["test"] if data.has_labels(s)]
 
 
+def final_validation(
+    trainer: L.Trainer, module: GPT1Module, data: L.LightningDataModule, prefixes: list[str]
+) -> dict[str, float]:
+    """The validation metrics (keys starting with one of ``prefixes``) of the weights training ended with: those of
+    fit's last validation when it scored them (``GPT1Module.validated_at``), else of a new validation."""
+    if module.validated_at == trainer.global_step:
+        logged = trainer.callback_metrics.items()
+    else:
+        logged = [item for out in trainer.validate(module, datamodule=data, verbose=False) for item in out.items()]
+    return {k: float(v) for k, v in logged if k.startswith(tuple(prefixes))}
+
+
 def score(trainer: L.Trainer, module: TaskModule, data: TaskDataModule) -> dict[str, float]:
     """The task's metrics (and loss) on every validation split, and on every test split that has labels:
     {"val/accuracy": ..., "val_mismatched/accuracy": ..., "test/accuracy": ..., ...}. Those of the validation that
     ended training, if one did (the last epoch's), else of a new one."""
-    results: dict[str, float] = {}
-    if module.validated_at == trainer.global_step:  # fit's last validation scored these very weights
-        prefixes = tuple(f"{prefix}/" for prefix in filter(None, module.prefixes["val"]))
-        results.update((k, v) for k, v in trainer.callback_metrics.items() if k.startswith(prefixes))
-    else:
-        for out in trainer.validate(module, datamodule=data, verbose=False):
-            results.update(out)
+    results = final_validation(trainer, module, data, prefixes=[f"{p}/" for p in module.prefixes["val"] if p])
     if any(module.prefixes["test"]):
         for out in trainer.test(module, datamodule=data, verbose=False):
             results.update(out)

@@ -8,6 +8,7 @@ from pathlib import Path
 import enum
 from dataclasses import asdict, dataclass, field
 
+import lightning as L
 import pytest
 import tokenizers
 import torch
@@ -179,6 +180,19 @@ def test_evaluate_reproduces_the_runs_validation_perplexity(trained, make_cfg):
     on_disk = json.loads((Path(cfg.paths.output_dir) / "metrics.json").read_text())
     assert on_disk["ppl"] == on_disk["val/ppl"] == pytest.approx(result["ppl"])
     assert on_disk["loss"] == on_disk["val/loss"]
+
+
+def test_a_run_ending_with_a_validation_reports_it_without_validating_again(make_cfg, monkeypatch, tmp_path):
+    """As for fine-tuning (gpt1.run.final_validation): metrics.json takes the validation that ended the run; a run
+    stopped between validations validates its final weights."""
+    calls = []
+    validate = L.Trainer.validate
+    monkeypatch.setattr(L.Trainer, "validate", lambda *args, **kwargs: calls.append(1) or validate(*args, **kwargs))
+    common = [*TINY_RUN, "trainer.max_steps=4", "callbacks.samples.every_n_steps=0"]
+    metrics = train(make_cfg("pretrain", [*common, "trainer.val_check_interval=4"]))
+    assert calls == [] and metrics["steps"] == 4 and metrics["val/ppl"] > 1
+    train(make_cfg("pretrain", [*common, "trainer.val_check_interval=3", f"paths.output_dir={tmp_path / 'b'}"]))
+    assert calls == [1]
 
 
 def test_generate_samples_from_the_checkpoint(trained, make_cfg):
