@@ -93,7 +93,8 @@ def test_torch_matmuls_are_torchs_own(monkeypatch):
         linear(x, w)
 
 
-@pytest.mark.skipif(platform.machine() != "x86_64" or not sys.platform.startswith("linux"), reason="reads vendor_id from /proc/cpuinfo, which x86 Linux has")
+@pytest.mark.skipif(platform.machine() != "x86_64" or not sys.platform.startswith("linux"),
+                    reason="reads vendor_id from /proc/cpuinfo, which x86 Linux has")
 def test_cpu_vendor_is_read_from_proc_cpuinfo():
     assert gpt1.ops.cpu_vendor() in ("GenuineIntel", "AuthenticAMD", "HygonGenuine", "CentaurHauls", "Shanghai")
 
