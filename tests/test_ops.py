@@ -148,3 +148,26 @@ def test_attention_with_dropout_is_sdpa_with_dropouts_mask_in_value_and_gradient
     for ours, theirs in zip(*grads):
         torch.testing.assert_close(ours, theirs)
     assert torch.equal(attention(q, k, v, None, True, 0.0), F.scaled_dot_product_attention(q, k, v, is_causal=True))
+
+
+@pytest.mark.parametrize("masked", ["causal", "packed"])
+def test_bf16_training_attention_matches_sdpa_in_value_and_gradients(masked, monkeypatch):
+    """Training in bf16 runs the math path (SDPA's fused bf16 backward is slow on CPU): SDPA's values and gradients
+    to bf16's precision; without gradients SDPA itself."""
+    B, H, T, D = 2, 3, 8, 16
+    q, k, v = (torch.randn(B, H, T, D, dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
+    causal = torch.ones(T, T, dtype=torch.bool).tril()
+    mask = None if masked == "causal" else causal & (torch.rand(B, 1, T, T) < 0.6) | torch.eye(T, dtype=torch.bool)
+    sdpa = F.scaled_dot_product_attention
+    calls = []
+    monkeypatch.setattr(F, "scaled_dot_product_attention", lambda *a, **kw: calls.append(1) or sdpa(*a, **kw))
+    y = attention(q, k, v, mask, is_causal=mask is None, dropout_p=0.0)
+    assert calls == []  # the math path
+    ref = sdpa(q, k, v, attn_mask=mask, is_causal=mask is None)
+    torch.testing.assert_close(y, ref, rtol=2e-2, atol=2e-2)
+    grad = torch.randn_like(y)
+    for ours, theirs in zip(torch.autograd.grad(y, (q, k, v), grad), torch.autograd.grad(ref, (q, k, v), grad)):
+        torch.testing.assert_close(ours, theirs, rtol=5e-2, atol=5e-2)
+    with torch.no_grad():
+        attention(q, k, v, mask, is_causal=mask is None, dropout_p=0.0)
+    assert calls == [1]  # inference keeps SDPA's fused kernel

@@ -173,8 +173,9 @@ def test_unusable_checkpoints_are_refused_in_one_line_naming_the_path(tmp_path, 
 
 def test_evaluate_reproduces_the_runs_validation_perplexity(trained, make_cfg):
     run, metrics = trained
+    # in the run's precision (the quickstart's auto: bf16 where the CPU has it), so that the figures are the same ones
     cfg = make_cfg("evaluate", [f"ckpt={run / 'checkpoints' / 'last.ckpt'}", "data.max_valid_windows=32",
-                                "trainer.enable_progress_bar=false"])
+                                "trainer.enable_progress_bar=false", "trainer.precision=auto"])
     result = evaluate(cfg)
     assert result["ppl"] == pytest.approx(metrics["val_ppl"], rel=1e-4)
     on_disk = json.loads((Path(cfg.paths.output_dir) / "metrics.json").read_text())
