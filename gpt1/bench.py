@@ -236,16 +236,17 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
     autocast = torch.autocast(device.type, dtype=compute_dtype) if compute_dtype != torch.float32 else nullcontext()
     ids = torch.randint(0, config.vocab_size, (B, T), device=device)
     flops_per_token = model.flops_per_token(T)
+    vendor = cpu_vendor()
     out: dict[str, Any] = {
         "device": torch.cuda.get_device_name(device) if device.type == "cuda" else
-        f"cpu ({torch.get_num_threads()} threads, {cpu_vendor() or 'vendor unknown'}; fp32 matmuls: {CPU_MATMULS})",
+        f"cpu ({torch.get_num_threads()} threads, {vendor or 'vendor unknown'}; fp32 matmuls: {CPU_MATMULS})",
         "torch": torch.__version__, "model": args.model, "params": model.num_params(), "batch": B, "seq": T,
         "precision": args.precision, "compile": args.compile, "pad_vocab_to_multiple": pad_vocab,
         "flops_per_token": flops_per_token,
         "date": time.strftime("%Y-%m-%d"),
     }  # fmt: skip
     if device.type == "cpu":
-        out.update(cpu_vendor=cpu_vendor(), cpu_matmuls=CPU_MATMULS)  # gpt1.ops.CPU_MATMULS: which go to oneDNN
+        out.update(cpu_vendor=vendor, cpu_matmuls=CPU_MATMULS)  # gpt1.ops.CPU_MATMULS: which go to oneDNN
 
     # -- ceilings of this device -------------------------------------------------------------------------------
     if device.type == "cpu":
