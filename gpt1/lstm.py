@@ -16,7 +16,7 @@ from torch import nn
 
 from gpt1.errors import ranged
 from gpt1.model import grown, sample_next
-from gpt1.ops import Dropout, Linear, linear
+from gpt1.ops import Dropout, Embedding, Linear, linear
 
 
 @dataclass
@@ -49,7 +49,7 @@ class LSTM(nn.Module):
     def __init__(self, config: LSTMConfig) -> None:
         super().__init__()
         self.config = config
-        self.tokens_embed = nn.Embedding(config.vocab_size, config.n_embd)
+        self.tokens_embed = Embedding(config.vocab_size, config.n_embd)  # shared with the LM head
         self.drop = Dropout(config.embd_pdrop)
         self.lstm = nn.LSTM(config.n_embd, config.hidden_size, num_layers=config.n_layer, batch_first=True)
         self.proj = Linear(config.hidden_size, config.n_embd)

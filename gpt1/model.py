@@ -19,7 +19,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from gpt1.errors import ConfigError, ranged
-from gpt1.ops import Dropout, Linear, attention, linear
+from gpt1.ops import Dropout, Embedding, Linear, attention, linear
 
 ACTIVATIONS = {
     "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"),  # the paper's (and HF's "gelu")
@@ -168,7 +168,7 @@ class GPT(nn.Module):
     def __init__(self, config: GPTConfig) -> None:
         super().__init__()
         self.config = config
-        self.tokens_embed = nn.Embedding(config.padded_vocab_size, config.n_embd)
+        self.tokens_embed = Embedding(config.padded_vocab_size, config.n_embd)  # shared with the LM head
         self.positions_embed = nn.Embedding(config.n_ctx, config.n_embd)
         self.drop = Dropout(config.embd_pdrop)
         self.h = nn.ModuleList(Block(config) for _ in range(config.n_layer))
@@ -259,7 +259,7 @@ class GPT(nn.Module):
 def grown(embedding: nn.Embedding, keep: int, rows: int, std: float) -> nn.Embedding:
     """A table of ``rows`` rows: the first ``keep`` rows of ``embedding``, the others drawn from N(0, std)."""
     weight = embedding.weight
-    new = nn.Embedding(rows, weight.size(1), device=weight.device, dtype=weight.dtype)
+    new = type(embedding)(rows, weight.size(1), device=weight.device, dtype=weight.dtype)
     nn.init.normal_(new.weight, mean=0.0, std=std)
     with torch.no_grad():
         new.weight[:keep] = weight[:keep]

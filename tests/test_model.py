@@ -9,6 +9,7 @@ import torch
 from gpt1.heads import pack_choices, pack_sequences
 from gpt1.lstm import LSTM, LSTMConfig
 from gpt1.model import GPT, PRESETS, GPTConfig, LayerCache
+from gpt1.ops import Embedding
 
 TINY = PRESETS["tiny"]
 
@@ -78,6 +79,10 @@ def test_resize_token_embeddings_keeps_old_rows_and_draws_new_ones():
     assert abs(new[1000:].std().item() - 0.02) < 2e-3
     with pytest.raises(ValueError, match="shrink"):
         model.resize_token_embeddings(10)
+    # the grown table is still gpt1's Embedding: hidden states alone (no head) still leave it a dense gradient
+    (model(torch.tensor([[1200, 5]])) * torch.randn(1, 2, TINY.n_embd)).sum().backward()
+    assert isinstance(model.tokens_embed, Embedding) and model.tokens_embed.weight.grad.layout == torch.strided
+    assert model.tokens_embed.weight.grad[1200].abs().sum() > 0
 
 
 def test_kv_cache_gives_the_same_hidden_states_as_a_full_pass():

@@ -1,4 +1,4 @@
-"""gpt1.ops: the CPU paths of linear, dropout and attention compute what torch's own ops compute."""
+"""gpt1.ops: the CPU paths of linear, dropout, embedding and attention compute what torch's own ops compute."""
 
 import math
 import platform
@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 
 import gpt1.ops
-from gpt1.ops import Dropout, attention, dropout, linear
+from gpt1.ops import Dropout, Embedding, attention, dropout, embedding, linear
 
 
 @pytest.mark.parametrize("shape", [(5, 7), (2, 3, 7)])
@@ -101,14 +101,28 @@ def test_cpu_vendor_is_read_from_proc_cpuinfo():
 
 @pytest.mark.parametrize("p", [0.1, 0.5, 0.9])
 def test_dropout_drops_with_probability_p_and_scales_the_rest(p):
-    x = torch.rand(1000, 1001) + 1.0  # no zeros of its own; an odd count (half a 64-bit draw left over)
+    x = torch.rand(1000, 1001) + 1.0  # no zeros of its own; a count that leaves a quarter of a 64-bit draw over
     y = dropout(x, p)
     kept = y != 0
     frac = 1.0 - kept.double().mean().item()
     assert abs(frac - p) < 5 * math.sqrt(p * (1 - p) / x.numel())  # 5 sigma
     torch.testing.assert_close(y[kept], x[kept] / (1 - p))
-    for half in (kept.flatten()[::2], kept.flatten()[1::2]):  # both 32-bit halves of each 64-bit draw, uniformly
-        assert abs((1.0 - half.double().mean().item()) - p) < 5 * math.sqrt(p * (1 - p) / half.numel())
+    for quarter in range(4):  # each 16-bit quarter of the 64-bit draws drops uniformly
+        part = kept.flatten()[quarter::4]
+        assert abs((1.0 - part.double().mean().item()) - p) < 5 * math.sqrt(p * (1 - p) / part.numel())
+
+
+def test_dropout_keeps_bf16_and_scales_in_fp32_as_f_dropout():
+    """A bf16 input gives bf16 out, its kept values x / (1 - p) rounded once, and a bf16 gradient (the mask once
+    came out in fp32 and made the output fp32; a bf16 1 / 0.9 would be 1.109375, 0.16% off)."""
+    x = (torch.rand(64, 48) + 1.0).bfloat16().requires_grad_()
+    y = dropout(x, 0.1)
+    kept = y != 0
+    assert y.dtype == torch.bfloat16 and 0 < kept.sum() < x.numel()
+    assert torch.equal(y[kept], (x.detach().float()[kept] / 0.9).bfloat16())
+    y.float().sum().backward()
+    assert x.grad.dtype == torch.bfloat16
+    assert torch.equal(x.grad, (kept.float() / 0.9).bfloat16())
 
 
 def test_dropout_gradient_is_the_scaled_mask_and_seeded_masks_repeat():
@@ -123,6 +137,34 @@ def test_dropout_gradient_is_the_scaled_mask_and_seeded_masks_repeat():
     assert torch.count_nonzero(dropout(x, 1.0)) == 0
     module = Dropout(0.3).eval()
     assert module(x) is x
+
+
+def test_embedding_gradient_is_sparse_and_the_tied_heads_dense_one_takes_it():
+    """Under a tied head (the table used again as the output matrix) the table's gradient is dense and equals
+    F.embedding's; the sparse part alone (no head) is made dense as soon as it is accumulated, also across two
+    backward passes (gradient accumulation); without autograd the lookup is F.embedding's own."""
+    ids = torch.tensor([[3, 1, 3], [0, 7, 3]])  # repeated ids: their rows are summed
+    table = Embedding(9, 4)
+    reference = torch.nn.Parameter(table.weight.detach().clone())
+    head = torch.randn(2, 3, 9)
+
+    def loss(lookup, weight):
+        hidden = lookup(ids, weight).tanh()  # (2, 3, 4)
+        return (F.linear(hidden, weight) * head).sum() + hidden.sum()
+
+    loss(embedding, table.weight).backward()
+    loss(F.embedding, reference).backward()
+    assert table.weight.grad.layout == torch.strided
+    torch.testing.assert_close(table.weight.grad, reference.grad)
+    table.weight.grad = reference.grad = None
+    for _ in range(2):  # no head: only the sparse gradient, accumulated twice
+        table(ids).pow(2).sum().backward()
+        F.embedding(ids, reference).pow(2).sum().backward()
+        assert table.weight.grad.layout == torch.strided
+        torch.testing.assert_close(table.weight.grad, reference.grad)
+    with torch.no_grad():
+        assert table(ids).grad_fn is None
+    assert type(table(ids).grad_fn).__name__.startswith("_SparseGradEmbedding")
 
 
 def _probs(q, k, mask):
