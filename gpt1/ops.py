@@ -14,11 +14,11 @@
 - ``dropout``: on CPU, ``bernoulli_`` draws a float per element through MKL's RNG; here the mask compares 16-bit
   integers cut from one 64-bit draw per four elements, written as floats by the comparison itself: P(drop) = p to
   within 2^-17. A GPT-1 training step ran 2.4-3% faster than with a 32-bit draw per element into a boolean mask,
-  which had made dropout's forward and backward 2x faster than ``bernoulli_``'s. The output keeps the input's dtype, scaled in fp32 at least (as
-  ``F.dropout``).
+  which had made dropout's forward and backward 2x faster than ``bernoulli_``'s. The output keeps the input's
+  dtype, scaled in fp32 at least (as ``F.dropout``).
 - ``embedding``: on CPU with autograd, the token table's gradient is sparse (one row per id), which the tied LM head's
-  dense gradient takes in place: ``F.embedding``'s backward zeroes a whole (V, C) table for autograd to add to the
-  head's (23 ms of a GPT-1 training step on 2 cores).
+  dense gradient takes in: ``F.embedding``'s backward zeroes a whole (V, C) table for autograd to add to the head's
+  (a GPT-1 training step 1-1.6% faster on 2 cores). Where no head adds to it, a hook makes ``.grad`` dense.
 - ``attention``: SDPA's CPU kernels take no dropout, so with dropout it falls back to its math path and
   ``bernoulli_``; the same math with ``dropout``'s masks, and the mask added as a bias, runs the attention's forward
   and backward 1.5x faster. Training in bf16 (autocast) takes that math too, dropout or not: SDPA's fused kernel's
@@ -231,9 +231,11 @@ class _SparseGradEmbedding(torch.autograd.Function):
 
 
 def embedding(ids: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-    """``F.embedding(ids, weight)``: ids (...) -> (..., C). On CPU with autograd the weight's gradient is sparse, for
-    a tied head's dense gradient to take in place; ``Embedding`` turns it dense where nothing did (no tied head)."""
-    if not (_eager_cpu(weight) and torch.is_grad_enabled() and weight.requires_grad):
+    """``F.embedding(ids, weight)``: ids (...) -> (..., C). On CPU with autograd, for a leaf weight, the weight's
+    gradient is sparse, for a tied head's dense gradient to take in place; where nothing does (no tied head in the
+    loss), a hook on the weight makes its ``.grad`` dense as soon as it is accumulated."""
+    sparse = _eager_cpu(weight) and torch.is_grad_enabled() and weight.requires_grad and weight.is_leaf
+    if not (sparse and _densified(weight)):  # _densified hooks the weight, once
         return F.embedding(ids, weight)
     return _SparseGradEmbedding.apply(ids, weight)
 
@@ -243,12 +245,19 @@ def _dense_grad(weight: torch.Tensor) -> None:
         weight.grad = weight.grad.to_dense()
 
 
+def _densified(weight: torch.Tensor) -> bool:
+    """Hook ``_dense_grad`` on weight unless it is (checked each time: copied or unpickled tensors lose their hooks);
+    False on a torch that does not expose a tensor's post-accumulate hooks (no sparse gradients there)."""
+    hooks = getattr(weight, "_post_accumulate_grad_hooks", False)
+    if hooks is False:
+        return False
+    if hooks is None or _dense_grad not in hooks.values():
+        weight.register_post_accumulate_grad_hook(_dense_grad)
+    return True
+
+
 class Embedding(nn.Embedding):
     """``nn.Embedding`` through ``embedding``, for a table that an LM head shares: its ``.grad`` is always dense."""
-
-    def __init__(self, *args, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        self.weight.register_post_accumulate_grad_hook(_dense_grad)  # runs as soon as the gradient is accumulated
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         return embedding(ids, self.weight)

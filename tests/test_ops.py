@@ -3,6 +3,7 @@
 import math
 import platform
 import sys
+from copy import deepcopy
 
 import pytest
 import torch
@@ -165,6 +166,12 @@ def test_embedding_gradient_is_sparse_and_the_tied_heads_dense_one_takes_it():
     with torch.no_grad():
         assert table(ids).grad_fn is None
     assert type(table(ids).grad_fn).__name__.startswith("_SparseGradEmbedding")
+    copy = deepcopy(table)  # a copied parameter loses its hooks: the lookup hooks it again, once
+    for _ in range(2):
+        copy(ids).pow(2).sum().backward()
+    assert copy.weight.grad.layout == torch.strided
+    torch.testing.assert_close(copy.weight.grad, table.weight.grad)
+    assert len(copy.weight._post_accumulate_grad_hooks) == 1
 
 
 def _probs(q, k, mask):
