@@ -232,8 +232,8 @@ class _SparseGradEmbedding(torch.autograd.Function):
 
 def embedding(ids: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     """``F.embedding(ids, weight)``: ids (...) -> (..., C). On CPU with autograd, for a leaf weight, the weight's
-    gradient is sparse, for a tied head's dense gradient to take in place; where nothing does (no tied head in the
-    loss), a hook on the weight makes its ``.grad`` dense as soon as it is accumulated."""
+    gradient is sparse, which autograd adds to a tied head's dense one (a copy, but no zeroed table); where nothing
+    does (no tied head in the loss), a hook on the weight makes its ``.grad`` dense as soon as it is accumulated."""
     sparse = _eager_cpu(weight) and torch.is_grad_enabled() and weight.requires_grad and weight.is_leaf
     if not (sparse and _densified(weight)):  # _densified hooks the weight, once
         return F.embedding(ids, weight)
