@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from functools import partial
 
 import torch
 from torch import nn
@@ -22,7 +23,7 @@ from gpt1.errors import ConfigError, ranged
 from gpt1.ops import Dropout, Embedding, Linear, attention, linear
 
 ACTIVATIONS = {
-    "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"),  # the paper's (and HF's "gelu")
+    "gelu_tanh": partial(F.gelu, approximate="tanh"),  # the paper's (and HF's "gelu"); a partial pickles, a lambda not
     "gelu": F.gelu,  # exact erf GELU: an ablation, breaks parity with the original weights
     "relu": F.relu,
 }

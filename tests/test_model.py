@@ -85,6 +85,18 @@ def test_resize_token_embeddings_keeps_old_rows_and_draws_new_ones():
     assert model.tokens_embed.weight.grad[1200].abs().sum() > 0
 
 
+def test_a_whole_model_pickles_and_its_table_gradient_stays_dense(tmp_path):
+    """torch.save of the module itself (not a state dict) round-trips; the loaded table lost its tensor hooks, and
+    hidden states alone (no LM head) still leave it a dense gradient."""
+    model = GPT(TINY)
+    torch.save(model, tmp_path / "model.pt")
+    loaded = torch.load(tmp_path / "model.pt", weights_only=False)
+    x = torch.tensor([[1, 2, 3]])
+    torch.testing.assert_close(loaded.eval()(x), model.eval()(x))
+    (loaded.train()(x) * torch.randn(1, 3, TINY.n_embd)).sum().backward()
+    assert loaded.tokens_embed.weight.grad.layout == torch.strided
+
+
 def test_kv_cache_gives_the_same_hidden_states_as_a_full_pass():
     model = GPT(TINY).eval()
     x = torch.randint(0, TINY.vocab_size, (2, 12))
