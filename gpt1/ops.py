@@ -246,8 +246,8 @@ def _dense_grad(weight: torch.Tensor) -> None:
 
 
 def _densified(weight: torch.Tensor) -> bool:
-    """Hook ``_dense_grad`` on weight unless it is (checked each time: copied or unpickled tensors lose their hooks);
-    False on a torch that does not expose a tensor's post-accumulate hooks (no sparse gradients there)."""
+    """Hook ``_dense_grad`` on weight where it is not hooked yet (checked on each use: copied or unpickled tensors
+    lose their hooks); False on a torch that does not expose a tensor's post-accumulate hooks (no sparse gradients)."""
     hooks = getattr(weight, "_post_accumulate_grad_hooks", False)
     if hooks is False:
         return False
