@@ -17,6 +17,9 @@ COMMANDS = {
     "report": "tables and plots of sweeps: median and spread over seeds (DIR... [--out DIR]; flags, not Hydra)",
 }
 
+TOOLS = ("bench", "report")
+"""The commands that are tools (plain flags, ``gpt1.tools``), not Hydra apps (``gpt1.commands``)."""
+
 
 def main() -> None:
     if len(sys.argv) < 2 or sys.argv[1] not in COMMANDS:
@@ -25,10 +28,11 @@ def main() -> None:
         sys.exit(0 if len(sys.argv) > 1 and sys.argv[1] in ("-h", "--help") else 2)
     command = sys.argv.pop(1)
     sys.argv[0] = f"gpt1 {command}"
+    module = f"gpt1.{'tools' if command in TOOLS else 'commands'}.{command}"
     # Lightning's DDP launcher starts the other ranks as `python -m <__main__.__spec__.name> ARGS` (or as `python
-    # <argv[0]>`, no file here): they run `python -m gpt1.<command>`, which is this command.
-    sys.modules["__main__"].__spec__ = importlib.util.find_spec(f"gpt1.{command}")
-    importlib.import_module(f"gpt1.{command}").main()
+    # <argv[0]>`, no file here): they run `python -m gpt1.commands.<command>`, which is this command.
+    sys.modules["__main__"].__spec__ = importlib.util.find_spec(module)
+    importlib.import_module(module).main()
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""Typed Hydra schemas of every gpt1 command, registered in Hydra's ConfigStore on import.
+"""Typed Hydra schemas of every gpt1 command, registered in Hydra's ConfigStore by ``register`` (the commands call it).
 
 Each command's primary YAML (``conf/<command>.yaml``) lists its schema first in its defaults, so every config
 group and command-line override is merged into a typed node: a misspelt key or a wrong type fails at start-up
@@ -8,6 +8,8 @@ with the offending key named. The ``model`` group's options are the presets of `
 
 from __future__ import annotations
 
+import dataclasses
+import operator
 import re
 import warnings
 from dataclasses import dataclass, field
@@ -18,13 +20,13 @@ from typing import Any, Optional
 import torch
 from hydra.core.config_store import ConfigStore
 from hydra.core.hydra_config import HydraConfig
-from omegaconf import MISSING, DictConfig, OmegaConf
+from omegaconf import MISSING, DictConfig, ListConfig, OmegaConf
 
-from gpt1.data.pretrain import DataConfig
-from gpt1.data.tasks import TaskConfig
+from gpt1.data.corpus import DataConfig
 from gpt1.errors import ConfigError, ranged
 from gpt1.lstm import LSTMConfig
 from gpt1.model import PRESETS, GPTConfig
+from gpt1.tasks.spec import TaskConfig
 from gpt1.tokenizer import TokenizerConfig
 
 
@@ -275,7 +277,7 @@ class FinetuneConfig:
     """Dropout before the task head's linear layer."""
     share_context: bool = False
     """Multiple choice in training: decode the context an example's choices share once for all of them, padding
-    dropped (2.7x faster on the sample task; its dropout masks are then the same for every choice). false: each choice
+    dropped (faster: experiments/benchmarks.md; its dropout masks are then the same for every choice). false: each choice
     decoded on its own, with its own masks, as the original. Evaluation always decodes it once (no dropout: the same
     states, so the same scores)."""
     predict: bool = False
@@ -421,7 +423,9 @@ def _choice(group: str, *, _root_: DictConfig) -> str:
 
 
 def register() -> None:
-    """Register the schemas, the model presets and the resolvers with Hydra (idempotent)."""
+    """Register the schemas, the model presets and the resolvers with Hydra, and silence Hydra's note on the launcher
+    schemas (idempotent). Every command calls it before Hydra composes its config; so does a Python user composing one
+    (``hydra.compose``)."""
     if not OmegaConf.has_resolver("gpt1.default_sample_data"):
         OmegaConf.register_new_resolver("gpt1.default_sample_data", default_sample_data)
     if not OmegaConf.has_resolver("gpt1.choice"):  # ${gpt1.choice:task}: the group's option, else the group's name
@@ -446,4 +450,25 @@ def register() -> None:
     warnings.filterwarnings("ignore", message=r"\s*'hydra/launcher/submitit_\w+' is validated against ConfigStore")
 
 
-register()
+
+_BOUNDS = {"ge": (operator.ge, ">="), "gt": (operator.gt, ">"), "lt": (operator.lt, "<"), "le": (operator.le, "<=")}
+
+
+def check_ranges(cfg: DictConfig, prefix: str = "") -> None:
+    """Refuse a value outside its schema field's ``ranged`` bounds, in ``cfg`` and every config below it: a
+    ``ConfigError`` naming the key. Every command's entry function (``gpt1.commands.pretrain.train``, ...) calls it first,
+    so that a bad value fails at start-up rather than when it is first used (after a tokenizer is trained, a corpus
+    packed, a model built), from the command line and from Python alike."""
+    schema = OmegaConf.get_type(cfg)
+    fields = {f.name: f.metadata for f in dataclasses.fields(schema)} if dataclasses.is_dataclass(schema) else {}
+    for key in cfg:
+        node = cfg._get_node(key)
+        if isinstance(node, DictConfig):
+            check_ranges(node, f"{prefix}{key}.")
+        elif "bounds" in fields.get(key, {}) and not OmegaConf.is_missing(cfg, key) and cfg[key] is not None:
+            value, bounds = cfg[key], fields[key]["bounds"]
+            for v in value if isinstance(value, ListConfig) else [value]:
+                if not all(_BOUNDS[op][0](v, bound) for op, bound in bounds.items()):
+                    rule = " and ".join(f"{_BOUNDS[op][1]} {bound}" for op, bound in bounds.items())
+                    hint = f" ({fields[key]['hint']})" if fields[key]["hint"] else ""
+                    raise ConfigError(f"{prefix}{key}={value}: out of range; choose a value {rule}{hint}")

@@ -27,8 +27,6 @@ from torch import nn
 
 from gpt1.ops import Dropout
 
-TASK_TYPES = ("classification", "entailment", "similarity", "multiple_choice")
-
 
 class ClassificationHead(nn.Module):
     """Extract-token state (B, C) -> logits (B, num_labels)."""
@@ -64,16 +62,8 @@ class MultipleChoiceHead(nn.Module):
         return logits
 
 
-def build_head(task_type: str, n_embd: int, num_labels: int, pdrop: float = 0.1, init_std: float = 0.02) -> nn.Module:
-    """The head of a task type, its weights drawn from N(0, init_std) and its bias 0 (as the original's)."""
-    if task_type in ("classification", "entailment"):
-        head = ClassificationHead(n_embd, num_labels, pdrop)
-    elif task_type == "similarity":
-        head = SimilarityHead(n_embd, num_labels, pdrop)
-    elif task_type == "multiple_choice":
-        head = MultipleChoiceHead(n_embd, pdrop)
-    else:
-        raise ValueError(f"unknown task type {task_type!r}: one of {', '.join(TASK_TYPES)}")
+def init_head(head: nn.Module, init_std: float = 0.02) -> nn.Module:
+    """Draw ``head.linear``'s weights from N(0, init_std) and zero its bias, as the original initialises its heads."""
     nn.init.normal_(head.linear.weight, std=init_std)
     nn.init.zeros_(head.linear.bias)
     return head
@@ -176,22 +166,23 @@ def task_logits(
 ) -> TaskOutput:
     """Run a task batch through ``decoder`` (ids (N, T) -> hidden (N, T, C); a ``GPT`` to pack) and ``head``.
 
-    batch: ``input_ids`` (B, T) or (B, S, T), ``extract`` (B,) or (B, S), ``choice_mask`` (B, K) for multiple
-    choice. pack: "none" (every sequence padded to T), "sequences" (``pack_sequences``: no padding) or "context"
-    (multiple choice: ``pack_choices``, the shared context once); the same states each way.
+    batch: ``input_ids`` (B, T) or (B, S, T), ``extract`` (B,) or (B, S), and ``choice_mask`` (B, K) where some
+    sequences are padding (multiple choice: it goes to the head too). pack: "none" (every sequence padded to T),
+    "sequences" (``pack_sequences``: no padding) or "context" (``pack_choices``: the context that an example's
+    sequences share, once); the same states each way.
     """
     ids, extract = batch["input_ids"], batch["extract"]
-    mc = isinstance(head, MultipleChoiceHead)
+    choice_mask = batch.get("choice_mask")
     flat = ids.reshape(-1, ids.size(-1))  # (N, T), N = B * S: every sequence in one pass
     if pack == "none":
         hidden = decoder(flat)  # (N, T, C)
         index = torch.arange(flat.numel(), device=ids.device).view(ids.shape)
     else:
-        choice_mask = batch.get("choice_mask", torch.ones_like(extract, dtype=torch.bool)) if mc else None
-        if pack == "context" and mc:
-            packed = pack_choices(ids, extract + 1, choice_mask)
+        if pack == "context":
+            mask = choice_mask if choice_mask is not None else torch.ones_like(extract, dtype=torch.bool)
+            packed = pack_choices(ids, extract + 1, mask)
         else:  # dummy choices take no room
-            lengths = (extract + 1).masked_fill(~choice_mask, 0) if mc else extract + 1
+            lengths = extract + 1 if choice_mask is None else (extract + 1).masked_fill(~choice_mask, 0)
             # short sequences pair up in rows of up to 128 tokens; longer rows would cost attention more than the
             # padding they save (the (rows, H, L, L) scores grow with L squared)
             packed = pack_sequences(flat, lengths.reshape(-1), row_length=min(2 * flat.size(1), 128))
@@ -199,5 +190,5 @@ def task_logits(
         index = packed.index.view(ids.shape)
     hidden = hidden.flatten(0, 1)  # (R, C)
     states = hidden[index.gather(-1, extract.unsqueeze(-1)).squeeze(-1)]  # (B, C) or (B, S, C): extract tokens
-    logits = head(states, batch.get("choice_mask")) if mc else head(states)
+    logits = head(states) if choice_mask is None else head(states, choice_mask)
     return TaskOutput(logits, hidden, index)

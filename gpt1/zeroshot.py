@@ -1,8 +1,5 @@
-"""``gpt1 zeroshot``: the paper's zero-shot heuristics (section 5), scored over several checkpoints.
+"""The paper's zero-shot heuristics (section 5): a pre-trained LM alone, with no task head, predicts a task's examples.
 
-    gpt1 zeroshot ckpts="[outputs/quickstart/<run>/checkpoints/step*.ckpt]" task=sentiment     # every saved step
-
-The pre-trained LM alone, with no task head, predicts a task's validation split:
 - ``verbalizer`` (SST-2): the text, then ``task.zeroshot.suffix`` ("very"); the prediction is the label word
   (``task.zeroshot.words``, one per class) the LM finds likeliest to come next. A word of several tokens scores the
   log-probability of all of them.
@@ -10,43 +7,25 @@ The pre-trained LM alone, with no task head, predicts a task's validation split:
   ``task.zeroshot.max_fit_examples``) training examples for the task's main metric, it predicts the second class
   (CoLA's "acceptable"), below it the first.
 - ``multiple_choice`` (RACE, Story Cloze): the choice with the highest mean token log-probability after the context.
-Texts are encoded without task special tokens, after the end-of-document token when the vocab has one.
-
-The heuristics are functions of (model, tokenizer, texts) that return scores; ``zeroshot`` runs them over checkpoints
-and writes <run dir>/metrics.json: {"task", "heuristic", "split", "examples", "checkpoints": [{"path", "step",
-"<metric>": value, ..., "truncated", "threshold" (mean_logprob)}, ...], "baseline/<metric>" (the majority class of
-the training labels, when the task has a train split)}.
+Texts are encoded without task special tokens, after the end-of-document token when the vocab has one. A task type
+names the heuristics that score it (``TaskType.heuristics``). The heuristics are functions of (model, tokenizer,
+texts) that return scores.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any, Optional
 
 import torch
-from omegaconf import DictConfig, OmegaConf
 from torch import nn
 from torch.nn import functional as F
 
-from gpt1.checkpoint import load_checkpoint
-from gpt1.config import group_choice, resolve_device
-from gpt1.data.sources import resolve_files
-from gpt1.data.tasks import Examples, TaskConfig, TaskDataModule, TaskType
-from gpt1.errors import CheckpointError, ConfigError, DataError, check_ranges, command
-from gpt1.module import build_metric
-from gpt1.run import write_metrics
-
-HEURISTICS: dict[str, str] = {
-    "verbalizer": "classification",
-    "mean_logprob": "classification",
-    "multiple_choice": "multiple_choice",
-}
-"""Heuristic -> the task type it applies to."""
-TYPE_DEFAULTS: dict[str, str] = {"multiple_choice": "multiple_choice"}
-"""Task type -> its heuristic when ``task.zeroshot.heuristic`` is unset (a classification task names its own)."""
-TEXT_ONLY = 5
-"""The context given to the ``TaskDataModule`` that only reads texts (``read`` needs neither tokenizer nor context)."""
+from gpt1.data.task_rows import Examples
+from gpt1.errors import ConfigError
+from gpt1.metrics import build_metric
+from gpt1.tasks.registry import task_types
+from gpt1.tasks.spec import TaskConfig
 
 
 def join(prefix: Sequence[int], continuation: Sequence[int], n_ctx: int) -> tuple[list[int], int, bool]:
@@ -167,25 +146,20 @@ def fit_threshold(
     return max(candidates, key=lambda t: metric((scores >= t).long(), labels))
 
 
-# -- the command ------------------------------------------------------------------------------------------------
-
-
 def heuristic_of(task: TaskConfig) -> str:
     """The heuristic ``task`` is scored with; ConfigError (naming the key) if none fits it."""
-    name = task.zeroshot.heuristic or TYPE_DEFAULTS.get(str(task.type))
-    if name is None and task.type == TaskType.classification:
-        raise ConfigError(
-            f"task {task.name}: set task.zeroshot.heuristic: verbalizer (with task.zeroshot.words, one per class) "
-            "or mean_logprob"
-        )
+    kind = task.kind
+    name = task.zeroshot.heuristic or kind.default_heuristic
+    if name is None and kind.heuristics:
+        words = " (with task.zeroshot.words, one per class)" if "verbalizer" in kind.heuristics else ""
+        raise ConfigError(f"task {task.name}: set task.zeroshot.heuristic: {' or '.join(kind.heuristics)}{words}")
     if name is None:
-        raise ConfigError(
-            f"task {task.name}: there is no zero-shot heuristic for {task.type} tasks "
-            f"(the paper's score {' and '.join(sorted(set(HEURISTICS.values())))} tasks)"
-        )
-    if HEURISTICS.get(name) != task.type:
-        fits = [h for h, t in HEURISTICS.items() if t == task.type]
-        raise ConfigError(f"task.zeroshot.heuristic={name!r} does not score {task.type} tasks: use one of {fits}")
+        scored = [n for n, t in task_types().items() if t.heuristics]
+        raise ConfigError(f"task {task.name}: there is no zero-shot heuristic for {kind} tasks "
+                          f"(the paper's score {' and '.join(scored)} tasks)")
+    if name not in kind.heuristics:
+        raise ConfigError(f"task.zeroshot.heuristic={name!r} does not score {kind} tasks: use one of "
+                          f"{list(kind.heuristics)}")
     if name == "verbalizer" and not task.zeroshot.words:
         raise ConfigError("task.zeroshot.words is empty: the verbalizer needs one word per class, in class order, "
                           "e.g. task.zeroshot.words=[negative,positive]")
@@ -196,7 +170,7 @@ def metric_values(task: TaskConfig, num_labels: int, preds: torch.Tensor, labels
     """Each of the task's metrics of ``preds`` (N,) against ``labels`` (N,), as fine-tuning computes them."""
     values = {}
     for name in task.metrics:
-        metric = build_metric(name, str(task.type), num_labels)
+        metric = build_metric(name, False, task.kind.choices, num_labels)
         metric.update(preds, labels)
         values[name] = float(metric.compute())
     return values
@@ -220,75 +194,3 @@ def predict(
     threshold = fit_threshold(fit_scores, fit[1], lambda p, y: metric_values(task, num_labels, p, y)[main])
     scores, cut = mean_logprob(model, tokenizer, val.text, batch_size)
     return (scores >= threshold).long(), {"truncated": cut, "threshold": threshold}
-
-
-def zeroshot(cfg: DictConfig) -> dict[str, Any]:
-    """Score every checkpoint of ``cfg.ckpts`` (paths or globs) on ``cfg.task``'s first validation split with the
-    task's heuristic; the metrics, also in <run dir>/metrics.json."""
-    check_ranges(cfg)
-    task: TaskConfig = OmegaConf.to_object(cfg.task)
-    task.name = task.name or group_choice("task")
-    heuristic = heuristic_of(task)
-    device = resolve_device(cfg.device)
-    try:
-        paths = resolve_files(list(cfg.ckpts), "ckpts")
-    except FileNotFoundError as e:
-        raise CheckpointError(str(e)) from e
-    if not paths:
-        raise ConfigError("ckpts is empty: give the checkpoints to score, e.g. ckpts='[run/checkpoints/*.ckpt]'")
-    data = TaskDataModule(task, tokenizer=None, n_ctx=TEXT_ONLY, batch_size=1, seed=cfg.seed,
-                          cache_dir=cfg.paths.cache_dir, roles=("train", "validation"))
-    if not data.roles["validation"]:
-        raise ConfigError(f"task {task.name} has no validation split (task.splits.validation) to score")
-    val = data.read(data.roles["validation"][0])
-    train = data.read("train") if data.roles["train"] else None
-    if val.labels is None:
-        raise DataError(f"task {task.name}: its validation split has no labels to score against")
-    if heuristic == "mean_logprob" and train is None:
-        raise ConfigError(f"task {task.name}: mean_logprob fits its threshold on a train split (task.splits.train)")
-    classes = {"verbalizer": len(task.zeroshot.words), "mean_logprob": 2}
-    num_labels = classes[heuristic] if heuristic in classes else max(map(len, val.choices))  # choices: K
-    labels = torch.as_tensor(val.labels)
-    top = max(int(labels.max()), -1 if train is None else int(train.labels.max()))
-    if heuristic != "multiple_choice" and top >= num_labels:
-        raise DataError(f"task {task.name}: a label is {top} but {heuristic} predicts {num_labels} classes"
-                        + (" (task.zeroshot.words: one word per class)" if heuristic == "verbalizer" else ""))
-    fit = None
-    if heuristic == "mean_logprob":  # a seeded sample of the training examples fits the threshold
-        keep = torch.randperm(len(train.text), generator=torch.Generator().manual_seed(cfg.seed))
-        keep = keep[: task.zeroshot.max_fit_examples].tolist()
-        fit = ([train.text[i] for i in keep], torch.as_tensor(train.labels[keep]))
-
-    main = task.metrics[0]
-    results = []
-    for path in paths:
-        loaded = load_checkpoint(path, map_location=device)
-        model = loaded.model.to(device).eval()
-        preds, extra = predict(heuristic, model, loaded.tokenizer, task, val, fit, num_labels, cfg.batch_size)
-        values = metric_values(task, num_labels, preds, labels)
-        results.append({"path": str(path), "step": loaded.raw.get("global_step"), **values, **extra})
-        print(f"{path} (step {results[-1]['step']}): {main} {values[main]:.4f}", flush=True)
-
-    metrics = {
-        "task": task.name,
-        "heuristic": heuristic,
-        "split": data.roles["validation"][0],
-        "examples": len(labels),
-        "checkpoints": results,
-    }
-    if train is not None:  # the baseline: the majority class (choice position) of the training labels
-        majority = torch.as_tensor(train.labels).bincount().argmax()
-        baseline = metric_values(task, num_labels, majority.expand_as(labels), labels)
-        metrics.update({f"baseline/{name}": value for name, value in baseline.items()})
-        print(f"baseline {main} {baseline[main]:.4f} (the majority class)")
-    print(f"metrics: {write_metrics(Path(cfg.paths.output_dir), metrics)}")
-    return metrics
-
-
-@command("zeroshot")
-def main(cfg: DictConfig) -> float:
-    return zeroshot(cfg)["checkpoints"][-1][cfg.task.metrics[0]]
-
-
-if __name__ == "__main__":
-    main()

@@ -11,12 +11,15 @@ import torch
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("WANDB_MODE", "offline")
+ENV_BEFORE_GPT1 = dict(os.environ)
+"""The environment before any gpt1 module is imported (tests/test_imports.py starts processes with it)."""
 
 from hydra import compose, initialize_config_module  # noqa: E402
 from omegaconf import DictConfig  # noqa: E402
 
-import gpt1.config  # noqa: E402,F401  (registers the schemas)
-from gpt1.config import default_sample_data  # noqa: E402
+from gpt1.config import default_sample_data, register  # noqa: E402
+
+register()  # the schemas, for the configs the tests compose as the commands do
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -6,9 +6,9 @@ import sys
 import pytest
 import torch
 
-import gpt1.bench
+import gpt1.tools.bench
 import gpt1.ops
-from gpt1.bench import DENSE_PEAK_TFLOPS, device_peak, main, report
+from gpt1.tools.bench import DENSE_PEAK_TFLOPS, device_peak, main, report
 
 pytest.importorskip("transformers", reason="--compare hf builds HF's models")
 
@@ -68,7 +68,7 @@ def test_the_report_says_when_the_peak_is_unknown():
 
 
 def test_the_decode_bound_is_never_looser_than_what_the_products_streamed(monkeypatch):
-    monkeypatch.setattr(gpt1.bench, "memory_bandwidth", lambda device: 1e6)  # a sum far slower than the products
+    monkeypatch.setattr(gpt1.tools.bench, "memory_bandwidth", lambda device: 1e6)  # a sum far slower than the products
     out = main([*TINY, "--mc-batch", "0", "--device", "cpu"])
     assert out["memory_bandwidth"] == out["gemv_bandwidth"] and out["decode_bound_ms"] == out["decode_gemv_bound_ms"]
 
@@ -81,7 +81,7 @@ def test_the_decode_bound_is_never_looser_than_what_the_products_streamed(monkey
 ])
 def test_bad_flags_are_one_line_before_any_measuring(flags, says, monkeypatch, capsys, tmp_path):
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(gpt1.bench, "bench", lambda args: pytest.fail("measured despite a bad flag"))
+    monkeypatch.setattr(gpt1.tools.bench, "bench", lambda args: pytest.fail("measured despite a bad flag"))
     with pytest.raises(SystemExit) as exit:
         main(["--model", "tiny", "--seq", "32", *flags])
     err = capsys.readouterr().err

@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from gpt1.checkpoint import load_checkpoint
-from gpt1.convert import positional_to_overrides
-from gpt1.evaluate import evaluate
+from gpt1.commands.convert import positional_to_overrides
+from gpt1.commands.evaluate import evaluate
 from tests.conftest import TINY_RUN
 
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
@@ -58,7 +58,7 @@ def test_pretrain_then_evaluate_and_generate_from_the_command_line(tmp_path, cac
 
 
 def test_python_dash_m_runs_a_command(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "gpt1.generate", "--cfg", "job"], cwd=tmp_path, env=ENV,
+    proc = subprocess.run([sys.executable, "-m", "gpt1.commands.generate", "--cfg", "job"], cwd=tmp_path, env=ENV,
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and "max_new_tokens: 100" in proc.stdout
 

@@ -9,11 +9,12 @@ from omegaconf import OmegaConf
 from omegaconf.errors import ConfigAttributeError, ValidationError
 
 from gpt1.config import CheckpointModelConfig, EvaluateConfig, FinetuneConfig, PretrainConfig, Schedule
-from gpt1.data.tasks import TaskConfig
-from gpt1.errors import ConfigError, check_ranges
+from gpt1.tasks.spec import TaskConfig
+from gpt1.config import check_ranges
+from gpt1.errors import ConfigError
 from gpt1.lstm import LSTMConfig
 from gpt1.model import PRESETS, GPTConfig
-from gpt1.pretrain import train
+from gpt1.commands.pretrain import train
 from tests.test_experiments import EXPERIMENTS as EXPERIMENTS_BY_COMMAND
 
 CONF = Path(__file__).resolve().parents[1] / "conf"

@@ -14,17 +14,10 @@ import pytest
 import torch
 
 import gpt1.data.pretrain as pretrain
-from gpt1.data import (
-    DataConfig,
-    PretrainDataModule,
-    WindowSampler,
-    file_columns,
-    load_files,
-    load_hub,
-    pack,
-    resolve_files,
-    unigram_perplexity,
-)
+from gpt1.data.corpus import DataConfig, pack
+from gpt1.data.pretrain import PretrainDataModule, unigram_perplexity
+from gpt1.data.sources import file_columns, load_files, load_hub, resolve_files
+from gpt1.data.windows import WindowSampler
 from gpt1.errors import ConfigError, DataError
 from gpt1.tokenizer import Tokenizer, TokenizerConfig, train_bpe
 

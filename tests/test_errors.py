@@ -22,7 +22,7 @@ from hydra import compose, initialize_config_module
 from hydra.core.global_hydra import GlobalHydra
 
 from gpt1.checkpoint import load_checkpoint, save_checkpoint
-from gpt1.pretrain import train
+from gpt1.commands.pretrain import train
 
 ENV = {k: v for k, v in os.environ.items() if k != "HYDRA_FULL_ERROR"}
 ENV.update(HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", PYTHONUNBUFFERED="1")
@@ -33,10 +33,10 @@ PRETRAIN = ["model=tiny", "tokenizer.vocab_size=300", "data.batch_size=8", "logg
 
 def gpt1_subprocess(command: str, *overrides: str, cwd: Path, env: dict[str, str] = ENV,
                     module: str | None = None) -> subprocess.CompletedProcess:
-    """``python -m gpt1.<command> overrides...`` (or ``python -m gpt1.cli <command> ...``, the console script's
+    """``python -m gpt1.commands.<command> overrides...`` (or ``python -m gpt1.cli <command> ...``, the console script's
     path, with ``module="cli"``) in ``cwd`` (made if need be), its run directory under ``cwd``."""
     cwd.mkdir(parents=True, exist_ok=True)
-    argv = ["-m", "gpt1.cli", command] if module == "cli" else ["-m", f"gpt1.{command}"]
+    argv = ["-m", "gpt1.cli", command] if module == "cli" else ["-m", f"gpt1.commands.{command}"]
     return subprocess.run(
         [sys.executable, *argv, *overrides, f"hydra.run.dir={cwd / 'run'}"],
         cwd=cwd, env=env, capture_output=True, text=True, timeout=300,
@@ -45,7 +45,7 @@ def gpt1_subprocess(command: str, *overrides: str, cwd: Path, env: dict[str, str
 
 @pytest.fixture
 def gpt1(monkeypatch, capsys):
-    """``gpt1 <command> overrides...`` run in this process as the subprocess would run it: ``gpt1.<command>.main``
+    """``gpt1 <command> overrides...`` run in this process as the subprocess would run it: ``gpt1.commands.<command>.main``
     with ``sys.argv`` as the console script leaves it, in ``cwd`` (made if need be), its run directory under ``cwd``,
     HYDRA_FULL_ERROR unset. Returns its exit status and what it printed, as a ``CompletedProcess``."""
     for key, value in ENV.items():
@@ -56,7 +56,7 @@ def gpt1(monkeypatch, capsys):
     def run(command: str, *overrides: str, cwd: Path) -> subprocess.CompletedProcess:
         cwd.mkdir(parents=True, exist_ok=True)
         argv = [f"gpt1 {command}", *overrides, f"hydra.run.dir={cwd / 'run'}"]
-        main = importlib.import_module(f"gpt1.{command}").main
+        main = importlib.import_module(f"gpt1.commands.{command}").main
         monkeypatch.chdir(cwd)
         monkeypatch.setattr(sys, "argv", argv)
         capsys.readouterr()  # only this command's output
@@ -261,7 +261,7 @@ def test_a_model_config_that_cannot_be_built_fails_before_any_data_work(gpt1, tm
     "module, overrides, names",
     [
         pytest.param(None, ["data.train_files={bad}/nothere.txt"],
-                     ["data.train_files", "nothere.txt", "matches no file"], id="data-error-python-m-gpt1.pretrain"),
+                     ["data.train_files", "nothere.txt", "matches no file"], id="data-error-python-m-gpt1.commands.pretrain"),
         pytest.param("cli", ["data.train_files={bad}/good.txt", "model.n_layr=3"], ["model.n_layr", "not in"],
                      id="config-error-python-m-gpt1.cli"),
     ],

@@ -16,15 +16,18 @@ from hydra import compose, initialize_config_module
 
 from gpt1.checkpoint import load_checkpoint, save_checkpoint
 from gpt1.config import OptimConfig
-from gpt1.data.tasks import TASK_SPECIAL_TOKENS, TaskDataModule, task_from_dict
+from gpt1.data.tasks import TaskDataModule
+from gpt1.tasks.spec import TASK_SPECIAL_TOKENS, task_from_dict
 from gpt1.errors import CheckpointError, ConfigError
-from gpt1.evaluate import evaluate
-from gpt1.finetune import REQUIRED, accumulation, finetune, start_from
+from gpt1.commands.evaluate import evaluate
+from gpt1.commands.finetune import REQUIRED, finetune, start_from
+from gpt1.data.base import split_batch
 from gpt1.heads import task_logits
 from gpt1.lstm import LSTM
-from gpt1.module import IGNORE_INDEX, TaskModule, build_metric
-from gpt1.pretrain import train
-from gpt1.run import task_prefixes
+from gpt1.data.task_batches import IGNORE_INDEX
+from gpt1.metrics import build_metric
+from gpt1.training.task_module import TaskModule
+from gpt1.commands.pretrain import train
 from tests.conftest import TINY_RUN
 
 SAMPLE_TASKS = ["sentiment", "entailment", "nli", "similarity", "paraphrase", "multiple_choice", "story"]
@@ -80,7 +83,7 @@ def task_module(ckpt: Path, cache_dir: Path) -> tuple[TaskModule, TaskDataModule
                           cache_dir=cache_dir)
     data.prepare_data()
     data.setup("validate")
-    module = TaskModule(loaded.model, loaded.tokenizer, OptimConfig(), task, *task_prefixes(data))
+    module = TaskModule(loaded.model, loaded.tokenizer, OptimConfig(), task, *data.metric_prefixes())
     module.heads.load_state_dict(loaded.heads)
     return module.eval(), data
 
@@ -245,7 +248,7 @@ def test_debug_fast_checks_a_finetune_end_to_end(run_finetune):
     assert {p.name for p in (run / "checkpoints").glob("*.ckpt")} >= {"last.ckpt", "step0000002.ckpt"}
     with open(run / "csv" / "metrics.csv") as f:
         validated = sorted({int(r["step"]) for r in csv.DictReader(f) if r["val/accuracy"]})
-    assert validated == [1, 3]  # after batches 2 and 4; the final scoring takes the second (gpt1.run.score)
+    assert validated == [1, 3]  # after batches 2 and 4; the final scoring takes the second (gpt1.training.results.score)
 
 
 def test_debug_overfit_memorises_one_batch_of_a_task(run_finetune):
@@ -331,7 +334,7 @@ def test_a_metric_built_without_sync_is_not_gathered_over_the_ranks(tmp_path, mo
         gather = torch.distributed.all_gather
         monkeypatch.setattr(torch.distributed, "all_gather", lambda *a, **k: gathers.append(1) or gather(*a, **k))
         for sync in (False, True):
-            metric = build_metric("accuracy", "classification", 2, sync_on_compute=sync)
+            metric = build_metric("accuracy", False, False, 2, sync_on_compute=sync)
             metric.update(torch.tensor([1, 1, 0]), torch.tensor([1, 0, 0]))
             assert metric.compute() == pytest.approx(2 / 3) and bool(gathers) is sync
     finally:
@@ -340,7 +343,7 @@ def test_a_metric_built_without_sync_is_not_gathered_over_the_ranks(tmp_path, mo
 
 def test_mcc_is_zero_for_a_constant_prediction_and_matthews_otherwise():
     def mcc(preds, labels, classes=2):
-        metric = build_metric("mcc", "classification", classes)
+        metric = build_metric("mcc", False, False, classes)
         metric.update(torch.tensor(preds), torch.tensor(labels))
         return float(metric.compute())
 
@@ -376,9 +379,9 @@ def test_throughput_and_mfu_count_the_batchs_real_tokens(finetuned, cache_dir):
 def test_gradient_accumulation_makes_up_the_batch(run_finetune):
     metrics, run = run_finetune("sentiment", "batch_size=8", "micro_batch_size=4", "trainer.max_steps=2")
     assert metrics["steps"] == 2
-    assert accumulation(32, 8, 2) == 2
+    assert split_batch(32, world_size=2, micro_batch_size=8) == (8, 2)
     with pytest.raises(ConfigError, match="micro_batch_size"):
-        accumulation(32, 6, 1)
+        split_batch(32, world_size=1, micro_batch_size=6)
 
 
 def test_warmup_fraction_sets_the_warmup_from_the_number_of_updates(finetuned, cache_dir):
@@ -394,7 +397,7 @@ def test_warmup_fraction_sets_the_warmup_from_the_number_of_updates(finetuned, c
 def test_a_missing_init_from_is_refused_in_one_line(tmp_path):
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
     env.pop("HYDRA_FULL_ERROR", None)
-    proc = subprocess.run([sys.executable, "-m", "gpt1.finetune", "task=sentiment", f"hydra.run.dir={tmp_path}"],
+    proc = subprocess.run([sys.executable, "-m", "gpt1.commands.finetune", "task=sentiment", f"hydra.run.dir={tmp_path}"],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode != 0
     assert proc.stderr.strip().splitlines() == [f"error: {REQUIRED}"]
@@ -427,7 +430,7 @@ def test_finetune_from_the_command_line_with_a_users_task(tmp_path, pretrained, 
     )
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
     proc = subprocess.run(
-        [sys.executable, "-m", "gpt1.finetune", "--config-dir", str(tmp_path), "task=reviews", f"init_from={pretrained}",
+        [sys.executable, "-m", "gpt1.commands.finetune", "--config-dir", str(tmp_path), "task=reviews", f"init_from={pretrained}",
          "batch_size=16", "trainer.max_steps=2", "logger=csv", "trainer.enable_progress_bar=false",
          f"paths.cache_dir={cache_dir}"],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,

@@ -23,7 +23,7 @@ NOISE = ["💡", "litlogger", "litmodels", "LeafSpec", "_pytree", "FLOPs", "Epoc
 
 
 def gpt1(command: str, *overrides: str, cwd: Path, run: Path) -> subprocess.CompletedProcess:
-    proc = subprocess.run([sys.executable, "-m", f"gpt1.{command}", *overrides, f"hydra.run.dir={run}"], cwd=cwd,
+    proc = subprocess.run([sys.executable, "-m", f"gpt1.commands.{command}", *overrides, f"hydra.run.dir={run}"], cwd=cwd,
                           env=ENV, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, f"gpt1 {command} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
     return proc

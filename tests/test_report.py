@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gpt1.report import PAPER, main, report
+from gpt1.tools.report import PAPER, main, report
 
 FACTS = Path(__file__).resolve().parents[2] / "shared" / "reference" / "gpt1-facts.md"
 

@@ -19,16 +19,18 @@ from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.strategies import FSDPStrategy
 from omegaconf import OmegaConf
 
-import gpt1.pretrain
+import gpt1.commands.pretrain
 from gpt1.checkpoint import load_checkpoint
 from gpt1.config import OptimConfig
-from gpt1.errors import ConfigError, user_message
-from gpt1.evaluate import evaluate
-from gpt1.generate import generate
+from gpt1.app import user_message
+from gpt1.errors import ConfigError
+from gpt1.commands.evaluate import evaluate
+from gpt1.commands.generate import generate
 from gpt1.model import GPT, PRESETS, Block
-from gpt1.module import GPT1Module
-from gpt1.pretrain import train
-from gpt1.run import build_strategy, build_trainer, check_accelerator, compile_model, device_batch_size
+from gpt1.training.module import GPT1Module
+from gpt1.commands.pretrain import train
+from gpt1.data.base import split_batch
+from gpt1.training.trainer import build_strategy, build_trainer, check_accelerator, compile_model
 from tests.conftest import FEW, FEW_FINETUNE, TINY_RUN
 
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
@@ -88,11 +90,11 @@ def test_fsdp_on_cpu_is_refused_in_one_line():
 
 
 def test_the_batch_is_split_over_devices_and_accumulation():
-    assert device_batch_size(64, 1, 1) == 64
-    assert device_batch_size(64, 8, 2) == 4
+    assert split_batch(64, 1, key="data.batch_size") == (64, 1)
+    assert split_batch(64, 8, accumulate=2, key="data.batch_size") == (4, 2)
     with pytest.raises(ConfigError, match=r"^data.batch_size=64 .* not a multiple of devices x "
                                           r"trainer.accumulate_grad_batches = 3 x 1"):
-        device_batch_size(64, 3, 1)
+        split_batch(64, 3, key="data.batch_size")
 
 
 class BatchSizes(Callback):
@@ -105,8 +107,8 @@ class BatchSizes(Callback):
 
 def test_pretrain_batch_size_is_per_update_and_tokens_seen_count_it(make_cfg, monkeypatch):
     sizes = BatchSizes()
-    build = gpt1.pretrain.build_callbacks
-    monkeypatch.setattr(gpt1.pretrain, "build_callbacks", lambda *a, **k: [sizes, *build(*a, **k)])
+    build = gpt1.commands.pretrain.build_callbacks
+    monkeypatch.setattr(gpt1.commands.pretrain, "build_callbacks", lambda *a, **k: [sizes, *build(*a, **k)])
     metrics = train(make_cfg("pretrain", [*FEW, "trainer.accumulate_grad_batches=2"]))  # data.batch_size=8
     assert sizes.sizes == {4}  # 2 batches of 4 an update
     assert metrics["tokens_seen"] == 4 * 8 * 32  # updates x windows x n_ctx
@@ -119,7 +121,7 @@ def test_pretrain_batch_size_is_per_update_and_tokens_seen_count_it(make_cfg, mo
 
 def test_ddp_pretrain_on_cpu_writes_one_run_directory(tmp_path, cache_dir, make_cfg):
     """The issue's `gpt1 pretrain experiment=quickstart trainer=ddp ...`: Lightning starts rank 1 again from the
-    command line (`python -m gpt1.pretrain`), into rank 0's run directory."""
+    command line (`python -m gpt1.commands.pretrain`), into rank 0's run directory."""
     run_gpt1("pretrain", "experiment=quickstart", *CPU_DDP, *FEW, f"paths.cache_dir={cache_dir}", cwd=tmp_path)
     (run,) = (tmp_path / "outputs" / "quickstart").iterdir()
     metrics = json.loads((run / "metrics.json").read_text())
@@ -251,4 +253,4 @@ def test_lightning_takes_the_ranks_of_a_slurm_job(monkeypatch, tmp_path):
     trainer = build_trainer(cfg.trainer, tmp_path)
     assert isinstance(trainer._accelerator_connector.cluster_environment, SLURMEnvironment)
     assert (trainer.world_size, trainer.global_rank, trainer.local_rank, trainer.node_rank) == (8, 5, 1, 1)
-    assert device_batch_size(64, trainer.world_size, trainer.accumulate_grad_batches) == 8
+    assert split_batch(64, trainer.world_size, accumulate=trainer.accumulate_grad_batches)[0] == 8

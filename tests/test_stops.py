@@ -15,12 +15,12 @@ import pytest
 import torch
 from lightning.pytorch.callbacks import Callback
 
-import gpt1.pretrain
-from gpt1.callbacks import SafeStop
+import gpt1.commands.pretrain
+from gpt1.training.callbacks import SafeStop
 from gpt1.checkpoint import load_checkpoint
-from gpt1.errors import user_message
-from gpt1.module import GPT1Module, NonFiniteLoss
-from gpt1.pretrain import train
+from gpt1.app import user_message
+from gpt1.training.module import GPT1Module, NonFiniteLoss
+from gpt1.commands.pretrain import train
 from tests.conftest import TINY_RUN
 
 EXACT = [*TINY_RUN, "data.samples_per_epoch=48", "trainer.max_steps=10", "trainer.val_check_interval=3",
@@ -81,8 +81,8 @@ class FirstStep(Callback):
 
 
 def with_callback(monkeypatch, callback: Callback) -> Callback:
-    build = gpt1.pretrain.build_callbacks
-    monkeypatch.setattr(gpt1.pretrain, "build_callbacks", lambda *a, **k: [callback, *build(*a, **k)])
+    build = gpt1.commands.pretrain.build_callbacks
+    monkeypatch.setattr(gpt1.commands.pretrain, "build_callbacks", lambda *a, **k: [callback, *build(*a, **k)])
     return callback
 
 
@@ -161,14 +161,14 @@ def test_a_second_ctrl_c_stops_at_once_without_saving(make_cfg, monkeypatch, cap
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
-# -- real signals to a running `python -m gpt1.pretrain` ---------------------------------------------------------
+# -- real signals to a running `python -m gpt1.commands.pretrain` ---------------------------------------------------------
 
 
 def start(run: Path, cache_dir: Path, *overrides: str) -> subprocess.Popen:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
     env.pop("HYDRA_FULL_ERROR", None)
     return subprocess.Popen(
-        [sys.executable, "-m", "gpt1.pretrain", *overrides, f"hydra.run.dir={run}", f"paths.cache_dir={cache_dir}"],
+        [sys.executable, "-m", "gpt1.commands.pretrain", *overrides, f"hydra.run.dir={run}", f"paths.cache_dir={cache_dir}"],
         cwd=run.parent, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         start_new_session=True,  # its own process group: a kill reaches every process of the run
     )
@@ -321,8 +321,8 @@ FINETUNE = ["task=sentiment", "++task.splits.train='train[:48]'", "++task.splits
 
 def test_a_stopped_finetune_resumes_exactly(make_cfg, monkeypatch, tmp_path):
     """SIGTERM mid-epoch (while accumulating), then resume=auto: the uninterrupted run's weights and head."""
-    import gpt1.finetune
-    from gpt1.finetune import finetune
+    import gpt1.commands.finetune
+    from gpt1.commands.finetune import finetune
 
     ckpt = tmp_path / "pre" / "checkpoints" / "last.ckpt"
     train(make_cfg("pretrain", [*TINY_RUN, "trainer.max_steps=2", "callbacks.samples.every_n_steps=0",
@@ -330,9 +330,9 @@ def test_a_stopped_finetune_resumes_exactly(make_cfg, monkeypatch, tmp_path):
     common = [*FINETUNE, f"init_from={ckpt}"]
     finetune(make_cfg("finetune", [*common, f"paths.output_dir={tmp_path / 'whole'}"]))
 
-    build = gpt1.finetune.build_callbacks
+    build = gpt1.commands.finetune.build_callbacks
     stop_at_8 = SignalAt(8, signal.SIGTERM)
-    monkeypatch.setattr(gpt1.finetune, "build_callbacks", lambda *a, **k: [stop_at_8, *build(*a, **k)])
+    monkeypatch.setattr(gpt1.commands.finetune, "build_callbacks", lambda *a, **k: [stop_at_8, *build(*a, **k)])
     run = tmp_path / "stopped"
     with pytest.raises(SystemExit) as stop:
         finetune(make_cfg("finetune", [*common, f"paths.output_dir={run}", "resume=auto"]))

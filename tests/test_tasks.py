@@ -17,21 +17,10 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from gpt1.data.tasks import (
-    IGNORE_INDEX,
-    PAD_ID,
-    TASK_SPECIAL_TOKENS,
-    Collate,
-    EpochSampler,
-    TaskConfig,
-    TaskDataModule,
-    TaskType,
-    Truncation,
-    kept_lengths,
-    real_tokens,
-    task_from_dict,
-    task_to_dict,
-)
+from gpt1.data.task_batches import IGNORE_INDEX, PAD_ID, Collate, EpochSampler, real_tokens
+from gpt1.data.tasks import TaskDataModule
+from gpt1.tasks import Truncation, get_task_type, kept_lengths
+from gpt1.tasks.spec import TASK_SPECIAL_TOKENS, TaskConfig, task_from_dict, task_to_dict
 from gpt1.errors import ConfigError, DataError
 from gpt1.tokenizer import Tokenizer, train_bpe
 
@@ -242,7 +231,7 @@ def test_special_token_text_is_text(tmp_path: Path, tokenizer: Tokenizer) -> Non
 def test_classification_batch(tmp_path: Path, tokenizer: Tokenizer) -> None:
     files = local(tmp_path, {"train": [{"s": "the lady", "y": 1}, {"s": "a very long and tiresome walk", "y": 0}]})
     dm = module({"type": "classification", "data_files": files, "text": "s", "label": "y"}, tokenizer, None)
-    batch = Collate(TaskType.classification, regression=False)([dm.dataset("train")[i] for i in range(2)])
+    batch = Collate(get_task_type("classification"), regression=False)([dm.dataset("train")[i] for i in range(2)])
     seqs = [sequences(dm, "train", i)[0] for i in range(2)]
     T = max(map(len, seqs))
     assert batch["input_ids"].shape == batch["targets"].shape == (2, T) and batch["input_ids"].dtype == torch.long
@@ -256,7 +245,7 @@ def test_classification_batch(tmp_path: Path, tokenizer: Tokenizer) -> None:
 
 
 def test_ignore_index_is_the_modules() -> None:
-    from gpt1.module import IGNORE_INDEX as MODULE_IGNORE_INDEX
+    from gpt1.data.task_batches import IGNORE_INDEX as MODULE_IGNORE_INDEX
 
     assert IGNORE_INDEX == MODULE_IGNORE_INDEX
 
@@ -267,7 +256,7 @@ def test_similarity_batch_has_both_orderings(tmp_path: Path, tokenizer: Tokenize
     task = {"type": "similarity", "data_files": files, "text": "a", "text_pair": "b", "label": "score",
             "num_labels": 1, "metrics": ["pearson"]}
     dm = module(task, tokenizer, None, batch_size=2)
-    batch = Collate(TaskType.similarity, regression=True)([dm.dataset("train")[i] for i in range(2)])
+    batch = Collate(get_task_type("similarity"), regression=True)([dm.dataset("train")[i] for i in range(2)])
     S, D, X = (tokenizer.special_id(r) for r in TASK_SPECIAL_TOKENS)
     assert batch["input_ids"].shape[:2] == (2, 2) and batch["extract"].shape == (2, 2)
     assert batch["targets"].shape == batch["input_ids"].shape
@@ -291,7 +280,7 @@ def test_multiple_choice_rows_with_fewer_choices_are_masked(tmp_path: Path, toke
     dm = module(task, tokenizer, None, batch_size=3)
     assert dm.num_labels == 4 and dm.train_labels().tolist() == [1, 3, 0]
     items = [dm.dataset("train")[i] for i in range(3)]
-    batch = Collate(TaskType.multiple_choice, regression=False)(items)
+    batch = Collate(get_task_type("multiple_choice"), regression=False)(items)
     assert batch["input_ids"].shape[:2] == (3, 4) and batch["targets"].shape[:2] == (3, 4)
     assert real_tokens(batch) == sum(len(seq) for it in items for seq in it["sequences"]) < batch["input_ids"].numel()
     assert batch["choice_mask"].tolist() == [[True, True, False, False], [True] * 4, [True, True, True, False]]
@@ -398,8 +387,8 @@ def test_glue_mapping(name: str, tmp_path: Path, tokenizer: Tokenizer) -> None:
     predict = next(iter(dm.predict_dataloader()))
     assert "labels" not in predict and predict["index"].tolist() == [0, 1]
     assert dm.test_dataloader() == []  # no labelled test split: no test metrics
-    shape = (3, 2) if dm.task.type == TaskType.similarity else (3,)
-    assert next(iter(dm._loader(dm.dataset("train"), 3)))["extract"].shape == shape
+    shape = (3, 2) if dm.task.type == "similarity" else (3,)
+    assert next(iter(dm.loader(dm.dataset("train"), 3, collate_fn=dm.collate())))["extract"].shape == shape
 
 
 def test_mnli_matched_and_mismatched(tmp_path: Path, tokenizer: Tokenizer) -> None:
@@ -629,13 +618,13 @@ def test_cache_skips_reading_and_follows_the_files(tmp_path: Path, tokenizer: To
     first = module(task, tokenizer, tmp_path / "cache")
     assert len(list((tmp_path / "cache" / "tasks").glob("*.npz"))) == 1
 
-    import gpt1.data.tasks as tasks
+    from gpt1.data.task_rows import TaskSource
 
     def no_reading(self: Any) -> None:
         raise AssertionError("read although cached")
 
     with monkeypatch.context() as m:
-        m.setattr(tasks._Source, "read", no_reading)
+        m.setattr(TaskSource, "read", no_reading)
         again = module(task, tokenizer, tmp_path / "cache")
     assert sequences(again, "train", 1) == sequences(first, "train", 1)
     assert again.train_labels().tolist() == [0, 1] and again.stats == first.stats
@@ -694,5 +683,5 @@ def test_evaluation_batches_come_longest_first(name: str, sample_data: Path, tok
     longest = [int(b["extract"].max()) for b in batches]
     assert longest == sorted(longest, reverse=True)
     padded = sum(b["input_ids"].numel() for b in batches)
-    in_order = sum(b["input_ids"].numel() for b in dm._loader(dm.dataset("validation"), 32))
+    in_order = sum(b["input_ids"].numel() for b in dm.loader(dm.dataset("validation"), 32, collate_fn=dm.collate()))
     assert padded < 0.8 * in_order

@@ -18,11 +18,11 @@ from gpt1.checkpoint import load_checkpoint, save_checkpoint
 from gpt1.errors import CheckpointError
 from gpt1.model import GPT, GPTConfig
 from gpt1.tokenizer import Tokenizer, train_bpe
-from gpt1.evaluate import evaluate
-from gpt1.generate import generate
+from gpt1.commands.evaluate import evaluate
+from gpt1.commands.generate import generate
 from gpt1.config import Schedule
-from gpt1.module import lr_factor
-from gpt1.pretrain import train
+from gpt1.training.module import lr_factor
+from gpt1.commands.pretrain import train
 from tests.conftest import TINY_RUN
 from tests.test_experiments import EXPERIMENTS
 
@@ -184,7 +184,7 @@ def test_evaluate_reproduces_the_runs_validation_perplexity(trained, make_cfg):
 
 
 def test_a_run_ending_with_a_validation_reports_it_without_validating_again(make_cfg, monkeypatch, tmp_path):
-    """As for fine-tuning (gpt1.run.final_validation): metrics.json takes the validation that ended the run; a run
+    """As for fine-tuning (gpt1.training.results.final_validation): metrics.json takes the validation that ended the run; a run
     stopped between validations validates its final weights."""
     calls = []
     validate = L.Trainer.validate
@@ -248,7 +248,7 @@ def test_lr_schedule_warms_up_linearly_then_decays_to_zero():
 
 def test_decay_steps_puts_the_run_on_a_longer_schedule(small_tokenizer):
     from gpt1.config import OptimConfig
-    from gpt1.module import GPT1Module
+    from gpt1.training.module import GPT1Module
 
     model = GPT(GPTConfig(vocab_size=small_tokenizer.vocab_size, n_ctx=8, n_layer=1, n_head=1, n_embd=8, n_inner=8))
     for decay_steps, end in ((None, 0.0), (30, lr_factor(10, 2, 30, Schedule.cosine))):
@@ -272,7 +272,7 @@ def test_bf16_mixed_clips_the_gradients_of_the_fused_optimizer(make_cfg, monkeyp
 
 @pytest.mark.parametrize("bf16", [True, False])
 def test_auto_precision_is_bf16_where_the_cpu_multiplies_bf16(monkeypatch, bf16):
-    from gpt1.run import resolve_precision
+    from gpt1.training.trainer import resolve_precision
 
     monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: bf16)
     monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: False)
@@ -282,7 +282,7 @@ def test_auto_precision_is_bf16_where_the_cpu_multiplies_bf16(monkeypatch, bf16)
 
 def test_weight_decay_applies_to_matrices_only(trained, make_cfg):
     from gpt1.config import OptimConfig
-    from gpt1.module import GPT1Module
+    from gpt1.training.module import GPT1Module
 
     run, _ = trained
     loaded = load_checkpoint(run / "checkpoints" / "last.ckpt")

@@ -13,7 +13,7 @@ import pytest
 from hydra import compose, initialize_config_module
 from wandb.proto import wandb_internal_pb2
 
-from gpt1.pretrain import train
+from gpt1.commands.pretrain import train
 from tests.conftest import TINY_RUN
 
 REPO = Path(__file__).resolve().parents[1]
@@ -109,7 +109,7 @@ def test_an_ablation_sweep_gives_one_wandb_run_per_job_and_a_report(tmp_path, ca
 
 FAILING_JOB = """
 import sys, wandb
-from gpt1.run import wandb_job
+from gpt1.training.loggers import wandb_job
 for job, fail in enumerate([True, False]):
     try:
         with wandb_job():

@@ -19,7 +19,7 @@ from torch.nn import functional as F
 from gpt1.checkpoint import load_checkpoint
 from gpt1.errors import ConfigError
 from gpt1.model import GPT, PRESETS
-from gpt1.pretrain import train
+from gpt1.commands.pretrain import train
 from gpt1.zeroshot import (
     choice_logprobs,
     continuation_logprobs,
@@ -27,8 +27,8 @@ from gpt1.zeroshot import (
     join,
     mean_logprob,
     verbalizer,
-    zeroshot,
 )
+from gpt1.commands.zeroshot import zeroshot
 from tests.conftest import TINY_RUN
 
 WORDS = ["_eod_", "a", "b", "c", "d", "very", "good", "bad", "x", "y"]
@@ -266,7 +266,7 @@ def test_an_unsupported_task_type_is_refused_in_one_line(tmp_path: Path, make_cf
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
     env.pop("HYDRA_FULL_ERROR", None)
     proc = subprocess.run(
-        [sys.executable, "-m", "gpt1.zeroshot", "task=entailment", "ckpts=[x.ckpt]", f"hydra.run.dir={tmp_path}"],
+        [sys.executable, "-m", "gpt1.commands.zeroshot", "task=entailment", "ckpts=[x.ckpt]", f"hydra.run.dir={tmp_path}"],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert proc.returncode == 2

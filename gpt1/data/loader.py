@@ -38,11 +38,6 @@ class _Deferred:
         return next(self._iterator)
 
 
-def world_size(datamodule: Any) -> int:
-    """The processes a data module's trainer runs (1 without a trainer)."""
-    return datamodule.trainer.world_size if datamodule.trainer is not None else 1
-
-
 def warn_if_order_changed(datamodule: Any, saved: Mapping[str, Any], names: Mapping[str, str]) -> None:
     """On resume: one warning line (on rank 0) naming each setting that fixes the training order (``names``: key ->
     how the line names it) and differs between the checkpoint's run (``saved``) and this one (``datamodule``'s

@@ -184,13 +184,21 @@ def load_hub(
     columns: Optional[Sequence[str]] = None,
     cache_dir: str | os.PathLike | None = None,
     data_dir: str | os.PathLike | None = None,
+    where: Optional[str] = None,
 ) -> datasets.Dataset:
     """Load one split of a Hugging Face hub dataset (downloaded once, then read from ``cache_dir``), keeping only
-    ``columns`` when given. data_dir: the files of a dataset that must be obtained by hand (e.g. Story Cloze)."""
-    ds = datasets.load_dataset(name, config, split=split, cache_dir=_str(cache_dir), data_dir=_str(data_dir))
+    ``columns`` when given. data_dir: the files of a dataset that must be obtained by hand (e.g. Story Cloze).
+    A dataset that cannot be loaded (unknown, offline and not cached, a missing split) is a ``DataError`` naming
+    ``where`` (how the caller's config names it) and the library's reason."""
+    where = where or f"hub dataset {name!r} (config {config!r}, split {split!r})"
+    try:
+        ds = datasets.load_dataset(name, config, split=split, cache_dir=_str(cache_dir), data_dir=_str(data_dir))
+    except (ValueError, OSError, RuntimeError, datasets.exceptions.DatasetNotFoundError) as e:  # as datasets says
+        detail = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        raise DataError(f"cannot load {where}: {detail}") from e
     if columns is None:
         return ds
-    _check_columns(f"hub dataset {name!r} (config {config!r}, split {split!r})", ds.column_names, columns)
+    _check_columns(where, ds.column_names, columns)
     return ds.select_columns(list(columns))
 
 

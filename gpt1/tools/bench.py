@@ -20,7 +20,7 @@ each ratio compares timings taken under the same conditions on a machine whose s
   the faster of torch's and gpt1's matrix-vector products (``F.linear``, ``gpt1.ops.linear``) streams the weights
   (``gemv_bandwidth``); on CPUs where no GEMV kernel saturates memory it says how much of the gap is the kernel's.
   Both rates are measured right before and right after the generation timings; the higher counts.
-- Training losses are what each library's users run: gpt1's is ``gpt1.module.next_token_loss`` (targets shifted
+- Training losses are what each library's users run: gpt1's is ``gpt1.training.module.next_token_loss`` (targets shifted
   in the data, no copy of the logits), HF's is ``model(ids, labels=ids).loss``. Both step a fused AdamW.
 - The multiple-choice step runs as ``gpt1 finetune`` trains by default (each choice decoded on its own, the
   sequences packed into rows without padding) and with ``share_context=true`` (each example in one row: the shared
@@ -57,10 +57,11 @@ from omegaconf import OmegaConf
 
 from gpt1.allocator import tune_cpu_allocator
 from gpt1.config import resolve_device
-from gpt1.data.tasks import IGNORE_INDEX, real_tokens
-from gpt1.errors import ConfigError, user_errors
+from gpt1.data.task_batches import IGNORE_INDEX, real_tokens
+from gpt1.app import user_errors
+from gpt1.errors import ConfigError
 from gpt1.model import GPT, PRESETS, GPTConfig
-from gpt1.module import next_token_loss
+from gpt1.training.module import next_token_loss
 from gpt1.ops import CPU_MATMULS, cpu_vendor, linear
 
 DENSE_PEAK_TFLOPS: dict[str, dict[str, float]] = {
@@ -203,13 +204,15 @@ def multiple_choice_batch(batch_size: int, n_ctx: int, device: torch.device) -> 
     import datasets
     from hydra import compose, initialize_config_module
 
-    from gpt1.config import default_sample_data
-    from gpt1.data.tasks import TASK_SPECIAL_TOKENS, TaskDataModule
+    from gpt1.config import default_sample_data, register
+    from gpt1.data.tasks import TaskDataModule
+    from gpt1.tasks.spec import TASK_SPECIAL_TOKENS
     from gpt1.tokenizer import load_tokenizer
 
     sample = Path(os.environ.get("GPT1_SAMPLE_DATA", default_sample_data()))
     tokenizer = load_tokenizer(sample.parent / "reference" / "openai-vocab")
     tokenizer.add_special_tokens(TASK_SPECIAL_TOKENS)
+    register()
     with initialize_config_module(config_module="gpt1.conf", version_base="1.3"):
         cfg = compose("finetune", ["task=multiple_choice", "init_from=none", f"paths.sample_data={sample}"])
     task = OmegaConf.to_object(cfg.task)
@@ -218,7 +221,7 @@ def multiple_choice_batch(batch_size: int, n_ctx: int, device: torch.device) -> 
     data.prepare_data()
     data.setup()
     batch = next(iter(data.train_dataloader()))
-    return {k: v.to(device) for k, v in batch.items()}, replace(task, num_labels=data.num_labels), tokenizer
+    return {k: v.to(device) for k, v in batch.items()}, data.task, tokenizer
 
 
 def bench(args: argparse.Namespace) -> dict[str, Any]:
@@ -307,7 +310,7 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
     # -- multiple-choice fine-tuning step (task loss + 0.5 x LM loss), the sample task's real lengths ------------------
     if args.mc_batch:
         from gpt1.config import OptimConfig
-        from gpt1.module import TaskModule
+        from gpt1.training.task_module import TaskModule
 
         batch, task, tokenizer = multiple_choice_batch(args.mc_batch, config.n_ctx, device)
         mc_model = model  # the same weights, unless --vocab is not OpenAI's + 3

@@ -16,13 +16,17 @@ from typing import Any
 import lightning as L
 from omegaconf import DictConfig, OmegaConf
 
+from gpt1.app import command
 from gpt1.checkpoint import Loaded, load_checkpoint
-from gpt1.config import OptimConfig, group_choice
+from gpt1.config import OptimConfig, check_ranges, group_choice
 from gpt1.data.pretrain import PretrainDataModule
-from gpt1.data.tasks import TaskDataModule, task_from_dict
-from gpt1.errors import CheckpointError, ConfigError, check_ranges, command
-from gpt1.module import GPT1Module, TaskModule
-from gpt1.run import build_trainer, score, task_prefixes, write_metrics
+from gpt1.data.tasks import TaskDataModule
+from gpt1.errors import CheckpointError, ConfigError
+from gpt1.tasks.spec import task_from_dict
+from gpt1.training.module import GPT1Module
+from gpt1.training.results import score, write_metrics
+from gpt1.training.task_module import TaskModule
+from gpt1.training.trainer import build_trainer, check_accelerator
 
 
 def evaluate(cfg: DictConfig) -> dict[str, Any]:
@@ -31,6 +35,7 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
     check_ranges(cfg)
     if cfg.perplexity and cfg.task is not None:
         raise ConfigError("perplexity=true scores the language model on data, task= a task's head: give one of them")
+    check_accelerator(cfg.trainer)
     L.seed_everything(cfg.seed)
     loaded = load_checkpoint(cfg.ckpt)
     if not cfg.perplexity and (cfg.task is not None or loaded.task is not None):
@@ -47,7 +52,7 @@ def evaluate_task(cfg: DictConfig, loaded: Loaded) -> dict[str, Any]:
     else:
         task = OmegaConf.to_object(cfg.task)
         task.name = task.name or group_choice("task")
-    head = str(task.type)
+    head = task.kind.name
     if not any(k.startswith(f"{head}.") for k in loaded.heads):
         raise CheckpointError(_no_head(cfg.ckpt, head, task.name, loaded))
     data = TaskDataModule(
@@ -56,12 +61,12 @@ def evaluate_task(cfg: DictConfig, loaded: Loaded) -> dict[str, Any]:
     )
     data.prepare_data()
     data.setup("validate")
-    task = replace(task, num_labels=data.num_labels, label_names=data.label_names)
-    outputs = 1 if head == "multiple_choice" else task.num_labels
+    task = data.task  # its labels settled by the data
+    outputs = task.kind.head_outputs(task.num_labels)
     weight = loaded.heads.get(f"{head}.linear.weight")
     if weight is None or weight.size(0) != outputs:
         raise CheckpointError(_no_head(cfg.ckpt, head, task.name, loaded, outputs))
-    module = TaskModule(loaded.model, loaded.tokenizer, OptimConfig(), task, *task_prefixes(data))
+    module = TaskModule(loaded.model, loaded.tokenizer, OptimConfig(), task, *data.metric_prefixes())
     module.head.load_state_dict({k.removeprefix(f"{head}."): v for k, v in loaded.heads.items() if k.startswith(head)})
     trainer = build_trainer(cfg.trainer, Path(cfg.paths.output_dir))
     metrics = {

@@ -14,7 +14,6 @@ predictions/<split>.tsv. Returns the task's main metric on the validation split,
 from __future__ import annotations
 
 import time
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -23,29 +22,21 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 from torch import nn
 
-from gpt1.callbacks import build_callbacks
+from gpt1.app import command
 from gpt1.checkpoint import load_checkpoint, model_type
-from gpt1.config import group_choice
-from gpt1.data.tasks import TASK_SPECIAL_TOKENS, TaskDataModule
-from gpt1.errors import ConfigError, check_ranges, command
-from gpt1.module import TaskModule
-from gpt1.run import (
-    baseline_metrics,
-    build_loggers,
-    build_trainer,
-    check_accelerator,
-    compile_model,
-    log_config,
-    log_summary,
-    resolve_resume,
-    sample_predictions,
-    score,
-    task_prefixes,
-    wandb_job,
-    write_metrics,
-    write_predictions,
-)
+from gpt1.config import check_ranges, group_choice
+from gpt1.data.tasks import TaskDataModule
+from gpt1.errors import ConfigError
+from gpt1.tasks.spec import TASK_SPECIAL_TOKENS
 from gpt1.tokenizer import Tokenizer
+from gpt1.training.callbacks import build_callbacks
+from gpt1.training.loggers import build_loggers, log_config, log_summary, wandb_job
+from gpt1.training.results import (
+    baseline_metrics, sample_predictions, score, write_metrics, write_predictions,
+)
+from gpt1.training.resume import check_resume_fits, resolve_resume
+from gpt1.training.task_module import TaskModule
+from gpt1.training.trainer import build_trainer, check_accelerator, compile_model
 from gpt1.transfer import transfer
 
 REQUIRED = "init_from is required: a gpt1 checkpoint, or init_from=random for the no-pre-training ablation"
@@ -71,17 +62,6 @@ def start_from(cfg: DictConfig) -> tuple[nn.Module, Tokenizer]:
     return model, ref.tokenizer
 
 
-def accumulation(batch_size: int, micro_batch_size: int, world_size: int) -> int:
-    """Forward passes per update so that an update sees ``batch_size`` examples over all devices."""
-    per_pass = micro_batch_size * world_size
-    if batch_size % per_pass:
-        raise ConfigError(
-            f"batch_size={batch_size} is not a multiple of micro_batch_size x devices = {micro_batch_size} x "
-            f"{world_size}: choose a micro_batch_size that divides it"
-        )
-    return batch_size // per_pass
-
-
 def finetune(cfg: DictConfig) -> dict[str, Any]:
     """Fine-tune as ``cfg`` (a ``FinetuneConfig``) says; return the metrics, also in <run dir>/metrics.json."""
     check_ranges(cfg)
@@ -89,13 +69,13 @@ def finetune(cfg: DictConfig) -> dict[str, Any]:
     output_dir = Path(cfg.paths.output_dir)
     L.seed_everything(cfg.seed, workers=True, verbose=False)  # quiet: a refused config prints one line only
     check_accelerator(cfg.trainer)  # before the checkpoint is read and the task's data encoded
+    resume = resolve_resume(cfg.resume, output_dir)
     model, tokenizer = start_from(cfg)
     task = OmegaConf.to_object(cfg.task)
     task.name = task.name or group_choice("task")
-    micro = cfg.micro_batch_size or cfg.batch_size
     data = TaskDataModule(
-        task, tokenizer, n_ctx=model.config.n_ctx, batch_size=micro, seed=cfg.seed, cache_dir=cfg.paths.cache_dir,
-        num_workers=cfg.num_workers,
+        task, tokenizer, n_ctx=model.config.n_ctx, batch_size=cfg.batch_size, micro_batch_size=cfg.micro_batch_size,
+        seed=cfg.seed, cache_dir=cfg.paths.cache_dir, num_workers=cfg.num_workers,
     )
     data.prepare_data()
     data.setup("fit")
@@ -103,8 +83,8 @@ def finetune(cfg: DictConfig) -> dict[str, Any]:
         raise ConfigError(f"task {task.name} has no labelled validation split: add one (task.data_files or task.splits)")
     if cfg.predict and not data.roles["test"]:
         raise ConfigError(f"predict=true, but task {task.name} has no test split to predict")
-    task = replace(task, num_labels=data.num_labels, label_names=data.label_names)
-    val_prefixes, test_prefixes = task_prefixes(data)
+    task = data.task  # its labels settled by the data
+    val_prefixes, test_prefixes = data.metric_prefixes()
     module = TaskModule(
         model, tokenizer, OmegaConf.to_object(cfg.optim), task, val_prefixes, test_prefixes,
         aux_lm_weight=cfg.aux_lm_weight, head_pdrop=cfg.head_pdrop, share_context=cfg.share_context,
@@ -114,21 +94,19 @@ def finetune(cfg: DictConfig) -> dict[str, Any]:
     loggers = build_loggers(cfg.logger, output_dir, run_name=f"{task.name}-{output_dir.name}")
     callbacks = build_callbacks(OmegaConf.to_object(cfg.callbacks), output_dir, with_loggers=bool(loggers))
     trainer = build_trainer(cfg.trainer, output_dir, loggers, callbacks)
-    if cfg.micro_batch_size is None:  # batch_size is global: each device takes its share in one pass
-        micro = data.batch_size = max(cfg.batch_size // trainer.world_size, 1)
-    trainer.accumulate_grad_batches = accumulation(cfg.batch_size, micro, trainer.world_size)
+    trainer.accumulate_grad_batches = data.connect(trainer.world_size)  # batch_size is global
     log_config(trainer, cfg)
     print(f"run directory: {output_dir.resolve()}")
     print(f"model: {model_type(model)}, {model.num_params():,} parameters; task {task.name} ({task.type}), "
-          f"{trainer.accumulate_grad_batches} x {micro} examples per update per device")
-    trainer.fit(module, datamodule=data, ckpt_path=resolve_resume(cfg.resume, output_dir, module))
+          f"{trainer.accumulate_grad_batches} x {data.device_batch_size} examples per update per device")
+    trainer.fit(module, datamodule=data, ckpt_path=check_resume_fits(resume, module))
 
     metrics = {
         "task": task.name,
         "init_from": cfg.init_from,
         "model": model_type(model),
         **score(trainer, module, data),
-        **baseline_metrics(task, data),
+        **baseline_metrics(data),
         "steps": trainer.global_step,
         "skipped_batches": module.skipped_batches,  # optim.nonfinite=skip
         "examples": {split: s["examples"] for split, s in data.stats.items()},

@@ -12,8 +12,9 @@ import sys
 
 from omegaconf import DictConfig
 
-from gpt1.config import ConvertConfig  # noqa: F401  (registers the schemas with Hydra)
-from gpt1.errors import ConfigError, command
+
+from gpt1.app import command
+from gpt1.errors import ConfigError
 from gpt1.hf import export_hf, import_hf
 
 

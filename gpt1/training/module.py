@@ -1,8 +1,7 @@
 """The one training stack of gpt1: a decoder with separate heads, its losses, optimizer and logging.
 
-``GPT1Module`` pre-trains with the tied LM head only. ``TaskModule`` (fine-tuning) is the same module plus a task
-head in ``heads`` (classification, similarity or multiple choice, ``gpt1.heads``), the task loss, the LM loss as
-the auxiliary objective and the task's metrics: it adds a head and data, not a second stack.
+``GPT1Module`` pre-trains with the tied LM head only. ``TaskModule`` (fine-tuning, ``gpt1.training.task_module``) is
+the same module plus a task head: it adds a head and data, not a second stack.
 """
 
 from __future__ import annotations
@@ -22,17 +21,15 @@ from lightning.pytorch.plugins.precision import MixedPrecision, Precision
 from lightning.pytorch.strategies import FSDPStrategy
 from lightning.pytorch.utilities import GradClipAlgorithmType
 from torch.nn import functional as F
-from torchmetrics import MeanMetric, Metric
-from torchmetrics.classification import BinaryF1Score, MulticlassMatthewsCorrCoef
-from torchmetrics.regression import PearsonCorrCoef, SpearmanCorrCoef
+from torchmetrics import MeanMetric
 
 from gpt1.checkpoint import metadata
 from gpt1.config import NonFinite, OptimConfig, Schedule
-from gpt1.data.tasks import IGNORE_INDEX, TaskConfig, real_tokens  # IGNORE_INDEX: targets not scored (padding)
+from gpt1.data.task_batches import IGNORE_INDEX, real_tokens  # IGNORE_INDEX: targets not scored (padding)
 from gpt1.errors import EXIT_USER_ERROR, ConfigError, UserError
-from gpt1.heads import TaskOutput, build_head, task_logits
 from gpt1.lstm import LSTM
 from gpt1.model import GPT
+from gpt1.tasks.spec import TaskConfig
 from gpt1.tokenizer import Tokenizer
 
 
@@ -96,7 +93,7 @@ class GPT1Module(L.LightningModule):
 
     def next_token_loss(self, input_ids: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """``next_token_loss`` of this module's model, which ``compile=true`` compiles as one graph
-        (``gpt1.run.compile_model``)."""
+        (``gpt1.training.trainer.compile_model``)."""
         return next_token_loss(self.model, input_ids, targets)
 
     def on_before_batch_transfer(self, batch: dict[str, Any], dataloader_idx: int) -> dict[str, Any]:
@@ -240,188 +237,6 @@ class GPT1Module(L.LightningModule):
         if "rng" in checkpoint:
             set_rng_state(checkpoint["rng"])
         self.skipped_batches = checkpoint.get("skipped_batches", 0)
-
-
-class Accuracy(Metric):
-    """Fraction of predictions equal to the label, for any number of classes or choices."""
-
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(**kwargs)  # torchmetrics' options (sync_on_compute, ...)
-        self.add_state("correct", torch.tensor(0), dist_reduce_fx="sum")
-        self.add_state("total", torch.tensor(0), dist_reduce_fx="sum")
-
-    def update(self, preds: torch.Tensor, labels: torch.Tensor) -> None:
-        self.correct += (preds == labels).sum()
-        self.total += labels.numel()
-
-    def compute(self) -> torch.Tensor:
-        return self.correct.float() / self.total
-
-
-class MatthewsCorrCoef(MulticlassMatthewsCorrCoef):
-    """Matthews' correlation over the classes, 0 when it is undefined (constant predictions or labels), as
-    sklearn: torchmetrics scores e.g. the constant prediction 1 on labels [1, 1, 1, 0] 0.58."""
-
-    def compute(self) -> torch.Tensor:
-        c = self.confmat.double()  # (labels, predictions)
-        n, t, p = c.sum(), c.sum(1), c.sum(0)
-        cov = c.trace() * n - (t * p).sum()
-        den = (n * n - (p * p).sum()).sqrt() * (n * n - (t * t).sum()).sqrt()
-        return (cov / den).float() if den > 0 else torch.tensor(0.0)
-
-
-CLASS_METRICS = ("accuracy", "f1", "mcc")
-"""Metrics of class predictions (multiple choice: accuracy only); pearson and spearman score regression."""
-
-
-def build_metric(name: str, task_type: str, num_labels: int, sync_on_compute: bool = True) -> Metric:
-    """The torchmetrics metric ``name`` for a task, fed (predictions, labels): class ids, or scores if regression;
-    gathered over the ranks when computed, unless ``sync_on_compute`` is false.
-
-    f1 is binary F1 of class 1 (GLUE's MRPC / QQP); mcc is Matthews' correlation over the classes."""
-    regression = num_labels == 1 and task_type != "multiple_choice"
-    if regression != (name not in CLASS_METRICS) or (name != "accuracy" and task_type == "multiple_choice"):
-        kind = "multiple-choice" if task_type == "multiple_choice" else f"num_labels={num_labels}"
-        raise ConfigError(f"task.metrics: {name} does not apply to a {kind} task")
-    if name == "f1" and num_labels != 2:
-        raise ConfigError(f"task.metrics: f1 is binary (positive class 1) but the task has {num_labels} labels")
-    return {
-        "accuracy": Accuracy,
-        "f1": BinaryF1Score,
-        "mcc": lambda **kw: MatthewsCorrCoef(num_classes=num_labels, **kw),
-        "pearson": PearsonCorrCoef,
-        "spearman": SpearmanCorrCoef,
-    }[name](sync_on_compute=sync_on_compute)
-
-
-class TaskModule(GPT1Module):
-    """Fine-tuning: the decoder, a task head (``heads[<task type>]``), the task loss + ``aux_lm_weight`` x LM loss,
-    and the task's metrics per evaluation split, logged per epoch as ``<prefix>/<metric>`` (e.g. ``val/accuracy``,
-    ``val_mismatched/accuracy``, ``test/f1``).
-
-    task: the task spec with ``num_labels`` resolved (checkpoints carry it). val_prefixes / test_prefixes: the
-    metric prefix of each validation / test dataloader, in order (None: a validation split without labels).
-    A GPT decoder trains on packed rows (``task_logits``'s pack: no padding, the same states), and evaluates
-    multiple choice with the context an example's choices share decoded once. share_context: in training too, the
-    context's dropout masks then the same for every choice (false: each choice with its own, as the original).
-    """
-
-    def __init__(
-        self,
-        model: GPT | LSTM,
-        tokenizer: Tokenizer,
-        optim: OptimConfig,
-        task: TaskConfig,
-        val_prefixes: Sequence[str] = ("val",),
-        test_prefixes: Sequence[str] = (),
-        aux_lm_weight: float = 0.5,
-        head_pdrop: float = 0.1,
-        share_context: bool = False,
-    ) -> None:
-        super().__init__(model, tokenizer, optim)
-        self.task = task
-        self.regression = task.num_labels == 1 and task.type != "multiple_choice"
-        self.aux_lm_weight = aux_lm_weight
-        self.share_context = share_context
-        self.head_name = str(task.type)  # e.g. "similarity": its weights are heads.similarity.* in checkpoints
-        self.heads[self.head_name] = build_head(self.head_name, model.config.n_embd, task.num_labels, head_pdrop)
-        self.prefixes = {"val": list(val_prefixes), "test": list(test_prefixes)}
-        prefixes = [p for p in (*val_prefixes, *test_prefixes) if p is not None]
-        self.metrics = nn.ModuleDict(
-            {p: nn.ModuleDict({m: build_metric(m, task.type, task.num_labels) for m in task.metrics}) for p in prefixes}
-        )
-        self.eval_loss = nn.ModuleDict({p: MeanMetric() for p in prefixes})
-
-    @property
-    def head(self) -> nn.Module:
-        return self.heads[self.head_name]
-
-    def forward(self, batch: dict[str, torch.Tensor]) -> TaskOutput:
-        """Logits ((B, num_labels), or (B, K) for multiple choice) and the decoder's states (``TaskOutput``)."""
-        # packed rows give the same states: training drops the padding, evaluation (no dropout) also decodes a shared
-        # context once; in training only with share_context, which shares its dropout masks across the choices
-        pack = "none"
-        if isinstance(self.model, GPT):
-            context = self.head_name == "multiple_choice" and (self.share_context or not self.training)
-            pack = "context" if context else "sequences" if self.training else "none"
-        return task_logits(self.model, self.head, batch, pack=pack)
-
-    def predictions(self, logits: torch.Tensor) -> torch.Tensor:
-        """Class or choice ids (B,), or scores (B,) for regression."""
-        return logits.squeeze(-1) if self.regression else logits.argmax(-1)
-
-    def task_loss(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        """Mean cross-entropy over the examples (over classes or choices); MSE for regression."""
-        if self.regression:
-            return F.mse_loss(logits.squeeze(-1).float(), labels.float())
-        return F.cross_entropy(logits.float(), labels)
-
-    def sequence_lm_loss(self, hidden: torch.Tensor, index: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        """The auxiliary LM loss as the original computes it: each sequence's mean next-token loss over its scored
-        tokens, then the mean over sequences (dummy multiple-choice sequences, with no scored token, left out).
-
-        hidden (R, C) and index (B, [S,] T): ``TaskOutput``'s; targets (B, [S,] T), IGNORE_INDEX where not scored."""
-        targets, index = targets.reshape(-1, targets.size(-1)), index.reshape(-1, targets.size(-1))  # (N, T)
-        scored = targets != IGNORE_INDEX  # (N, T)
-        # the LM head runs once per distinct state: a shared context's tokens are scored for every choice
-        rows, row_of = torch.unique(index[scored], return_inverse=True)  # (U,), (M,)
-        log_probs = F.log_softmax(self.model.lm_logits(hidden[rows]).float(), dim=-1)  # (U, V)
-        token_loss = -log_probs[row_of, targets[scored]]  # (M,)
-        counts = scored.sum(1, keepdim=True)  # (N, 1)
-        weights = (1.0 / counts.clamp(min=1)).expand_as(scored)[scored]  # (M,): 1 / tokens of its sequence
-        return (token_loss * weights).sum() / (counts > 0).sum().clamp(min=1)
-
-    def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
-        self.count_flops(batch)
-        out = self(batch)
-        task_loss = self.task_loss(out.logits, batch["labels"])
-        loss = task_loss
-        if self.aux_lm_weight:
-            lm_loss = self.sequence_lm_loss(out.hidden, out.index, batch["targets"])
-            loss = task_loss + self.aux_lm_weight * lm_loss
-            self.log("train/lm_loss", lm_loss)
-        self.check_finite(loss)
-        self.log("train/task_loss", task_loss)
-        self.log("train/loss", loss, prog_bar=True)
-        return loss
-
-    def _evaluate(self, stage: str, batch: dict[str, torch.Tensor], dataloader_idx: int) -> None:
-        prefix = self.prefixes[stage][dataloader_idx]
-        if prefix is None:  # a split without labels
-            return
-        logits = self(batch).logits
-        labels = batch["labels"]
-        self.eval_loss[prefix].update(self.task_loss(logits, labels), weight=labels.size(0))
-        preds = self.predictions(logits)
-        for metric in self.metrics[prefix].values():
-            metric.update(preds, labels)
-
-    def _log_metrics(self, stage: str) -> None:
-        for prefix in filter(None, self.prefixes[stage]):
-            self.log(f"{prefix}/loss", self.eval_loss[prefix].compute(), prog_bar=True)
-            self.eval_loss[prefix].reset()
-            for name, metric in self.metrics[prefix].items():
-                self.log(f"{prefix}/{name}", metric.compute().float(), prog_bar=name == self.task.metrics[0])
-                metric.reset()
-
-    def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int, dataloader_idx: int = 0) -> None:
-        self._evaluate("val", batch, dataloader_idx)
-
-    def test_step(self, batch: dict[str, torch.Tensor], batch_idx: int, dataloader_idx: int = 0) -> None:
-        self._evaluate("test", batch, dataloader_idx)
-
-    def on_validation_epoch_end(self) -> None:
-        self._log_metrics("val")
-
-    def on_test_epoch_end(self) -> None:
-        self._log_metrics("test")
-
-    def predict_step(
-        self, batch: dict[str, torch.Tensor], batch_idx: int, dataloader_idx: int = 0
-    ) -> dict[str, torch.Tensor]:
-        """The row index (B,) and prediction (B,) of each example."""
-        logits = self(batch).logits
-        return {"index": batch["index"], "prediction": self.predictions(logits)}
 
 
 def rng_state() -> dict[str, Any]:

@@ -11,9 +11,9 @@ from pathlib import Path
 import torch
 from omegaconf import DictConfig
 
+from gpt1.app import command
 from gpt1.checkpoint import load_checkpoint
-from gpt1.config import resolve_device  # (importing gpt1.config registers the schemas with Hydra)
-from gpt1.errors import check_ranges, command
+from gpt1.config import check_ranges, resolve_device
 from gpt1.tokenizer import prompt_ids
 
 

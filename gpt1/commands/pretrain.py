@@ -16,25 +16,17 @@ from typing import Any
 import lightning as L
 from omegaconf import DictConfig, OmegaConf
 
-from gpt1.callbacks import SampleText, build_callbacks
+from gpt1.app import command
 from gpt1.checkpoint import Loaded, load_checkpoint
+from gpt1.config import check_ranges
 from gpt1.data.pretrain import PretrainDataModule, unigram_perplexity
-from gpt1.errors import check_ranges, command
 from gpt1.model import GPT
-from gpt1.module import GPT1Module
-from gpt1.run import (
-    build_loggers,
-    build_trainer,
-    check_accelerator,
-    compile_model,
-    device_batch_size,
-    final_validation,
-    log_config,
-    log_summary,
-    resolve_resume,
-    wandb_job,
-    write_metrics,
-)
+from gpt1.training.callbacks import SampleText, build_callbacks
+from gpt1.training.loggers import build_loggers, log_config, log_summary, wandb_job
+from gpt1.training.module import GPT1Module
+from gpt1.training.results import final_validation, write_metrics
+from gpt1.training.resume import check_resume_fits, resolve_resume
+from gpt1.training.trainer import build_trainer, check_accelerator, compile_model
 
 
 def load_init(path: str) -> Loaded:
@@ -56,7 +48,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     # What can be checked without the data is, before the tokenizer is trained and the corpus packed.
     model_cfg = None if cfg.init_from else OmegaConf.to_object(cfg.model)  # e.g. n_embd not a multiple of n_head
     check_accelerator(cfg.trainer)
-    resolve_resume(cfg.resume, output_dir)
+    resume = resolve_resume(cfg.resume, output_dir)
     init = load_init(cfg.init_from) if cfg.init_from else None
     data = PretrainDataModule(
         OmegaConf.to_object(cfg.data),
@@ -75,16 +67,14 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     loggers = build_loggers(cfg.logger, output_dir, run_name=f"{cfg.run_name}-{output_dir.name}")
     callbacks = build_callbacks(OmegaConf.to_object(cfg.callbacks), output_dir, with_loggers=bool(loggers))
     trainer = build_trainer(cfg.trainer, output_dir, loggers, callbacks)
-    # data.batch_size is global: each device's batch is its share of an update's windows
-    batch_size = device_batch_size(cfg.data.batch_size, trainer.world_size, trainer.accumulate_grad_batches)
-    data.cfg = replace(data.cfg, batch_size=batch_size)
+    data.connect(trainer.world_size, trainer.accumulate_grad_batches)  # data.batch_size is global
     log_config(trainer, cfg)
     print(f"run directory: {output_dir.resolve()}")
     print(f"model: {model.num_params():,} parameters, vocab {vocab_size}, context {model.config.n_ctx}")
     # Lightning warns that a mid-epoch resume replays data unless the loader is stateful; ours resumes exactly
     # (PretrainDataModule.train_dataloader continues the epoch's draws from Lightning's restored counters).
     warnings.filterwarnings("ignore", message="You're resuming from a checkpoint that ended before the epoch ended")
-    trainer.fit(module, datamodule=data, ckpt_path=resolve_resume(cfg.resume, output_dir, module))
+    trainer.fit(module, datamodule=data, ckpt_path=check_resume_fits(resume, module))
 
     train_metrics = {k: float(v) for k, v in trainer.callback_metrics.items() if k.startswith("train/")}
     valid = final_validation(trainer, module, data, prefixes=["val/"])  # the whole (capped) validation set

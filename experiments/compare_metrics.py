@@ -1,0 +1,40 @@
+"""Compare the metrics.json files of two behaviour_check.sh directories, figure by figure, to the last digit.
+
+Usage: python experiments/compare_metrics.py BEFORE AFTER. Times (keys with "time" or "per_sec") are listed apart,
+since they move between any two runs. Exit status 1 when another figure differs or a file is missing.
+"""
+
+import json
+import sys
+from pathlib import Path
+
+
+def flat(value, prefix=""):
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield from flat(v, f"{prefix}{k}.")
+    else:
+        yield prefix[:-1], value
+
+
+def main(before: Path, after: Path) -> int:
+    differ = 0
+    for path in sorted(before.glob("*.json")):
+        other = after / path.name
+        if not other.is_file():
+            print(f"{path.name}: missing in {after}")
+            differ += 1
+            continue
+        a, b = dict(flat(json.loads(path.read_text()))), dict(flat(json.loads(other.read_text())))
+        timed = sorted(k for k in a.keys() | b.keys() if "time" in k or "per_sec" in k)
+        moved = [k for k in sorted(a.keys() | b.keys()) if k not in timed and a.get(k) != b.get(k)]
+        for k in moved:
+            print(f"{path.name}: {k}: {a.get(k, '(absent)')!r} -> {b.get(k, '(absent)')!r}")
+        print(f"{path.name}: {len(a) - len(timed)} figures, {len(moved)} differ; times apart: {', '.join(timed)}")
+        differ += len(moved)
+    print("equal to the last digit" if not differ else f"{differ} differences")
+    return int(bool(differ))
+
+
+if __name__ == "__main__":
+    sys.exit(main(Path(sys.argv[1]), Path(sys.argv[2])))

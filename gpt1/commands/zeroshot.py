@@ -1,0 +1,101 @@
+"""``gpt1 zeroshot``: the paper's zero-shot heuristics (``gpt1.zeroshot``), scored over several checkpoints.
+
+    gpt1 zeroshot ckpts="[outputs/quickstart/<run>/checkpoints/step*.ckpt]" task=sentiment     # every saved step
+
+Writes <run dir>/metrics.json: {"task", "heuristic", "split", "examples", "checkpoints": [{"path", "step",
+"<metric>": value, ..., "truncated", "threshold" (mean_logprob)}, ...], "baseline/<metric>" (the majority class of
+the training labels, when the task has a train split)}.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+from omegaconf import DictConfig, OmegaConf
+
+from gpt1.app import command
+from gpt1.checkpoint import load_checkpoint
+from gpt1.config import check_ranges, group_choice, resolve_device
+from gpt1.data.sources import resolve_files
+from gpt1.data.tasks import TaskDataModule
+from gpt1.errors import CheckpointError, ConfigError, DataError
+from gpt1.tasks.spec import TaskConfig
+from gpt1.training.results import write_metrics
+from gpt1.zeroshot import heuristic_of, metric_values, predict
+
+TEXT_ONLY = 5
+"""The context given to the ``TaskDataModule`` that only reads texts (``read`` needs neither tokenizer nor context)."""
+
+
+def zeroshot(cfg: DictConfig) -> dict[str, Any]:
+    """Score every checkpoint of ``cfg.ckpts`` (paths or globs) on ``cfg.task``'s first validation split with the
+    task's heuristic; the metrics, also in <run dir>/metrics.json."""
+    check_ranges(cfg)
+    task: TaskConfig = OmegaConf.to_object(cfg.task)
+    task.name = task.name or group_choice("task")
+    heuristic = heuristic_of(task)
+    device = resolve_device(cfg.device)
+    try:
+        paths = resolve_files(list(cfg.ckpts), "ckpts")
+    except FileNotFoundError as e:
+        raise CheckpointError(str(e)) from e
+    if not paths:
+        raise ConfigError("ckpts is empty: give the checkpoints to score, e.g. ckpts='[run/checkpoints/*.ckpt]'")
+    data = TaskDataModule(task, tokenizer=None, n_ctx=TEXT_ONLY, batch_size=1, seed=cfg.seed,
+                          cache_dir=cfg.paths.cache_dir, roles=("train", "validation"))
+    if not data.roles["validation"]:
+        raise ConfigError(f"task {task.name} has no validation split (task.splits.validation) to score")
+    val = data.read(data.roles["validation"][0])
+    train = data.read("train") if data.roles["train"] else None
+    if val.labels is None:
+        raise DataError(f"task {task.name}: its validation split has no labels to score against")
+    if heuristic == "mean_logprob" and train is None:
+        raise ConfigError(f"task {task.name}: mean_logprob fits its threshold on a train split (task.splits.train)")
+    classes = {"verbalizer": len(task.zeroshot.words), "mean_logprob": 2}
+    num_labels = classes[heuristic] if heuristic in classes else max(map(len, val.choices))  # choices: K
+    labels = torch.as_tensor(val.labels)
+    top = max(int(labels.max()), -1 if train is None else int(train.labels.max()))
+    if heuristic != "multiple_choice" and top >= num_labels:
+        raise DataError(f"task {task.name}: a label is {top} but {heuristic} predicts {num_labels} classes"
+                        + (" (task.zeroshot.words: one word per class)" if heuristic == "verbalizer" else ""))
+    fit = None
+    if heuristic == "mean_logprob":  # a seeded sample of the training examples fits the threshold
+        keep = torch.randperm(len(train.text), generator=torch.Generator().manual_seed(cfg.seed))
+        keep = keep[: task.zeroshot.max_fit_examples].tolist()
+        fit = ([train.text[i] for i in keep], torch.as_tensor(train.labels[keep]))
+
+    main = task.metrics[0]
+    results = []
+    for path in paths:
+        loaded = load_checkpoint(path, map_location=device)
+        model = loaded.model.to(device).eval()
+        preds, extra = predict(heuristic, model, loaded.tokenizer, task, val, fit, num_labels, cfg.batch_size)
+        values = metric_values(task, num_labels, preds, labels)
+        results.append({"path": str(path), "step": loaded.raw.get("global_step"), **values, **extra})
+        print(f"{path} (step {results[-1]['step']}): {main} {values[main]:.4f}", flush=True)
+
+    metrics = {
+        "task": task.name,
+        "heuristic": heuristic,
+        "split": data.roles["validation"][0],
+        "examples": len(labels),
+        "checkpoints": results,
+    }
+    if train is not None:  # the baseline: the majority class (choice position) of the training labels
+        majority = torch.as_tensor(train.labels).bincount().argmax()
+        baseline = metric_values(task, num_labels, majority.expand_as(labels), labels)
+        metrics.update({f"baseline/{name}": value for name, value in baseline.items()})
+        print(f"baseline {main} {baseline[main]:.4f} (the majority class)")
+    print(f"metrics: {write_metrics(Path(cfg.paths.output_dir), metrics)}")
+    return metrics
+
+
+@command("zeroshot")
+def main(cfg: DictConfig) -> float:
+    return zeroshot(cfg)["checkpoints"][-1][cfg.task.metrics[0]]
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,180 @@
+"""A pre-training corpus: its config (``DataConfig``), each split's raw documents (local files or a hub split,
+``CorpusSource``), and their tokenisation and packing into one flat token file per split (``pack``).
+
+A .txt file, or a row of a table / hub dataset, is one document. Tokenisation runs with ``datasets.map`` (batched,
+``num_proc`` processes), cached; packing concatenates the documents, each followed by the eod token, into a flat
+uint16 array (uint32 for vocabularies past 65,536), streamed batch by batch and written under a temporary name then
+renamed.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any, Optional
+
+import datasets
+import numpy as np
+import pyarrow.compute as pc
+
+from gpt1.data.base import cache_key
+from gpt1.data.sources import Quoting, file_format, files_key, load_files, load_hub, read_error, resolve_files
+from gpt1.errors import ConfigError, DataError, ranged
+from gpt1.io import atomic_file
+from gpt1.tokenizer import Tokenizer
+
+
+@dataclass
+class DataConfig:
+    """The pre-training corpus (local files or a Hugging Face hub dataset) and how it is batched."""
+
+    train_files: Any = field(default_factory=list)
+    """A glob or a list of globs of training files, relative to the current directory: .txt (a document per
+    file), .jsonl/.json, .csv, .tsv, .parquet (a document per row, in text_column)."""
+    valid_files: Any = field(default_factory=list)
+    """A glob or a list of globs of validation files, same formats; they take precedence over hf_valid_split and
+    valid_fraction."""
+    hf_dataset: Optional[str] = None
+    """A hub dataset to train on instead of train_files (e.g. Salesforce/wikitext); downloaded once, then cached."""
+    hf_config: Optional[str] = None
+    """The hub dataset's configuration (e.g. wikitext-103-raw-v1)."""
+    hf_train_split: Optional[str] = "train"
+    """The hub split to train on (slices such as train[:10%] work); None: none (evaluation)."""
+    hf_valid_split: Optional[str] = "validation"
+    """The hub split to validate on when valid_files is empty; None: valid_fraction instead."""
+    text_column: str = "text"
+    """Column that holds the documents in tables and hub datasets (.txt files need none)."""
+    quoting: Quoting = Quoting.minimal
+    """.csv/.tsv files: minimal, a field that starts with a double quote is quoted (RFC 4180, as Python's csv module
+    and pandas write files); none, every quote is text (tab-separated dumps whose texts may start with a quote)."""
+    valid_fraction: float = 0.0
+    """With no validation files nor hub split: hold out this last fraction of the packed training stream. With no
+    validation data at all and 0 here, the data module refuses to start (pre-training needs a held-out loss)."""
+    separate_documents: bool = True
+    """Follow each document with the eod token in the packed stream (off for corpora whose rows are not whole
+    documents, e.g. the lines of WikiText)."""
+    batch_size: int = ranged(64, ge=1)
+    """Windows per optimizer update over all devices (64 in the paper): each device's batch is batch_size / (devices
+    x nodes x trainer.accumulate_grad_batches), so the recipe means the same on 1 GPU and on 64. Also the batch of
+    gpt1 evaluate."""
+    num_workers: int = ranged(0, ge=0)
+    """DataLoader worker processes (windows are memory-mapped slices: 0 is usually fast enough)."""
+    num_proc: int = ranged(2, ge=1)
+    """Processes tokenising the corpus (datasets.map), capped at the number of documents."""
+    samples_per_epoch: Optional[int] = ranged(None, ge=1)
+    """Random training windows per epoch; None: n_train_tokens // n_ctx (each token seen about once)."""
+    max_valid_windows: Optional[int] = ranged(None, ge=1)
+    """Use only the first this many validation windows (quick runs); None: all."""
+
+    def __post_init__(self) -> None:
+        # One glob or many: `data.train_files=corpus/*.txt` and `data.train_files='[a/*.txt,b.txt]'` both work.
+        for name in ("train_files", "valid_files"):
+            value = getattr(self, name)
+            globs = [value] if isinstance(value, str) else list(value or [])
+            if not all(isinstance(g, str) for g in globs):
+                raise ConfigError(f"data.{name}={value!r}: give a glob or a list of globs (strings)")
+            setattr(self, name, globs)
+
+
+class CorpusSource:
+    """One split's raw documents (local files or a hub split), loaded on first use, and a key that changes with them."""
+
+    def __init__(self, cfg: DataConfig, split: str, cache_dir: Path) -> None:
+        files = cfg.train_files if split == "train" else cfg.valid_files
+        self.hub = (cfg.hf_dataset, cfg.hf_config, cfg.hf_train_split if split == "train" else cfg.hf_valid_split)
+        self.column, self.cache_dir, self.quoting = cfg.text_column, str(cache_dir / "datasets"), str(cfg.quoting)
+        self.files = self._resolve(files, f"data.{split}_files") if files else None
+        if self.files is not None:
+            more = f" and {len(self.files) - 1} more" if len(self.files) > 1 else ""
+            self.where = f"data.{split}_files ({self.files[0]}{more})"
+        else:
+            self.where = f"data.hf_dataset={self.hub[0]} (config {self.hub[1]}, split {self.hub[2]})"
+
+    @staticmethod
+    def _resolve(globs: list[str], key: str) -> list[Path]:
+        """The files of ``globs``, checked before any work: each exists, has a known format, and not all are empty."""
+        try:
+            files = resolve_files(globs, key)
+            for path in files:
+                file_format(path)
+        except (FileNotFoundError, ValueError) as e:  # a glob matching nothing, an unknown extension
+            raise DataError(str(e)) from e
+        if all(path.stat().st_size == 0 for path in files):
+            which = files[0] if len(files) == 1 else f"every file of {globs}"
+            raise DataError(f"{key}: {which} is empty: give a corpus with text in it")
+        return files
+
+    @cached_property
+    def dataset(self) -> datasets.Dataset:
+        """The documents, in one column: ``self.column``."""
+        if self.files is not None:
+            try:
+                return load_files(self.files, [self.column], self.cache_dir, txt_column=self.column,
+                                  quoting=self.quoting)
+            except DataError as e:  # a missing column, named with the file's columns
+                raise DataError(f"{e}: set data.text_column to the one that holds the text") from e
+            except (datasets.exceptions.DatasetGenerationError, ValueError) as e:  # malformed JSON/CSV, bad UTF-8
+                raise DataError(read_error(self.files, e, self.quoting)) from e
+        name, config, split = self.hub
+        ds = load_hub(name, config, split, cache_dir=self.cache_dir, where=self.where)
+        if self.column not in ds.column_names:
+            raise DataError(f"{self.where} has no column {self.column!r}; its columns are {ds.column_names}: set "
+                            "data.text_column to the one that holds the text")
+        return ds.select_columns([self.column])
+
+    @cached_property
+    def key(self) -> str:
+        origin = files_key(self.files, self.quoting) if self.files is not None else self.dataset._fingerprint
+        return cache_key(origin, self.column)
+
+    def texts(self) -> Iterator[str]:
+        for batch in self.dataset.iter(batch_size=256):
+            yield from filter(None, batch[self.column])
+
+
+def pack(ds: datasets.Dataset, path: str | os.PathLike, dtype: str, eod: Optional[int], batch_size: int = 1024) -> int:
+    """Write the ``ids`` lists of ``ds`` end to end to ``path`` as one flat ``dtype`` array, each non-empty
+    document followed by ``eod`` (None: nothing); return the number of tokens. Streams ``batch_size`` documents at
+    a time; the file appears complete or not at all."""
+    n = 0
+    with atomic_file(Path(path)) as f:
+        for batch in ds.with_format("arrow").iter(batch_size):
+            docs = batch.column("ids").combine_chunks()
+            tokens = pc.list_flatten(docs).to_numpy()  # (tokens in the batch,)
+            if eod is not None:
+                ends = np.cumsum(pc.list_value_length(docs).to_numpy())  # (docs,) end of each document in tokens
+                nonempty = np.diff(ends, prepend=0) > 0
+                tokens = np.insert(tokens, ends[nonempty], eod)  # eod right after each document
+            tokens.astype(dtype).tofile(f)
+            n += len(tokens)
+    return n
+
+def encode_documents(batch: dict[str, list], tokenizer: Tokenizer, column: str) -> dict[str, list]:
+    """``datasets.map``'s function: a batch of documents (``column``) -> their ids (``ids``), int32."""
+    ids = tokenizer.encode_batch([text or "" for text in batch[column]])
+    return {"ids": [np.asarray(i, dtype=np.int32) for i in ids]}
+
+
+def token_dtype(tokenizer: Tokenizer) -> str:
+    """The packed streams' dtype: 16 bits per token while the vocabulary fits."""
+    return "uint16" if tokenizer.vocab_size <= 1 << 16 else "uint32"
+
+
+
+@contextmanager
+def serial_tokenizers() -> Iterator[None]:
+    """TOKENIZERS_PARALLELISM=false for the duration: processes forked meanwhile encode on one thread each (they
+    would anyway, after warning that the parent's thread pool cannot survive a fork)."""
+    old = os.environ.get("TOKENIZERS_PARALLELISM")
+    os.environ["TOKENIZERS_PARALLELISM"] = "false"
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop("TOKENIZERS_PARALLELISM", None)
+        else:
+            os.environ["TOKENIZERS_PARALLELISM"] = old

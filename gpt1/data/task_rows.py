@@ -1,0 +1,280 @@
+"""Reading a task's split: its rows (local files or a hub split) -> labelled examples as text.
+
+``index`` is a row's position in its split (counting from 0, before any slice), as in GLUE's prediction files;
+errors name rows by it. A label of -1, null, "" or NaN means "no gold label": such rows are dropped (counted); a
+split with no label at all (or no label column: a test split) is unlabeled, for predictions only. A label whose text
+(``str(value)``) is one of ``label_names`` maps to its position there (strings, letters, "1"/"2"); other ints pass
+through as class indices; regression labels (``num_labels: 1``) are floats. ``label_names`` default to the names of a
+``ClassLabel`` column (hub datasets, parquet files written by datasets).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional
+
+import datasets
+import numpy as np
+
+from gpt1.data.base import cache_key
+from gpt1.data.sources import (
+    Quoting, file_columns, file_format, files_key, load_files, load_hub, read_error, resolve_files, tsv_rows_unquoted,
+)
+from gpt1.errors import DataError
+from gpt1.tasks.spec import SplitSpec, TaskConfig, as_columns
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Examples:
+    """One split's examples as text, rows without a gold label dropped (N rows kept)."""
+
+    text: list[str]
+    """(N,) the text, premise or context."""
+    pair: Optional[list[str]]
+    """(N,) the second text (entailment, similarity)."""
+    choices: Optional[list[list[str]]]
+    """(N, K_i) each row's choices (multiple choice)."""
+    labels: Optional[np.ndarray]
+    """(N,) int64 class or choice index, or float32 score; None: an unlabeled split."""
+    index: np.ndarray
+    """(N,) int64: each example's row in its split."""
+    rows: int
+    """Rows read, before dropping."""
+    label_names: Optional[list[str]]
+    """The class names of the source's ClassLabel label column, if any."""
+
+    @property
+    def dropped(self) -> int:
+        """Rows dropped for want of a gold label."""
+        return self.rows - len(self.index)
+
+
+class TaskSource:
+    """Where one split's rows come from: local files (columns checked from the headers) or a hub split."""
+
+    def __init__(self, task: TaskConfig, spec: SplitSpec, cache_dir: Optional[Path]) -> None:
+        self.task, self.spec, self.cache_dir, self.quoting = task, spec, cache_dir, str(task.quoting)
+        self.columns = [*as_columns(task.text), *as_columns(task.text_pair), *as_columns(task.choices)]
+        self.files: Optional[list[Path]] = None
+        self._hub: Optional[datasets.Dataset] = None
+        if task.data_files is not None:
+            globs = task.data_files[spec.name]
+            try:
+                self.files = resolve_files([globs] if isinstance(globs, str) else list(globs),
+                                           f"task.data_files.{spec.name}")
+            except FileNotFoundError as e:
+                raise DataError(str(e)) from e
+            self.where = str(self.files[0]) if len(self.files) == 1 else f"task.data_files.{spec.name}"
+            self.has_label = self._check_files()
+        else:
+            self.where = f"{task.dataset} ({task.dataset_config}) split {spec.name}"
+            self._hub = self._load_hub()
+            self.has_label = self._check(self.where, self._hub.column_names)
+
+    def _check(self, where: str, have: Sequence[str]) -> bool:
+        """Raise for a missing text/choice column, or a missing label column outside a test split; return whether
+        the label column is there."""
+        t = self.task
+        for key, value in (("text", t.text), ("text_pair", t.text_pair), ("choices", t.choices)):
+            missing = [c for c in as_columns(value) if c not in have]
+            if missing:
+                raise DataError(f"{where}: no column {missing[0]!r} (task.{key}); its columns are {list(have)}")
+        if t.label in have:
+            return True
+        if self.spec.role != "test":
+            raise DataError(f"{where}: no label column {t.label!r} (task.label); its columns are {list(have)}")
+        return False
+
+    def _check_files(self) -> bool:
+        labelled = []
+        for path in self.files:
+            if path.stat().st_size == 0:
+                raise DataError(f"{path} is empty (task.data_files.{self.spec.name})")
+            try:
+                file_format(path)
+            except ValueError as e:  # an unknown extension
+                raise DataError(str(e)) from e
+            try:
+                have = file_columns(path, self.quoting)
+            except ValueError as e:  # a first JSON record that does not parse, invalid UTF-8
+                raise DataError(read_error([path], e, self.quoting)) from e
+            labelled.append(self._check(str(path), have))
+        if any(labelled) and not all(labelled):
+            without = [str(p) for p, has in zip(self.files, labelled, strict=True) if not has]
+            raise DataError(f"{without[0]} has no label column {self.task.label!r} but other files of "
+                            f"task.data_files.{self.spec.name} do: label all of them or none")
+        return all(labelled)
+
+    def _load_hub(self) -> datasets.Dataset:
+        t = self.task
+        return load_hub(t.dataset, t.dataset_config, self.spec.name, cache_dir=self._datasets_cache(),
+                        data_dir=t.data_dir, where=f"{self.where} (task.splits.{self.spec.role})")
+
+    def _datasets_cache(self) -> Optional[str]:
+        return None if self.cache_dir is None else str(self.cache_dir / "datasets")
+
+    @property
+    def key(self) -> str:
+        """Changes whenever the split's rows may: the files (paths, sizes, mtimes) and quoting, or the hub
+        fingerprint."""
+        origin = files_key(self.files, self.quoting) if self.files is not None else self._hub._fingerprint
+        return cache_key(origin, self.spec.name, self.spec.start, self.spec.stop)
+
+    def rows(self) -> tuple[datasets.Dataset, int]:
+        """The split's rows in the needed columns, sliced, and the position of the first in the whole split."""
+        columns = self.columns + ([self.task.label] if self.has_label else [])
+        if self.files is not None:
+            try:
+                ds = load_files(self.files, columns, self._datasets_cache(), quoting=self.quoting)
+            except (datasets.exceptions.DatasetGenerationError, UnicodeDecodeError) as e:
+                raise DataError(read_error(self.files, e, self.quoting)) from e
+            self._warn_if_quotes_swallowed_rows(len(ds))
+        else:
+            ds = self._hub.select_columns(columns)
+        start, stop = self.spec.bounds(len(ds))
+        return (ds if (start, stop) == (0, len(ds)) else ds.select(range(start, stop))), start
+
+    def _warn_if_quotes_swallowed_rows(self, rows: int) -> None:
+        """.tsv files read with quoting minimal into fewer rows than their lines, each of the header's number of
+        fields, give: a field that starts with a quote ran, as quoted, to the next quote (GLUE's files)."""
+        if self.quoting != Quoting.minimal or not all(file_format(p) == "tsv" for p in self.files):
+            return
+        lines = [tsv_rows_unquoted(p) for p in self.files]
+        if None not in lines and sum(lines) > rows:
+            log.warning("%s: %d rows read from %d lines: a field that starts with a double quote was read as quoted "
+                        "(task.quoting=minimal), up to the next quote, across tabs and lines; if the quotes are "
+                        "text, as in GLUE's .tsv files, set task.quoting=none", self.where, rows, sum(lines))
+
+    def read(self) -> Examples:
+        """The split's examples: texts joined, choices gathered, labels mapped, rows without a label dropped."""
+        ds, start = self.rows()
+        cols = ds.to_dict()
+        n, t, where = len(ds), self.task, self.where
+        index = np.arange(start, start + n, dtype=np.int64)
+        text = _texts(cols, as_columns(t.text), where, index)
+        pair = _texts(cols, as_columns(t.text_pair), where, index) if t.text_pair is not None else None
+        choices = _choices(cols, as_columns(t.choices), where, index) if t.choices is not None else None
+        feature = ds.features.get(t.label)
+        source_names = list(feature.names) if isinstance(feature, datasets.ClassLabel) else None
+        if not self.has_label:
+            return Examples(text, pair, choices, None, index, n, source_names)
+        spec = self.spec
+        if n == 0 and spec.role != "test":
+            sliced = f" (task.splits.{spec.role}: {spec.name}[{spec.start or ''}:{spec.stop or ''}])"
+            raise DataError(f"{where}: the {spec.role} split has no rows"
+                            f"{sliced if spec.start or spec.stop else ''}: give it examples")
+        labels = _labels(cols[t.label], t, t.label_names or source_names, choices, where, index)
+        keep = ~np.isnan(labels) if t.regression else labels >= 0
+        if not keep.any():
+            if self.spec.role != "test":
+                raise DataError(f"{where}: no row has a label in column {t.label!r} (task.label); "
+                                f"the {self.spec.role} split needs labels")
+            return Examples(text, pair, choices, None, index, n, source_names)
+        if not keep.all():
+            rows = np.flatnonzero(keep).tolist()
+            text = [text[i] for i in rows]
+            pair = None if pair is None else [pair[i] for i in rows]
+            choices = None if choices is None else [choices[i] for i in rows]
+        return Examples(text, pair, choices, labels[keep], index[keep], n, source_names)
+
+
+def _texts(cols: dict[str, list], columns: list[str], where: str, index: np.ndarray) -> list[str]:
+    """Each row's text: its columns' values joined with a space, empty ones skipped."""
+    parts = [[_text(v, where, int(index[r]), c) for r, v in enumerate(cols[c])] for c in columns]
+    return parts[0] if len(parts) == 1 else [" ".join(p for p in row if p) for row in zip(*parts, strict=True)]
+
+
+def _text(value: Any, where: str, row: int, column: str) -> str:
+    if isinstance(value, str):
+        return value
+    if value is None or (isinstance(value, float) and math.isnan(value)):  # an empty cell
+        return ""
+    if isinstance(value, (list, dict)):
+        raise DataError(f"{where} row {row}: column {column!r} holds a {type(value).__name__}, not a text")
+    return str(value)
+
+
+def _choices(cols: dict[str, list], columns: list[str], where: str, index: np.ndarray) -> list[list[str]]:
+    """Each row's choices: from one list-valued column, or from several columns (trailing nulls: fewer choices)."""
+    listed = len(columns) == 1 and any(isinstance(v, (list, tuple)) for v in cols[columns[0]] if v is not None)
+    out = []
+    for r, values in enumerate(zip(*(cols[c] for c in columns), strict=True)):
+        row = int(index[r])
+        if listed:
+            values = values[0] or []
+            if any(v is None for v in values):
+                raise DataError(f"{where} row {row}: a choice in column {columns[0]!r} is null")
+            names = [columns[0]] * len(values)
+        else:
+            present = [v is not None for v in values]
+            k = present.index(False) if False in present else len(values)
+            if any(present[k:]):
+                raise DataError(f"{where} row {row}: choice column {columns[k]!r} is empty but a later one is not "
+                                "(only the last choices of a row may be missing)")
+            values, names = values[:k], columns[:k]
+        if not values:
+            raise DataError(f"{where} row {row}: no choices in {columns} (task.choices)")
+        out.append([_text(v, where, row, c) for v, c in zip(values, names, strict=True)])
+    if len(columns) == 1 and not listed and out:
+        raise DataError(f"{where}: task.choices is one column {columns[0]!r} of single texts: give several choice "
+                        "columns, or one column holding a list of choices per row")
+    return out
+
+
+def _labels(
+    values: list, task: TaskConfig, names: Optional[list[str]], choices: Optional[list[list[str]]], where: str,
+    index: np.ndarray,
+) -> np.ndarray:
+    """(N,) labels: float32 scores (NaN: none) for regression, else int64 class / choice indices (-1: none)."""
+    column = task.label
+    if task.regression:
+        out = np.empty(len(values), dtype=np.float32)
+        for r, v in enumerate(values):
+            if _no_label(v):
+                out[r] = np.nan
+                continue
+            try:
+                out[r] = float(v)
+            except (TypeError, ValueError):
+                raise DataError(f"{where} row {index[r]}: label {v!r} in column {column!r} is not a number "
+                                "(task.num_labels is 1: regression)") from None
+        return out
+    lookup = {str(n): i for i, n in enumerate(names or [])}
+    out = np.empty(len(values), dtype=np.int64)
+    for r, v in enumerate(values):
+        if _no_label(v):
+            out[r] = -1
+            continue
+        if isinstance(v, float) and v.is_integer():
+            v = int(v)
+        if str(v) in lookup:
+            out[r] = lookup[str(v)]
+        elif isinstance(v, (int, np.integer)) and v >= 0 and (names is None or v < len(names)):
+            out[r] = v
+        elif names is not None:
+            raise DataError(f"{where} row {index[r]}: label {v!r} in column {column!r} is not one of "
+                            f"task.label_names {list(names)}")
+        else:
+            raise DataError(f"{where} row {index[r]}: label {v!r} in column {column!r} is not a class index "
+                            "(0, 1, ...): list the labels in task.label_names, or set task.num_labels: 1 for scores")
+        if choices is not None and out[r] >= len(choices[r]):
+            raise DataError(f"{where} row {index[r]}: label {v!r} picks choice {out[r]} but the row has "
+                            f"{len(choices[r])} choices")
+    return out
+
+
+def _no_label(v: Any) -> bool:
+    """-1, null, "" or NaN: no gold label."""
+    if v is None:
+        return True
+    if isinstance(v, str):
+        return v.strip() in ("", "-1")
+    return isinstance(v, (int, float, np.number)) and not isinstance(v, bool) and (v == -1 or math.isnan(v))
+
+

@@ -1,0 +1,107 @@
+"""A run's loggers: CSV and TensorBoard files in the run directory, and W&B (one run per job of a sweep, named by
+its swept overrides, with the job's final metrics as its summary)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Optional
+
+import lightning as L
+from hydra.core.hydra_config import HydraConfig
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.types import RunMode
+from lightning.pytorch.loggers import CSVLogger, Logger, TensorBoardLogger, WandbLogger
+from omegaconf import DictConfig, OmegaConf
+
+from gpt1.config import LoggerConfig, WandbConfig, WandbMode
+
+
+def build_loggers(cfg: LoggerConfig, output_dir: Path, run_name: str) -> list[Logger]:
+    """CSV and TensorBoard files under ``output_dir``, and W&B if enabled."""
+    loggers: list[Logger] = []
+    if cfg.csv:
+        loggers.append(CSVLogger(output_dir, name="csv", version=""))
+    if cfg.tensorboard:
+        loggers.append(TensorBoardLogger(output_dir, name="tensorboard", version="", default_hp_metric=False))
+    if cfg.wandb.enabled:
+        w = cfg.wandb
+        group, name = wandb_group_and_name(w, run_name)
+        loggers.append(
+            WandbLogger(
+                project=w.project, entity=w.entity, group=group, name=name, save_dir=str(output_dir),
+                mode=WandbMode(w.mode).value, tags=list(w.tags),
+            )
+        )
+    return loggers
+
+
+def wandb_group_and_name(cfg: WandbConfig, run_name: str) -> tuple[Optional[str], str]:
+    """This job's W&B group and run name: in a multirun the sweep directory and the job's overrides, else no
+    group and ``run_name``; ``logger.wandb.group`` and ``logger.wandb.name`` win over both."""
+    group, name = None, run_name
+    if HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN:
+        hydra = HydraConfig.get()
+        # The sweep directory from the job's own directory (<sweep dir>/<subdir>), as every launcher made it.
+        sweep = Path(hydra.runtime.output_dir).parents[len(Path(hydra.sweep.subdir).parts) - 1]
+        group = os.path.relpath(sweep, hydra.runtime.cwd) if sweep.is_relative_to(hydra.runtime.cwd) else str(sweep)
+        group = group[-128:]  # W&B's limit on a group's length
+        parser = OverridesParser.create()
+        swept = _swept_keys(parser, hydra, sweep)
+        mine = [o.input_line for o in parser.parse_overrides(list(hydra.overrides.task)) if o.key_or_group in swept]
+        name = ",".join(mine) or hydra.job.override_dirname or f"job {hydra.job.num}"
+    return cfg.group or group, cfg.name or name
+
+
+def _swept_keys(parser: OverridesParser, hydra: DictConfig, sweep: Path) -> set[str]:
+    """The keys a multirun sweeps: its sweeper's params (an experiment's) and the command line's sweeps, as the
+    sweep directory's multirun.yaml records them (a job's own overrides hold one value each)."""
+    keys = set((hydra.sweeper.get("params") or {}).keys())
+    saved = sweep / "multirun.yaml"
+    if saved.is_file():
+        command_line = parser.parse_overrides(list(OmegaConf.load(saved).hydra.overrides.task))
+        keys |= {o.key_or_group for o in command_line if o.is_sweep_override()}
+    return keys
+
+
+@contextmanager
+def wandb_job() -> Iterator[None]:
+    """Finish the process's W&B run when the job ends, failed (exit code 1) or not: the next job of a multirun,
+    in the same process, then starts a run of its own (``WandbLogger`` reuses a run still open)."""
+    try:
+        yield
+    except BaseException as e:
+        _finish_wandb(e.code if isinstance(e, SystemExit) and isinstance(e.code, int) else 1)
+        raise
+    _finish_wandb(0)
+
+
+def _finish_wandb(exit_code: int) -> None:
+    if "wandb" in sys.modules:  # a run without logger=wandb never imports it
+        import wandb
+
+        if wandb.run is not None:
+            wandb.finish(exit_code=exit_code)
+
+
+def log_summary(
+    loggers: Sequence[Logger], metrics: dict[str, Any], table: Optional[tuple[str, list[str], list[list[Any]]]] = None
+) -> None:
+    """Give the W&B run the job's final metrics (those of metrics.json) as its summary, and a table (key, columns,
+    rows) such as ``sample_predictions`` returns. Call on global rank zero."""
+    for logger in loggers:
+        if isinstance(logger, WandbLogger):
+            if table is not None:
+                key, columns, rows = table
+                logger.log_table(key, columns=columns, data=rows)
+            logger.experiment.summary.update(metrics)
+
+
+
+def log_config(trainer: L.Trainer, cfg: DictConfig) -> None:
+    """Record the whole resolved config with every logger (hparams.yaml, TensorBoard, W&B)."""
+    for logger in trainer.loggers:
+        logger.log_hyperparams(OmegaConf.to_container(cfg, resolve=True))

@@ -1,0 +1,151 @@
+"""Fine-tuning's LightningModule: the pre-training stack plus a task head, the task loss with the LM loss as the
+auxiliary objective, and the task's metrics."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+from torchmetrics import MeanMetric
+
+from gpt1.config import OptimConfig
+from gpt1.data.task_batches import IGNORE_INDEX
+from gpt1.heads import TaskOutput, task_logits
+from gpt1.lstm import LSTM
+from gpt1.metrics import build_metric
+from gpt1.model import GPT
+from gpt1.tasks.spec import TaskConfig
+from gpt1.tokenizer import Tokenizer
+from gpt1.training.module import GPT1Module
+
+
+class TaskModule(GPT1Module):
+    """Fine-tuning: the decoder, a task head (``heads[<task type>]``), the task loss + ``aux_lm_weight`` x LM loss,
+    and the task's metrics per evaluation split, logged per epoch as ``<prefix>/<metric>`` (e.g. ``val/accuracy``,
+    ``val_mismatched/accuracy``, ``test/f1``).
+
+    task: the task spec with ``num_labels`` resolved (checkpoints carry it). val_prefixes / test_prefixes: the
+    metric prefix of each validation / test dataloader, in order (None: a validation split without labels).
+    A GPT decoder trains on packed rows (``task_logits``'s pack: no padding, the same states), and evaluates
+    multiple choice with the context an example's choices share decoded once. share_context: in training too, the
+    context's dropout masks then the same for every choice (false: each choice with its own, as the original).
+    """
+
+    def __init__(
+        self,
+        model: GPT | LSTM,
+        tokenizer: Tokenizer,
+        optim: OptimConfig,
+        task: TaskConfig,
+        val_prefixes: Sequence[str] = ("val",),
+        test_prefixes: Sequence[str] = (),
+        aux_lm_weight: float = 0.5,
+        head_pdrop: float = 0.1,
+        share_context: bool = False,
+    ) -> None:
+        super().__init__(model, tokenizer, optim)
+        self.task = task
+        self.kind = task.kind
+        self.regression = task.regression
+        self.aux_lm_weight = aux_lm_weight
+        self.share_context = share_context
+        self.head_name = self.kind.name  # e.g. "similarity": its weights are heads.similarity.* in checkpoints
+        self.heads[self.head_name] = self.kind.build_head(model.config.n_embd, task.num_labels, head_pdrop)
+        self.prefixes = {"val": list(val_prefixes), "test": list(test_prefixes)}
+        prefixes = [p for p in (*val_prefixes, *test_prefixes) if p is not None]
+
+        def metrics() -> nn.ModuleDict:
+            return nn.ModuleDict({m: build_metric(m, self.regression, self.kind.choices, task.num_labels)
+                                  for m in task.metrics})
+
+        self.metrics = nn.ModuleDict({p: metrics() for p in prefixes})
+        self.eval_loss = nn.ModuleDict({p: MeanMetric() for p in prefixes})
+
+    @property
+    def head(self) -> nn.Module:
+        return self.heads[self.head_name]
+
+    def forward(self, batch: dict[str, torch.Tensor]) -> TaskOutput:
+        """Logits ((B, num_labels), or (B, K) for multiple choice) and the decoder's states (``TaskOutput``)."""
+        # packed rows give the same states: training drops the padding, evaluation (no dropout) also decodes a shared
+        # context once; in training only with share_context, which shares its dropout masks across the choices
+        pack = self.kind.pack(self.training, self.share_context) if isinstance(self.model, GPT) else "none"
+        return task_logits(self.model, self.head, batch, pack=pack)
+
+    def predictions(self, logits: torch.Tensor) -> torch.Tensor:
+        """Class or choice ids (B,), or scores (B,) for regression."""
+        return self.kind.predict(logits, self.regression)
+
+    def task_loss(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        """The task type's loss: mean cross-entropy over the examples (over classes or choices); MSE for
+        regression."""
+        return self.kind.loss(logits, labels, self.regression)
+
+    def sequence_lm_loss(self, hidden: torch.Tensor, index: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        """The auxiliary LM loss as the original computes it: each sequence's mean next-token loss over its scored
+        tokens, then the mean over sequences (dummy multiple-choice sequences, with no scored token, left out).
+
+        hidden (R, C) and index (B, [S,] T): ``TaskOutput``'s; targets (B, [S,] T), IGNORE_INDEX where not scored."""
+        targets, index = targets.reshape(-1, targets.size(-1)), index.reshape(-1, targets.size(-1))  # (N, T)
+        scored = targets != IGNORE_INDEX  # (N, T)
+        # the LM head runs once per distinct state: a shared context's tokens are scored for every choice
+        rows, row_of = torch.unique(index[scored], return_inverse=True)  # (U,), (M,)
+        log_probs = F.log_softmax(self.model.lm_logits(hidden[rows]).float(), dim=-1)  # (U, V)
+        token_loss = -log_probs[row_of, targets[scored]]  # (M,)
+        counts = scored.sum(1, keepdim=True)  # (N, 1)
+        weights = (1.0 / counts.clamp(min=1)).expand_as(scored)[scored]  # (M,): 1 / tokens of its sequence
+        return (token_loss * weights).sum() / (counts > 0).sum().clamp(min=1)
+
+    def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
+        self.count_flops(batch)
+        out = self(batch)
+        task_loss = self.task_loss(out.logits, batch["labels"])
+        loss = task_loss
+        if self.aux_lm_weight:
+            lm_loss = self.sequence_lm_loss(out.hidden, out.index, batch["targets"])
+            loss = task_loss + self.aux_lm_weight * lm_loss
+            self.log("train/lm_loss", lm_loss)
+        self.check_finite(loss)
+        self.log("train/task_loss", task_loss)
+        self.log("train/loss", loss, prog_bar=True)
+        return loss
+
+    def _evaluate(self, stage: str, batch: dict[str, torch.Tensor], dataloader_idx: int) -> None:
+        prefix = self.prefixes[stage][dataloader_idx]
+        if prefix is None:  # a split without labels
+            return
+        logits = self(batch).logits
+        labels = batch["labels"]
+        self.eval_loss[prefix].update(self.task_loss(logits, labels), weight=labels.size(0))
+        preds = self.predictions(logits)
+        for metric in self.metrics[prefix].values():
+            metric.update(preds, labels)
+
+    def _log_metrics(self, stage: str) -> None:
+        for prefix in filter(None, self.prefixes[stage]):
+            self.log(f"{prefix}/loss", self.eval_loss[prefix].compute(), prog_bar=True)
+            self.eval_loss[prefix].reset()
+            for name, metric in self.metrics[prefix].items():
+                self.log(f"{prefix}/{name}", metric.compute().float(), prog_bar=name == self.task.metrics[0])
+                metric.reset()
+
+    def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int, dataloader_idx: int = 0) -> None:
+        self._evaluate("val", batch, dataloader_idx)
+
+    def test_step(self, batch: dict[str, torch.Tensor], batch_idx: int, dataloader_idx: int = 0) -> None:
+        self._evaluate("test", batch, dataloader_idx)
+
+    def on_validation_epoch_end(self) -> None:
+        self._log_metrics("val")
+
+    def on_test_epoch_end(self) -> None:
+        self._log_metrics("test")
+
+    def predict_step(
+        self, batch: dict[str, torch.Tensor], batch_idx: int, dataloader_idx: int = 0
+    ) -> dict[str, torch.Tensor]:
+        """The row index (B,) and prediction (B,) of each example."""
+        logits = self(batch).logits
+        return {"index": batch["index"], "prediction": self.predictions(logits)}

@@ -1,0 +1,58 @@
+"""Importing gpt1 changes nothing in the process, and the model code is pure torch."""
+
+import subprocess
+import sys
+
+from tests.conftest import ENV_BEFORE_GPT1
+
+PURE = ["gpt1.model", "gpt1.lstm", "gpt1.heads", "gpt1.ops"]
+"""The model code: it imports torch and nothing of the training stack."""
+BLOCKED = ["hydra", "omegaconf", "lightning", "pytorch_lightning", "lightning_fabric", "torchmetrics", "datasets",
+           "tokenizers", "wandb", "transformers"]
+
+
+def run(code: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=ENV_BEFORE_GPT1)
+
+
+def test_the_model_code_imports_only_torch():
+    code = f"""
+import importlib.abc, sys
+class Block(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name.split(".")[0] in {BLOCKED!r}:
+            raise ImportError(f"{{name}} is blocked")
+sys.meta_path.insert(0, Block())
+for module in {PURE!r}:
+    importlib.import_module(module)
+from gpt1.model import GPT, PRESETS
+GPT(PRESETS["tiny"])
+"""
+    proc = run(code)
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_importing_every_module_leaves_the_process_as_it_was():
+    """The environment, the warning filters, Hydra's config store and OmegaConf's resolvers, before and after
+    importing every gpt1 module (its dependencies imported first: what they do is theirs)."""
+    code = """
+import copy, importlib, os, pkgutil, warnings
+import torch, lightning, hydra, datasets
+from hydra.core.config_store import ConfigStore
+from omegaconf.basecontainer import BaseContainer
+def state():
+    return (dict(os.environ), list(warnings.filters), copy.deepcopy(ConfigStore.instance().repo),
+            sorted(BaseContainer._resolvers))
+before = state()
+import gpt1
+names = [m.name for m in pkgutil.walk_packages(gpt1.__path__, "gpt1.") if not m.name.startswith("gpt1.conf")]
+for name in names:
+    importlib.import_module(name)
+after = state()
+for what, b, a in zip(["os.environ", "warnings.filters", "ConfigStore", "resolvers"], before, after):
+    assert b == a, f"importing gpt1 changed {what}: {a if what != 'os.environ' else set(a.items()) ^ set(b.items())}"
+print(len(names))
+"""
+    proc = run(code)
+    assert proc.returncode == 0, proc.stderr
+    assert int(proc.stdout) > 40  # every module was imported

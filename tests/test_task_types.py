@@ -1,0 +1,136 @@
+"""Task types are objects behind one interface, found through one registry: a new type defined here, registered,
+fine-tunes, evaluates and predicts end to end without touching gpt1/; so does one named by its import path in a
+task's YAML. A new metric is one entry of gpt1.metrics."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from hydra import compose, initialize_config_module
+from torch import nn
+
+import gpt1.metrics
+from gpt1.checkpoint import load_checkpoint
+from gpt1.commands.evaluate import evaluate
+from gpt1.commands.finetune import finetune
+from gpt1.commands.pretrain import train
+from gpt1.errors import ConfigError
+from gpt1.heads import ClassificationHead
+from gpt1.metrics import MetricSpec, build_metric
+from gpt1.tasks import TaskType, Transform, get_task_type, register, task_types
+from gpt1.tasks.spec import task_from_dict
+from tests.conftest import FEW_FINETUNE, TINY_RUN
+
+
+class HypothesisFirst(TaskType):
+    """A two-text classification with a fixed template: ``S hypothesis D premise X`` (the pair in reverse)."""
+
+    name = "hypothesis_first"
+    text_pair = True
+
+    def sequences(self, texts, i: int, transform: Transform) -> list[np.ndarray]:
+        return [transform.pair(texts.pair[i], texts.text[i])]
+
+    def truncated(self, texts, transform: Transform) -> np.ndarray:
+        return texts.text.lengths + texts.pair.lengths > transform.n_ctx - 3
+
+    def batch(self, input_ids, extract, targets, mask):
+        return {"input_ids": input_ids[:, 0], "extract": extract[:, 0], "targets": targets[:, 0]}
+
+    def head(self, n_embd: int, num_labels: int, pdrop: float) -> nn.Module:
+        return ClassificationHead(n_embd, num_labels, pdrop)
+
+
+@pytest.fixture(scope="module")
+def pretrained(tmp_path_factory, cache_dir) -> Path:
+    run = tmp_path_factory.mktemp("pretrain")
+    with initialize_config_module(config_module="gpt1.conf", version_base="1.3"):
+        train(compose("pretrain", [f"paths.output_dir={run}", f"paths.cache_dir={cache_dir}", *TINY_RUN,
+                                   "trainer.max_steps=2", "callbacks.samples.every_n_steps=0"]))
+    return run / "checkpoints" / "last.ckpt"
+
+
+def test_the_papers_four_types_are_registered():
+    assert list(task_types()) == ["classification", "entailment", "similarity", "multiple_choice"]
+    with pytest.raises(ConfigError, match="task.type='ranking': one of classification, entailment"):
+        get_task_type("ranking")
+
+
+def test_a_new_task_type_fine_tunes_evaluates_and_predicts(make_cfg, pretrained, tmp_path):
+    register(HypothesisFirst())
+    cfg = make_cfg("finetune", ["task=entailment", "task.type=hypothesis_first", f"init_from={pretrained}",
+                                "predict=true", *FEW_FINETUNE])
+    metrics = finetune(cfg)
+    run = Path(cfg.paths.output_dir)
+    assert 0 <= metrics["val/accuracy"] <= 1 and metrics["steps"] == 4
+    assert "baseline/accuracy" in metrics and metrics["truncated"]["train"] >= 0
+
+    loaded = load_checkpoint(run / "checkpoints" / "last.ckpt")
+    assert loaded.task["type"] == "hypothesis_first" and set(loaded.heads) == {
+        "hypothesis_first.linear.weight", "hypothesis_first.linear.bias"}
+    assert (run / "predictions" / "test.tsv").read_text().splitlines()[0] == "index\tprediction"
+
+    # the transformation is the type's: the hypothesis first
+    from gpt1.data.tasks import TaskDataModule
+
+    data = TaskDataModule(loaded.task, loaded.tokenizer, n_ctx=loaded.model.config.n_ctx, batch_size=4, seed=0,
+                          cache_dir=cfg.paths.cache_dir, roles=["validation"])
+    data.setup()
+    split, (sequence,) = data.encoded["validation"], data.dataset("validation")[0]["sequences"]
+    tok = loaded.tokenizer
+    hypothesis = split.pair[0][: len(sequence) - 3 - min(len(split.text[0]), 1)]
+    assert sequence[0] == tok.special_id("start") and sequence[-1] == tok.special_id("extract")
+    assert sequence[1 : 1 + len(hypothesis)].tolist() == hypothesis.tolist()
+
+    scored = evaluate(make_cfg("evaluate", [f"ckpt={run / 'checkpoints' / 'last.ckpt'}",
+                                            "trainer.enable_progress_bar=false"]))
+    assert scored["task"] == "entailment" and scored["val/accuracy"] == pytest.approx(metrics["val/accuracy"])
+
+
+def test_a_task_yaml_names_a_type_by_its_import_path():
+    kind = get_task_type("tests.test_task_types.HypothesisFirst")
+    assert isinstance(kind, HypothesisFirst) and kind.name == "tests.test_task_types.HypothesisFirst"
+    task = task_from_dict({"type": "tests.test_task_types.HypothesisFirst", "data_files": {"train": "x.csv"},
+                           "text": "a", "text_pair": "b"})
+    assert task.kind is kind
+    with pytest.raises(ConfigError, match="task.type=tests.nothere.Type: cannot import it"):
+        get_task_type("tests.nothere.Type")
+    with pytest.raises(ConfigError, match="is not a gpt1.tasks.TaskType subclass"):
+        get_task_type("tests.test_task_types.pretrained")
+
+
+def test_a_type_says_what_a_spec_needs():
+    spec = {"data_files": {"train": "x.csv"}, "text": "a"}
+    with pytest.raises(ConfigError, match="task.text_pair: a hypothesis_first task needs it"):
+        register(HypothesisFirst())
+        task_from_dict({**spec, "type": "hypothesis_first"})
+    with pytest.raises(ConfigError, match="num_labels=1 \\(regression\\) suits classification, entailment, similarity"):
+        task_from_dict({**spec, "type": "multiple_choice", "choices": ["b", "c"], "num_labels": 1})
+
+
+def test_a_new_metric_is_one_entry(monkeypatch):
+    error_rate = MetricSpec("error_rate", lambda n, **kw: _ErrorRate(**kw))
+    monkeypatch.setitem(gpt1.metrics.METRICS, "error_rate", error_rate)
+    task = task_from_dict({"type": "classification", "data_files": {"train": "x.csv"}, "text": "a",
+                           "metrics": ["error_rate", "accuracy"]})
+    assert task.metrics == ["error_rate", "accuracy"]
+    metric = build_metric("error_rate", regression=False, choices=False, num_labels=2)
+    metric.update(torch.tensor([0, 1, 1, 1]), torch.tensor([0, 1, 0, 0]))
+    assert metric.compute().item() == pytest.approx(0.5)
+    with pytest.raises(ConfigError, match="do not suit a regression"):
+        task_from_dict({"type": "classification", "data_files": {"train": "x.csv"}, "text": "a", "num_labels": 1,
+                        "metrics": ["error_rate"]})
+
+
+class _ErrorRate(gpt1.metrics.Accuracy):
+    def compute(self) -> torch.Tensor:
+        return 1 - super().compute()
+
+
+def test_metrics_json_of_a_regression_task_takes_each_metrics_constant(make_cfg, pretrained):
+    """pearson and spearman are undefined for a constant prediction: the baseline takes their entries' value."""
+    metrics = finetune(make_cfg("finetune", ["task=similarity", f"init_from={pretrained}", *FEW_FINETUNE]))
+    assert metrics["baseline/pearson"] == gpt1.metrics.METRICS["pearson"].constant == 0.0
+    assert json.loads(json.dumps(metrics))["baseline/spearman"] == 0.0
