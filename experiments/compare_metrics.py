@@ -1,7 +1,8 @@
 """Compare the metrics.json files of two behaviour_check.sh directories, figure by figure, to the last digit.
 
 Usage: python experiments/compare_metrics.py BEFORE AFTER. Times (keys with "time" or "per_sec") are listed apart,
-since they move between any two runs. Exit status 1 when another figure differs or a file is missing.
+since they move between any two runs; paths are compared with each directory's own prefix taken off. Exit status 1
+when another figure differs or a file is missing.
 """
 
 import json
@@ -9,12 +10,12 @@ import sys
 from pathlib import Path
 
 
-def flat(value, prefix=""):
-    if isinstance(value, dict):
-        for k, v in value.items():
-            yield from flat(v, f"{prefix}{k}.")
+def flat(value, root: str, prefix=""):
+    if isinstance(value, (dict, list)):
+        for k, v in value.items() if isinstance(value, dict) else enumerate(value):
+            yield from flat(v, root, f"{prefix}{k}.")
     else:
-        yield prefix[:-1], value
+        yield prefix[:-1], value.replace(root, "<dir>") if isinstance(value, str) else value
 
 
 def main(before: Path, after: Path) -> int:
@@ -25,7 +26,8 @@ def main(before: Path, after: Path) -> int:
             print(f"{path.name}: missing in {after}")
             differ += 1
             continue
-        a, b = dict(flat(json.loads(path.read_text()))), dict(flat(json.loads(other.read_text())))
+        a = dict(flat(json.loads(path.read_text()), str(before.resolve())))
+        b = dict(flat(json.loads(other.read_text()), str(after.resolve())))
         timed = sorted(k for k in a.keys() | b.keys() if "time" in k or "per_sec" in k)
         moved = [k for k in sorted(a.keys() | b.keys()) if k not in timed and a.get(k) != b.get(k)]
         for k in moved:

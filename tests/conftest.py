@@ -77,3 +77,15 @@ FEW_FINETUNE = ["++task.splits.train='train[:64]'", "++task.splits.validation='v
                 "++task.splits.test='test[:16]'", "batch_size=8", "trainer.max_steps=4", "logger=csv",
                 "trainer.enable_progress_bar=false", "trainer.num_sanity_val_steps=0"]
 """4 fine-tuning updates of 8 examples (of the first 64), validated and tested on 16 examples each."""
+
+
+@pytest.fixture(scope="session")
+def tiny_ckpt(tmp_path_factory: pytest.TempPathFactory, cache_dir: Path) -> Path:
+    """A tiny pre-trained checkpoint (2 layers, context 32; 2 updates: its weights do not matter where it is used)."""
+    from gpt1.commands.pretrain import train
+
+    run = tmp_path_factory.mktemp("pretrain")
+    with initialize_config_module(config_module="gpt1.conf", version_base="1.3"):
+        train(compose("pretrain", [f"paths.output_dir={run}", f"paths.cache_dir={cache_dir}", *TINY_RUN,
+                                   "trainer.max_steps=2", "callbacks.samples.every_n_steps=0"]))
+    return run / "checkpoints" / "last.ckpt"

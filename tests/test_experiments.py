@@ -19,9 +19,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from gpt1.config import FinetuneConfig, Schedule, ZeroshotCommandConfig
 from gpt1.config import check_ranges
-from gpt1.commands.pretrain import train
 from gpt1.zeroshot import heuristic_of
-from tests.conftest import TINY_RUN
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 PAPER_TASKS = ["sst2", "cola", "mnli", "snli", "scitail", "qnli", "rte", "stsb", "qqp", "mrpc", "race", "story_cloze"]
@@ -79,16 +77,6 @@ def gpt1(command: str, *args: str, cwd: Path) -> subprocess.CompletedProcess:
                           text=True, timeout=300)
     assert proc.returncode == 0, f"gpt1 {command} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
     return proc
-
-
-@pytest.fixture(scope="module")
-def tiny_ckpt(tmp_path_factory, cache_dir) -> Path:
-    """A tiny pre-trained checkpoint (2 layers, context 32; 2 updates: its weights do not matter here)."""
-    run = tmp_path_factory.mktemp("pretrain")
-    with initialize_config_module(config_module="gpt1.conf", version_base="1.3"):
-        train(compose("pretrain", [f"paths.output_dir={run}", f"paths.cache_dir={cache_dir}", *TINY_RUN,
-                                   "trainer.max_steps=2", "callbacks.samples.every_n_steps=0"]))
-    return run / "checkpoints" / "last.ckpt"
 
 
 def test_every_experiment_is_listed_under_its_command():

@@ -8,20 +8,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from hydra import compose, initialize_config_module
 from torch import nn
 
 import gpt1.metrics
 from gpt1.checkpoint import load_checkpoint
 from gpt1.commands.evaluate import evaluate
 from gpt1.commands.finetune import finetune
-from gpt1.commands.pretrain import train
 from gpt1.errors import ConfigError
 from gpt1.heads import ClassificationHead
 from gpt1.metrics import MetricSpec, build_metric
 from gpt1.tasks import TaskType, Transform, get_task_type, register, task_types
 from gpt1.tasks.spec import task_from_dict
-from tests.conftest import FEW_FINETUNE, TINY_RUN
+from tests.conftest import FEW_FINETUNE
 
 
 class HypothesisFirst(TaskType):
@@ -43,24 +41,15 @@ class HypothesisFirst(TaskType):
         return ClassificationHead(n_embd, num_labels, pdrop)
 
 
-@pytest.fixture(scope="module")
-def pretrained(tmp_path_factory, cache_dir) -> Path:
-    run = tmp_path_factory.mktemp("pretrain")
-    with initialize_config_module(config_module="gpt1.conf", version_base="1.3"):
-        train(compose("pretrain", [f"paths.output_dir={run}", f"paths.cache_dir={cache_dir}", *TINY_RUN,
-                                   "trainer.max_steps=2", "callbacks.samples.every_n_steps=0"]))
-    return run / "checkpoints" / "last.ckpt"
-
-
 def test_the_papers_four_types_are_registered():
     assert list(task_types()) == ["classification", "entailment", "similarity", "multiple_choice"]
     with pytest.raises(ConfigError, match="task.type='ranking': one of classification, entailment"):
         get_task_type("ranking")
 
 
-def test_a_new_task_type_fine_tunes_evaluates_and_predicts(make_cfg, pretrained, tmp_path):
+def test_a_new_task_type_fine_tunes_evaluates_and_predicts(make_cfg, tiny_ckpt, tmp_path):
     register(HypothesisFirst())
-    cfg = make_cfg("finetune", ["task=entailment", "task.type=hypothesis_first", f"init_from={pretrained}",
+    cfg = make_cfg("finetune", ["task=entailment", "task.type=hypothesis_first", f"init_from={tiny_ckpt}",
                                 "predict=true", *FEW_FINETUNE])
     metrics = finetune(cfg)
     run = Path(cfg.paths.output_dir)
@@ -98,7 +87,7 @@ def test_a_task_yaml_names_a_type_by_its_import_path():
     with pytest.raises(ConfigError, match="task.type=tests.nothere.Type: cannot import it"):
         get_task_type("tests.nothere.Type")
     with pytest.raises(ConfigError, match="is not a gpt1.tasks.TaskType subclass"):
-        get_task_type("tests.test_task_types.pretrained")
+        get_task_type("tests.test_task_types.tiny_ckpt")
 
 
 def test_a_type_says_what_a_spec_needs():
@@ -129,8 +118,8 @@ class _ErrorRate(gpt1.metrics.Accuracy):
         return 1 - super().compute()
 
 
-def test_metrics_json_of_a_regression_task_takes_each_metrics_constant(make_cfg, pretrained):
+def test_metrics_json_of_a_regression_task_takes_each_metrics_constant(make_cfg, tiny_ckpt):
     """pearson and spearman are undefined for a constant prediction: the baseline takes their entries' value."""
-    metrics = finetune(make_cfg("finetune", ["task=similarity", f"init_from={pretrained}", *FEW_FINETUNE]))
+    metrics = finetune(make_cfg("finetune", ["task=similarity", f"init_from={tiny_ckpt}", *FEW_FINETUNE]))
     assert metrics["baseline/pearson"] == gpt1.metrics.METRICS["pearson"].constant == 0.0
     assert json.loads(json.dumps(metrics))["baseline/spearman"] == 0.0

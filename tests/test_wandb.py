@@ -9,12 +9,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import pytest
-from hydra import compose, initialize_config_module
 from wandb.proto import wandb_internal_pb2
 
-from gpt1.commands.pretrain import train
-from tests.conftest import TINY_RUN
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -54,17 +50,6 @@ def offline_run(run_dir: Path) -> dict[str, Any]:
         elif kind == "exit":
             run["exit"] = r.exit.exit_code
     return run
-
-
-@pytest.fixture(scope="module")
-def tiny_ckpt(tmp_path_factory, cache_dir) -> Path:
-    """A tiny pre-trained checkpoint (2 steps)."""
-    run = tmp_path_factory.mktemp("pretrain")
-    overrides = [f"paths.output_dir={run}", f"paths.cache_dir={cache_dir}", *TINY_RUN, "trainer.max_steps=2",
-                 "callbacks.samples.every_n_steps=0"]
-    with initialize_config_module(config_module="gpt1.conf", version_base="1.3"):
-        train(compose(config_name="pretrain", overrides=overrides))
-    return run / "checkpoints" / "last.ckpt"
 
 
 def test_an_ablation_sweep_gives_one_wandb_run_per_job_and_a_report(tmp_path, cache_dir, tiny_ckpt):

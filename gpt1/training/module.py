@@ -9,7 +9,6 @@ from __future__ import annotations
 import math
 import random
 import sys
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +25,7 @@ from torchmetrics import MeanMetric
 from gpt1.checkpoint import metadata
 from gpt1.config import NonFinite, OptimConfig, Schedule
 from gpt1.data.task_batches import IGNORE_INDEX, real_tokens  # IGNORE_INDEX: targets not scored (padding)
-from gpt1.errors import EXIT_USER_ERROR, ConfigError, UserError
+from gpt1.errors import EXIT_USER_ERROR, UserError
 from gpt1.lstm import LSTM
 from gpt1.model import GPT
 from gpt1.tasks.spec import TaskConfig
