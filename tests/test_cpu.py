@@ -154,10 +154,10 @@ def test_the_allocator_keeps_freed_memory_and_asks_for_huge_pages_unless_opted_o
     "/sys/kernel/mm/transparent_hugepage/enabled").read_text() if Path(
     "/sys/kernel/mm/transparent_hugepage/enabled").exists() else True, reason="needs Linux with THP not [never]")
 def test_configure_after_importing_torch_still_gets_huge_pages():
-    """torch reads THP_MEM_ALLOC_ENABLE at its first CPU allocation: configure() after `import torch` and gpt1's
-    command modules, before any allocation, still backs a large tensor with huge pages."""
+    """torch reads THP_MEM_ALLOC_ENABLE at its first CPU allocation, not at import: configure() after `import
+    torch`, before any allocation, still backs a large tensor with huge pages."""
     code = """if True:
-        import torch, gpt1.cpu, gpt1.pretrain
+        import torch, gpt1.cpu
         gpt1.cpu.configure()
         x = torch.ones(64 * 2**20 // 4)
         print(next(int(l.split()[1]) for l in open("/proc/self/smaps_rollup") if l.startswith("AnonHugePages")))"""
