@@ -120,8 +120,8 @@ _MEASURED: dict[str, tuple[dict[str, dict[str, float]], str]] = {}
 
 def cached_timings() -> tuple[dict[str, dict[str, float]], str]:
     """This machine's matmul timings and where they came from ("measured" or "cached"): as this process's earlier
-    call had them, from ``cache_path()``, or measured now and written there (under a lock, so that processes started together,
-    e.g. DDP's ranks, measure once). An unreadable or unwritable cache only costs a measurement."""
+    call had them, from ``cache_path()``, or measured now and written there (under a lock, so that processes
+    started together, e.g. DDP's ranks, measure once). An unreadable or unwritable cache only costs a measurement."""
     key = machine_key()
     if key in _MEASURED:
         return _MEASURED[key]
