@@ -9,7 +9,8 @@ allocates anything; a Python user may call it too. Importing gpt1 changes nothin
 - ``GPT1_CPU_MATMUL``: ``auto`` (the default) runs each kind of fp32 product (``gpt1.ops.KINDS``: training GEMMs,
   the tied head's, decoding, batched inference) on whichever of oneDNN and torch's matmuls ``measure_matmuls`` found
   faster on this machine: measured once (about a second), then read from ``cache_path()``, one entry per CPU model
-  and flags, torch version, thread count and ISA override; ``onednn`` or ``torch`` forces one kernel for every kind.
+  and flags, torch version, thread count and ISA override (measured again where it was taken while every core was
+  busy and the machine is quiet now); ``onednn`` or ``torch`` forces one kernel for every kind.
 """
 
 from __future__ import annotations
@@ -128,8 +129,9 @@ def cached_timings() -> tuple[dict[str, dict[str, float]], str]:
     path = cache_path()
     with _locked(path):
         entries = _read_json(path)
-        timings, source = entries.get(key, {}).get("timings"), "cached"
-        if not _valid(timings):
+        entry = entries.get(key, {})
+        timings, source = entry.get("timings"), "cached"
+        if not _valid(timings) or _busy_then_quiet_now(entry.get("load")):
             timings, source = measure_matmuls(), "measured"
             entries[key] = {"timings": timings, "choices": choose(timings), "date": time.strftime("%Y-%m-%d %H:%M"),
                             "load": _load()}
@@ -142,11 +144,18 @@ def cached_timings() -> tuple[dict[str, dict[str, float]], str]:
 
 
 def _load() -> float | None:
-    """The 1-minute load average when measured (a measurement on a busy machine is worth re-taking: delete the
-    cache file)."""
+    """The 1-minute load average (None where the OS has none)."""
     with contextlib.suppress(OSError, AttributeError):
         return os.getloadavg()[0]
     return None
+
+
+def _busy_then_quiet_now(load_then: object) -> bool:
+    """Whether timings taken at load average ``load_then`` are worth re-taking now: taken while other work held
+    every core, and now at most half of them are busy (other processes slow the kernels unevenly: under load,
+    oneDNN's row-block products lose to torch's that win on a quiet machine)."""
+    cores, now = os.cpu_count() or 1, _load()
+    return isinstance(load_then, (int, float)) and now is not None and load_then >= cores and now <= cores / 2
 
 
 def _valid(timings: object) -> bool:
@@ -184,7 +193,7 @@ def measure_matmuls(rounds: int = 5) -> dict[str, dict[str, float]]:
     """Kind -> kernel -> median seconds of a probe of that kind of product at GPT-1's width (768), through
     ``gpt1.ops.linear`` with the kind set to each kernel in turn (onednn, torch, onednn, ...: both under the same
     conditions), after one untimed round. Probes: "train", forward and backward of the MLP's two products at
-    128 rows; "head", of an 8,192-row weight at 64 rows (sliced as the tied head's); "decode" and "batched", two
+    128 rows; "head", of a 6,144-row weight at 256 rows (sliced as the tied head's); "decode" and "batched", two
     blocks' eight weight matrices (57 MB, more than a cache holds) times 1 and 8 rows."""
     C = 768
     gen = torch.Generator().manual_seed(0)
@@ -194,7 +203,7 @@ def measure_matmuls(rounds: int = 5) -> dict[str, dict[str, float]]:
 
     mlp = [randn(4 * C, C, grad=True), randn(C, 4 * C, grad=True)]
     x_train, g_train = randn(128, C, grad=True), randn(128, C)
-    head, x_head, g_head = randn(8192, C, grad=True), randn(64, C, grad=True), randn(64, 8192)
+    head, x_head, g_head = randn(6144, C, grad=True), randn(256, C, grad=True), randn(256, 6144)
     blocks = [randn(n, k) for _ in range(2) for n, k in ((3 * C, C), (C, C), (4 * C, C), (C, 4 * C))]
     rows = {r: {w.size(1): randn(r, w.size(1)) for w in blocks} for r in (1, 8)}
 

@@ -31,6 +31,7 @@ def cpu(monkeypatch, tmp_path):
     monkeypatch.setattr(gpt1.ops, "CPU_MATMULS", dict(gpt1.ops.CPU_MATMULS))
     monkeypatch.setattr(gpt1.ops, "onednn_available", lambda: True)
     monkeypatch.setattr(gpt1.cpu, "tune_cpu_allocator", lambda: True)  # the process's allocator is left alone
+    monkeypatch.setattr(gpt1.cpu, "_load", lambda: 0.0)  # a quiet machine
     calls = []
     monkeypatch.setattr(gpt1.cpu, "measure_matmuls", lambda: calls.append(1) or TIMINGS)
     gpt1.cpu.calls = calls
@@ -102,6 +103,20 @@ def test_measurements_are_cached_per_machine_torch_and_thread_count(cpu, monkeyp
     monkeypatch.setenv("ATEN_CPU_CAPABILITY", "avx2")  # an ISA override too
     cpu.configure()
     assert cpu.calls == [1, 1, 1] and len(json.loads(path.read_text())) == 3
+
+
+def test_timings_taken_on_a_busy_machine_are_taken_again_once_it_is_quiet(cpu, monkeypatch):
+    cores = os.cpu_count()
+    monkeypatch.setattr(cpu, "_load", lambda: float(cores))  # every core busy while measuring
+    cpu.configure()
+    monkeypatch.setattr(cpu, "_MEASURED", {})
+    monkeypatch.setattr(cpu, "_load", lambda: cores / 2 + 0.5)  # still busy: the cached timings stand
+    assert cpu.configure().source == "cached" and cpu.calls == [1]
+    monkeypatch.setattr(cpu, "_MEASURED", {})
+    monkeypatch.setattr(cpu, "_load", lambda: cores / 4)  # quiet now: measured again, then cached at this load
+    assert cpu.configure().source == "measured" and cpu.calls == [1, 1]
+    monkeypatch.setattr(cpu, "_MEASURED", {})
+    assert cpu.configure().source == "cached" and cpu.calls == [1, 1]
 
 
 @pytest.mark.parametrize("content", ["not json", "[]", '{"KEY": {"timings": {"train": {"onednn": 1}}}}'])
