@@ -62,6 +62,7 @@ from torch.nn import functional as F
 
 from omegaconf import OmegaConf
 
+import gpt1.ops
 from gpt1.config import resolve_device
 from gpt1.cpu import configure, cpu_flags, cpu_model, measure_matmuls
 from gpt1.data.tasks import IGNORE_INDEX, real_tokens
@@ -119,9 +120,23 @@ def progress(message: str) -> None:
     print(f"gpt1 bench: {message} ...", file=sys.stderr, flush=True)
 
 
+def on_onednn(kind: str, fn: Callable[[], Any]) -> Callable[[], Any]:
+    """``fn`` with gpt1's products of ``kind`` on oneDNN where this CPU has it (whatever ``gpt1.cpu`` chose)."""
+
+    def run() -> Any:
+        saved = gpt1.ops.CPU_MATMULS[kind]
+        gpt1.ops.CPU_MATMULS[kind] = "onednn" if gpt1.ops.onednn_available() else saved
+        try:
+            return fn()
+        finally:
+            gpt1.ops.CPU_MATMULS[kind] = saved
+
+    return run
+
+
 def gemm_peak(config: GPTConfig, tokens: int, device: torch.device, dtype: torch.dtype) -> float:
     """FLOP/s of plain matmuls on the shapes a training step multiplies: (M = tokens) x C x {3C, C, 4C}, 4C x C and
-    the C x V head, each by the faster of torch.mm and gpt1's ``linear`` (on the kernel ``gpt1.ops`` chose); the
+    the C x V head, each by the faster of torch.mm and gpt1's ``linear`` on oneDNN (on CPUs that have it); the
     FLOP-weighted rate."""
     C, V = config.n_embd, config.vocab_size
     flops = secs = 0.0
@@ -130,7 +145,7 @@ def gemm_peak(config: GPTConfig, tokens: int, device: torch.device, dtype: torch
         c, w = torch.empty(tokens, n, device=device, dtype=dtype), b.t().contiguous()  # c: time the multiply only
         with torch.no_grad():
             secs += min(median_seconds(f, warmup=2, iters=5, device=device)
-                        for f in (lambda: torch.mm(a, b, out=c), lambda: linear(a, w)))  # fmt: skip
+                        for f in (lambda: torch.mm(a, b, out=c), on_onednn("batched", lambda: linear(a, w))))  # fmt: skip
         flops += 2.0 * tokens * k * n
     return flops / secs
 
@@ -138,7 +153,8 @@ def gemm_peak(config: GPTConfig, tokens: int, device: torch.device, dtype: torch
 def gemv_bandwidth(model: GPT) -> float:
     """Bytes/s of the matrix-vector products of one decoded token, without the rest of the model: every block's four
     weight matrices and the tied head, multiplied by a (1, in) vector in model order (so they stream from memory as
-    in decoding, not from cache), by the faster of ``F.linear`` and gpt1's ``linear`` (its row-block bmm on CPU)."""
+    in decoding, not from cache), by the faster of ``F.linear`` and gpt1's ``linear`` on oneDNN (its row-block bmm
+    on CPUs that have it)."""
     matrices = [m.weight for m in model.modules() if isinstance(m, torch.nn.Linear)] + [model.tokens_embed.weight]
     inputs = {w.size(1): torch.randn(1, w.size(1), device=w.device, dtype=w.dtype) for w in matrices}
 
@@ -147,7 +163,8 @@ def gemv_bandwidth(model: GPT) -> float:
 
     nbytes = sum(w.numel() * w.element_size() for w in matrices)
     with torch.no_grad():
-        secs = min(median_seconds(products(f), warmup=2, iters=7, device=matrices[0].device) for f in (F.linear, linear))
+        secs = min(median_seconds(f, warmup=2, iters=7, device=matrices[0].device)
+                   for f in (products(F.linear), on_onednn("decode", products(linear))))  # fmt: skip
     return nbytes / secs
 
 

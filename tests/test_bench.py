@@ -141,6 +141,16 @@ def test_bench_runs_every_measurement_end_to_end(capsys, caplog):
     assert "MFU" in printed and "vs HF" in printed
 
 
+def test_the_ceilings_try_onednn_whatever_kernel_was_chosen(monkeypatch):
+    """The GEMM peak and the matrix-vector rate take the faster of torch's and oneDNN's products, also where
+    gpt1.cpu chose torch's for that kind; the choice is restored afterwards."""
+    monkeypatch.setattr(gpt1.ops, "CPU_MATMULS", dict.fromkeys(gpt1.ops.KINDS, "torch"))
+    monkeypatch.setattr(gpt1.ops, "onednn_available", lambda: True)
+    seen = gpt1.bench.on_onednn("decode", lambda: dict(gpt1.ops.CPU_MATMULS))()
+    assert seen == {**dict.fromkeys(gpt1.ops.KINDS, "torch"), "decode": "onednn"}
+    assert gpt1.ops.CPU_MATMULS == dict.fromkeys(gpt1.ops.KINDS, "torch")
+
+
 def test_a_cpu_peak_is_measured_in_the_steps_precision(monkeypatch):
     """Under bf16 autocast the CPU's peak is its bf16 GEMM rate: an fp32 peak would put MFU above 100%."""
     dtypes = []
