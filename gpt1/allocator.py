@@ -1,16 +1,12 @@
-"""A CPU allocator setting that spares training steps from the kernel's page faults.
+"""Two CPU memory settings for training and decoding, applied by ``gpt1.cpu.configure`` (never at import).
 
-glibc's malloc serves large blocks (here: the 124 MB gradient of the tied embedding, the (B, T, V) logits, every
-activation of a 768-wide model) with fresh ``mmap`` pages and returns them to the kernel on ``free``: every step
-then zero-faults hundreds of MB back in. Raising the mmap threshold to 1 GiB and never trimming the heap keeps
-freed blocks for reuse. On the 2-core reference machine a full GPT-1 training step runs about 10% faster
-(experiments/benchmarks.md); the cost is a resident heap at the run's peak, which a training process holds anyway.
+- glibc's allocator keeps freed memory for reuse (mmap threshold 1 GiB, the heap never trimmed): otherwise large
+  blocks (the tied table's gradient, the logits, the activations) go back to the kernel on ``free`` and every step
+  zero-faults them in again. The cost is a resident heap at the run's peak, which a training process holds anyway.
+- torch backs its CPU tensors of 2 MB and up with transparent huge pages (``THP_MEM_ALLOC_ENABLE=1``): decoding
+  streams the weights without a TLB miss every 4 KB. torch reads the variable once, at its first CPU allocation.
 
-It also asks torch to back its large CPU tensors (2 MB and up) with transparent huge pages
-(``THP_MEM_ALLOC_ENABLE=1``, unless set), so that decoding streams the weights without a TLB miss every 4 KB: its
-matrix-vector products ran at 22 GB/s instead of 15-17 (a training step gained nothing measurable). torch reads
-the variable once, at its first CPU allocation: ``import gpt1`` sets it (``request_huge_pages``), before anything
-allocates.
+``GPT1_SYSTEM_MALLOC=1`` opts out of both. Figures: experiments/benchmarks.md (the speed changes).
 """
 
 from __future__ import annotations
@@ -20,8 +16,10 @@ import ctypes.util
 import os
 import sys
 
-_M_TRIM_THRESHOLD = -1  # glibc's mallopt parameter numbers (malloc.h)
-_M_MMAP_THRESHOLD = -3
+M_TRIM_THRESHOLD = -1  # glibc's mallopt parameter numbers (malloc.h)
+M_MMAP_THRESHOLD = -3
+MMAP_THRESHOLD = 2**30
+TRIM_THRESHOLD = 2**31 - 1
 
 
 def _applies() -> bool:
@@ -29,20 +27,26 @@ def _applies() -> bool:
     return sys.platform.startswith("linux") and os.environ.get("GPT1_SYSTEM_MALLOC") != "1"
 
 
+def _mallopt():
+    """libc's ``mallopt``, or None (musl and other libcs have none)."""
+    try:
+        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").mallopt
+    except (OSError, AttributeError):
+        return None
+
+
 def tune_cpu_allocator() -> bool:
     """Keep freed memory in the process for reuse (glibc only; ``GPT1_SYSTEM_MALLOC=1`` opts out). True if applied."""
-    if not _applies():
+    mallopt = _mallopt() if _applies() else None
+    if mallopt is None:
         return False
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        mallopt = libc.mallopt
-    except (OSError, AttributeError):  # musl and other libcs have no mallopt
-        return False
-    return bool(mallopt(_M_MMAP_THRESHOLD, 2**30)) and bool(mallopt(_M_TRIM_THRESHOLD, 2**31 - 1))
+    return bool(mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)) and bool(mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD))
 
 
-def request_huge_pages() -> None:
-    """Ask torch for transparent huge pages under its large CPU tensors, unless ``THP_MEM_ALLOC_ENABLE`` is set
-    (Linux only; ``GPT1_SYSTEM_MALLOC=1`` opts out). Effective only before torch's first CPU allocation."""
+def request_huge_pages() -> bool:
+    """Ask torch for transparent huge pages under its large CPU tensors (``THP_MEM_ALLOC_ENABLE=1``) unless the
+    variable is set already (Linux only; ``GPT1_SYSTEM_MALLOC=1`` opts out). Effective only before torch's first CPU
+    allocation. True if torch is asked for them."""
     if _applies():
         os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")
+    return os.environ.get("THP_MEM_ALLOC_ENABLE", "0") not in ("", "0")

@@ -21,8 +21,8 @@ from hydra._internal import utils as hydra_utils
 from hydra.errors import HydraException
 from omegaconf.errors import OmegaConfBaseException
 
-from gpt1.allocator import tune_cpu_allocator
 from gpt1.config import register
+from gpt1.cpu import configure as configure_cpu
 from gpt1.errors import EXIT_USER_ERROR, UserError
 
 _LIBRARY_USER_ERRORS = {
@@ -97,7 +97,7 @@ def _one_line_config_errors() -> Iterator[None]:
 def command(config_name: str) -> Callable[[Callable[[Any], Any]], Callable[[], None]]:
     """``@hydra.main`` for a gpt1 command: its config ``conf/<config_name>.yaml`` from the installed package, the
     schemas registered, user errors (in the configuration or raised by the command) reported as one line, and the
-    CPU allocator tuned (``gpt1.allocator``) in every process that runs it, DDP's other ranks included."""
+    CPU settings applied (``gpt1.cpu.configure``) in every process that runs it, DDP's other ranks included."""
 
     def decorate(fn: Callable[[Any], Any]) -> Callable[[], None]:
         hydra_main = hydra.main(version_base="1.3", config_path="pkg://gpt1.conf", config_name=config_name)(
@@ -106,7 +106,7 @@ def command(config_name: str) -> Callable[[Callable[[Any], Any]], Callable[[], N
 
         @functools.wraps(fn)
         def main() -> None:
-            tune_cpu_allocator()  # before the first large allocation
+            configure_cpu()  # before the first large allocation
             register()
             with _one_line_config_errors():
                 hydra_main()

@@ -32,6 +32,7 @@ def main() -> None:
     # Lightning's DDP launcher starts the other ranks as `python -m <__main__.__spec__.name> ARGS` (or as `python
     # <argv[0]>`, no file here): they run `python -m gpt1.commands.<command>`, which is this command.
     sys.modules["__main__"].__spec__ = importlib.util.find_spec(module)
+    importlib.import_module("gpt1.cpu").configure()  # before the command's imports can allocate (torch reads THP once)
     importlib.import_module(module).main()
 
 

@@ -1,74 +1,67 @@
 """The decoder's primitive ops, with faster paths for fp32 on CPU (pure torch; the same math as torch's own ops).
 
-- ``linear``: torch's fp32 matmuls on x86 CPUs are MKL's, whose fast kernels are dispatched on Intel CPUs only.
-  Elsewhere (AMD) every fp32 matmul of a linear layer (forward, input and weight gradients) goes to oneDNN, which
-  uses the CPU's widest vectors: on AMD Zen 4 it runs the forward and input-gradient GEMMs 1.2-1.8x faster than MKL,
-  the weight-gradient ones 1.1-1.3x (experiments/benchmarks.md); the tied head's input gradient is summed over
-  slices of its 40k rows. A single row without autograd (batch-1 decoding) is there split into one block of weight
-  rows per thread, multiplied in one ``bmm``: 25-31 GB/s (44-50 when that machine's memory is fast) where oneDNN's
-  matrix-vector product streams 20-23 and MKL's 13 (the same minutes). On an Intel Xeon with AMX, MKL is the faster
-  of the two everywhere (GEMMs 308-337 GFLOP/s against oneDNN's 115-312, matrix-vector products 26-27 GB/s against
-  the row blocks' 11-12), so Intel CPUs, Arm CPUs and unknown vendors keep torch's own matmuls, but for products of
-  ``ONEDNN_MIN_ROWS`` rows or more without autograd (batched decoding, evaluation), where oneDNN is the faster on
-  Intel's too. ``GPT1_CPU_MATMUL=onednn`` or ``=torch`` overrides the choice (``auto``, the default, picks by vendor).
-- ``dropout``: on CPU, ``bernoulli_`` draws a float per element through MKL's RNG; here the mask compares 16-bit
-  integers cut from one 64-bit draw per four elements, written as floats by the comparison itself: P(drop) = p to
-  within 2^-17. A GPT-1 training step ran 2.4-3% faster than with a 32-bit draw per element into a boolean mask,
-  which had made dropout's forward and backward 2x faster than ``bernoulli_``'s. The output keeps the input's
-  dtype, scaled in fp32 at least (as ``F.dropout``).
-- ``embedding``: on CPU with autograd, the token table's gradient is sparse (one row per id), which the tied LM head's
-  dense gradient takes in: ``F.embedding``'s backward zeroes a whole (V, C) table for autograd to add to the head's
-  (a GPT-1 training step 1-1.6% faster on 2 cores). Where no head adds to it, a hook makes ``.grad`` dense.
-- ``attention``: SDPA's CPU kernels take no dropout, so with dropout it falls back to its math path and
-  ``bernoulli_``; the same math with ``dropout``'s masks, and the mask added as a bias, runs the attention's forward
-  and backward 1.5x faster. Training in bf16 (autocast) takes that math too, dropout or not: SDPA's fused kernel's
-  bf16 backward ran forward + backward 1.4-3.6x slower than it on an Intel Xeon (the quickstart's step 22% faster).
+- ``linear``: fp32 products on x86 CPUs can run on oneDNN instead of torch's matmuls (MKL's, whose fast kernels are
+  Intel's only). Which one each kind of product uses (``KINDS``) is ``CPU_MATMULS``: torch's everywhere until
+  ``gpt1.cpu.configure()`` (which every gpt1 command calls) sets what it measured to be faster on this CPU. On
+  oneDNN, the tied head's input gradient is summed over slices of its rows, and a single row without autograd is
+  split into one block of weight rows per thread, multiplied in one ``bmm``.
+- ``dropout``: masks from 16-bit integers cut from 64-bit draws (P(drop) = p to within 2^-17), written as floats by
+  the comparison itself; ``bernoulli_`` draws a float per element.
+- ``embedding``: on CPU with autograd, the token table's gradient is sparse (one row per id), which the tied LM
+  head's dense gradient takes in, instead of a zeroed (V, C) table; where no head adds to it, a hook makes ``.grad``
+  dense.
+- ``attention``: with dropout (and for bf16 training) the math path with ``dropout``'s masks and the mask as an
+  added bias, where SDPA's CPU kernels take no dropout and its fused bf16 backward is slow.
 
 Compiled graphs and other devices keep torch's own ops (and so their kernels and fusions), as ``linear`` does under
-autocast.
+autocast. Measured figures: experiments/benchmarks.md. Private torch APIs are used in two places only, each with a
+public fallback: ``_onednn`` (``torch.ops.mkldnn._linear_pointwise``; without it every product is torch's) and
+``_densified`` (``Tensor._post_accumulate_grad_hooks``; without it the table's gradient is dense).
 """
 
 from __future__ import annotations
 
 import math
-import os
 import platform
-import warnings
 
 import torch
 from torch import nn
 from torch.nn import functional as F
 
 
-def cpu_vendor() -> str:
-    """The CPU's vendor string as the CPU reports it ("GenuineIntel", "AuthenticAMD", ...), "" where unknown."""
+KINDS = ("train", "head", "decode", "batched")
+"""The kinds of fp32 CPU products ``linear`` chooses a kernel for: with autograd, "train" (the blocks' GEMMs) and
+"head" (a weight of more than two ``SLICE_BYTES`` slices: the tied head); without autograd, "decode" (fewer than
+``BATCHED_MIN_ROWS`` rows: decoding) and "batched" (batched decoding, evaluation)."""
+
+CPU_MATMULS: dict[str, str] = dict.fromkeys(KINDS, "torch")
+"""Kind -> "onednn" or "torch": which kernel ``linear`` runs. Torch's until ``set_cpu_matmuls`` (``gpt1.cpu``)."""
+
+BATCHED_MIN_ROWS = 4
+"""Products without autograd of at least this many rows are of kind "batched"."""
+
+
+def set_cpu_matmuls(choices: dict[str, str]) -> None:
+    """Set the kernel of each kind in ``choices`` ("onednn" or "torch"); oneDNN only where ``onednn_available()``."""
+    for kind, choice in choices.items():
+        if kind not in KINDS or choice not in ("onednn", "torch"):
+            raise ValueError(f"{kind}={choice}: kinds are {', '.join(KINDS)}, kernels onednn or torch")
+        CPU_MATMULS[kind] = choice if onednn_available() else "torch"
+
+
+def onednn_available() -> bool:
+    """Whether this torch runs oneDNN's fp32 linear on this CPU: x86 (elsewhere torch's BLAS is the vendor's own)
+    and ``torch.ops.mkldnn._linear_pointwise`` present."""
+    x86 = platform.machine().lower() in ("x86_64", "amd64")
+    return x86 and torch.backends.mkldnn.is_available() and _linear_pointwise() is not None
+
+
+def _linear_pointwise():
+    """torch's private oneDNN linear op, or None where this torch has none (then every product is torch's)."""
     try:
-        with open("/proc/cpuinfo") as f:
-            return next((line.split(":", 1)[1].strip() for line in f if line.startswith("vendor_id")), "")
-    except OSError:  # not Linux: Windows names the vendor at the end of platform.processor()
-        return next((v for v in ("GenuineIntel", "AuthenticAMD") if v in platform.processor()), "")
-
-
-def _cpu_matmuls() -> str:
-    """Which of its fp32 matmuls ``linear`` runs on oneDNN on this CPU (see the module's docstring): "onednn" (all),
-    "torch+onednn" (torch's, but oneDNN's for products of ``ONEDNN_MIN_ROWS`` rows or more without autograd) or
-    "torch" (none). ``GPT1_CPU_MATMUL``: auto (by vendor: "onednn" on x86 CPUs of a known vendor other than Intel,
-    else "torch+onednn"), onednn or torch; CPUs other than x86 always "torch"."""
-    choice = os.environ.get("GPT1_CPU_MATMUL", "auto")
-    if choice not in ("auto", "onednn", "torch"):
-        warnings.warn(f"GPT1_CPU_MATMUL={choice!r} is not auto, onednn or torch: using auto", stacklevel=2)
-        choice = "auto"
-    x86 = torch.backends.mkldnn.is_available() and platform.machine().lower() in ("x86_64", "amd64")
-    if not x86 or choice == "torch":
-        return "torch"
-    return "onednn" if choice == "onednn" or cpu_vendor() not in ("", "GenuineIntel") else "torch+onednn"
-
-
-CPU_MATMULS = _cpu_matmuls()
-ONEDNN_MIN_ROWS = 4
-"""Under "torch+onednn" (Intel CPUs), products without autograd of at least this many rows go to oneDNN: on the
-Intel Xeon the model's 49 matrices took 26.5 / 30.3 / 36.5 ms at 4 / 8 / 16 rows against MKL's 29.7 / 40.9 / 42.8,
-but 25.4 ms at 2 rows against 16.6."""
+        return torch.ops.mkldnn._linear_pointwise
+    except (AttributeError, RuntimeError):
+        return None
 
 
 def _eager_cpu(x: torch.Tensor) -> bool:
@@ -78,7 +71,7 @@ def _eager_cpu(x: torch.Tensor) -> bool:
 def _onednn(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
     # x @ weight.T + bias; a strided bias must be made contiguous: oneDNN reads it as if it were (a test checks)
     bias = bias.contiguous() if bias is not None else None
-    return torch.ops.mkldnn._linear_pointwise(x, weight, bias, "none", [], "")
+    return _linear_pointwise()(x, weight, bias, "none", [], "")
 
 
 SLICE_BYTES = 6 * 2**20
@@ -94,9 +87,9 @@ def _slice_rows(weight: torch.Tensor) -> int | None:
 
 
 def _input_grad(grad: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-    """grad (..., out) @ weight (out, in) -> (..., in). oneDNN reorders the transposed weight on every call; for the
-    tied head's (40k rows, 124 MB) that reorder, from memory, ran the GEMM at 106-116 GFLOP/s on this project's CPU.
-    Summed over slices of 2,048 rows (at GPT-1's width), each slice is reordered and used while still in cache."""
+    """grad (..., out) @ weight (out, in) -> (..., in). oneDNN reorders the transposed weight on every call, which for
+    the tied head's is slow from memory: summed over slices of its rows, each slice is reordered and used while
+    still in cache."""
     rows = _slice_rows(weight)
     if rows is None:
         return _onednn(grad, weight.t(), None)
@@ -114,9 +107,8 @@ TRANSPOSE_ROWS = 512
 
 def _weight_grad(grad: torch.Tensor, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     """grad (M, out).T @ x (M, in) -> (out, in). oneDNN takes its source contiguous, so grad is transposed first, a
-    copy torch makes on one thread for a 2-D tensor. For the tied head's (M, 40k) gradient, copied through 3-D views
-    of 512 rows at a time, torch's copy runs on every thread: 1.6-2x faster for M = 512 to 4,096 (one 3-D view of
-    more than 512 rows loses), and the whole product inside the step 170 against 187 ms."""
+    copy torch makes on one thread for a 2-D tensor; the tied head's is copied through 3-D views of
+    ``TRANSPOSE_ROWS`` rows, which torch copies on every thread."""
     if _slice_rows(weight) is None:
         return _onednn(grad.t(), x.t(), None)
     M, N = grad.shape
@@ -147,14 +139,14 @@ class _OneDNNLinear(torch.autograd.Function):
 
 def _row_blocks_mv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, blocks: int) -> torch.Tensor:
     """One contiguous row x (..., in) @ weight (out, in).T + bias as a bmm of ``blocks`` row blocks of weight (views,
-    no copy), which torch's CPU bmm runs one block per thread (the speed: see the module's docstring). Decoding calls
-    it 49 times a token: every op saved here is 49 dispatches saved."""
+    no copy), which torch's CPU bmm runs one block per thread. Decoding calls it 49 times a token: every op saved
+    here is 49 dispatches saved."""
     N, K = weight.shape
     step = N // blocks
     rows = N - (blocks - 1) * step  # block i holds rows i*step .. i*step+rows-1: rows > step where blocks don't divide N
     if K > N and rows == step:
-        # rows longer than the matrix is tall (the MLP's output projection, 768 x 3072): MKL streams them faster as
-        # x (1, K) @ each block's transposed view (K, rows): 21.6-26.7 GB/s against 17.1-19.0 (shorter rows: slower)
+        # rows longer than the matrix is tall (the MLP's output projection, 768 x 3072) stream faster as
+        # x (1, K) @ each block's transposed view (K, rows)
         w = weight.as_strided((blocks, K, rows), (step * K, 1, K))  # (blocks, K, rows)
         xs = x.as_strided((blocks, 1, K), (0, K, 1))
         y = torch.bmm(xs, w) if bias is None else torch.baddbmm(bias.view(blocks, 1, rows), xs, w)
@@ -170,21 +162,20 @@ def _row_blocks_mv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | N
 
 
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
-    """``F.linear``: x (..., in) @ weight (out, in).T + bias. For fp32 on x86 CPUs (see the module's docstring and
-    ``CPU_MATMULS``): oneDNN's matmuls on non-Intel CPUs, with a single row without autograd (batch-1 decoding)
-    split across the CPU's threads; on Intel CPUs torch's (MKL's), but oneDNN's without autograd from
-    ``ONEDNN_MIN_ROWS`` rows (batched decoding, evaluation)."""
-    fp32 = x.dtype == weight.dtype == torch.float32
-    if CPU_MATMULS != "torch" and fp32 and _eager_cpu(x) and not torch.is_autocast_enabled("cpu"):
+    """``F.linear``: x (..., in) @ weight (out, in).T + bias. For fp32 in eager mode on CPU, without autocast, the
+    product runs on the kernel ``CPU_MATMULS`` names for its kind (``KINDS``)."""
+    if x.dtype == weight.dtype == torch.float32 and _eager_cpu(x) and not torch.is_autocast_enabled("cpu"):
         rows = x.numel() // x.size(-1)
-        if CPU_MATMULS == "onednn":
-            if torch.is_grad_enabled():
+        if torch.is_grad_enabled():
+            if CPU_MATMULS["head" if _slice_rows(weight) else "train"] == "onednn":
                 return _OneDNNLinear.apply(x, weight, bias)
-            threads = torch.get_num_threads()
-            if rows == 1 and 1 < threads <= weight.size(0) and weight.is_contiguous() and x.is_contiguous():
-                return _row_blocks_mv(x, weight, bias, threads)
-            return _onednn(x, weight, bias)
-        if not torch.is_grad_enabled() and rows >= ONEDNN_MIN_ROWS:
+        elif rows < BATCHED_MIN_ROWS:
+            if CPU_MATMULS["decode"] == "onednn":
+                threads = torch.get_num_threads()
+                if rows == 1 and 1 < threads <= weight.size(0) and weight.is_contiguous() and x.is_contiguous():
+                    return _row_blocks_mv(x, weight, bias, threads)
+                return _onednn(x, weight, bias)
+        elif CPU_MATMULS["batched"] == "onednn":
             return _onednn(x, weight, bias)
     return F.linear(x, weight, bias)
 

@@ -1,6 +1,7 @@
 """Shared fixtures: the sample data, Hydra composition of gpt1's configs, and a GPU marker that skips cleanly."""
 
 import os
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -11,6 +12,8 @@ import torch
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("WANDB_MODE", "offline")
+# gpt1.cpu.configure caches its kernel timings per machine: the tests' in a directory of their own, not the user's
+os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="gpt1-tests-cache-")
 ENV_BEFORE_GPT1 = dict(os.environ)
 """The environment before any gpt1 module is imported (tests/test_imports.py starts processes with it)."""
 

@@ -1,7 +1,9 @@
 """gpt1.ops: the CPU paths of linear, dropout, embedding and attention compute what torch's own ops compute."""
 
 import math
+import os
 import platform
+import subprocess
 import sys
 from copy import deepcopy
 
@@ -13,14 +15,18 @@ import gpt1.ops
 from gpt1.ops import Dropout, Embedding, attention, dropout, embedding, linear
 
 
+ONEDNN = dict.fromkeys(gpt1.ops.KINDS, "onednn")
+BATCHED_ONLY = {**dict.fromkeys(gpt1.ops.KINDS, "torch"), "batched": "onednn"}
+
+
 @pytest.mark.parametrize("shape", [(5, 7), (2, 3, 7)])
-@pytest.mark.parametrize(("matmuls", "slice_rows"), [("onednn", None), ("onednn", 3), ("torch+onednn", None)])
+@pytest.mark.parametrize(("matmuls", "slice_rows"), [(ONEDNN, None), (ONEDNN, 3), (BATCHED_ONLY, None)])
 def test_linear_matches_f_linear_in_value_and_gradients(shape, matmuls, slice_rows, monkeypatch):
-    """gpt1's linear (oneDNN on non-Intel x86 CPUs: forward, input and weight gradients; on Intel ones for 4 rows or
-    more without autograd) computes F.linear, also the path of the tied head's large weight (here 13 rows in slices
+    """gpt1's linear on oneDNN (forward, input and weight gradients; or only for 4 rows or more without autograd)
+    computes F.linear, also the path of the tied head's large weight (here 13 rows in slices
     of 3, the last 1): the input gradient summed over slices of its rows, the weight gradient through copies made on
     every thread."""
-    monkeypatch.setattr(gpt1.ops, "CPU_MATMULS", matmuls)  # whatever this CPU's vendor (the paths run on x86 only)
+    monkeypatch.setattr(gpt1.ops, "CPU_MATMULS", matmuls)  # whatever this CPU would choose
     if slice_rows:
         monkeypatch.setattr(gpt1.ops, "SLICE_BYTES", slice_rows * 7 * 4)
         monkeypatch.setattr(gpt1.ops, "TRANSPOSE_ROWS", 2)  # the 5 or 6 rows of x transposed 2 at a time
@@ -46,7 +52,7 @@ def test_single_row_products_split_across_threads_match_f_linear(out_features, t
     """Batch-1 decoding's row-block bmm (one block per thread, the last blocks overlapping when the thread count
     does not divide the rows; x over each block's transposed view where rows are longer than the matrix is tall:
     12 x 24) computes F.linear for every row of the weight."""
-    monkeypatch.setattr(gpt1.ops, "CPU_MATMULS", "onednn")  # the row blocks go with it (non-Intel x86 CPUs)
+    monkeypatch.setattr(gpt1.ops, "CPU_MATMULS", ONEDNN)  # the row blocks are decoding's oneDNN choice
     monkeypatch.setattr(torch, "get_num_threads", lambda: threads)  # the blocks follow the thread count
     w, b = torch.randn(out_features, 24), torch.randn(out_features)
     rows = torch.randn(3, 24)
@@ -61,43 +67,81 @@ def test_single_row_products_split_across_threads_match_f_linear(out_features, t
         torch.testing.assert_close(linear(x, transposed), F.linear(x, transposed), rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize(
-    ("vendor", "choice", "expected"),
-    [("AuthenticAMD", "auto", "onednn"), ("GenuineIntel", "auto", "torch+onednn"), ("", "auto", "torch+onednn"),
-     ("GenuineIntel", "onednn", "onednn"), ("AuthenticAMD", "torch", "torch"), ("AuthenticAMD", "mkl", "onednn")],
-)
-def test_onednn_goes_to_x86_cpus_other_than_intels_unless_overridden(vendor, choice, expected, monkeypatch):
-    """MKL's fast kernels are Intel's only: oneDNN takes the fp32 matmuls of other x86 CPUs, Intel's only the
-    products of several rows without autograd; GPT1_CPU_MATMUL overrides (an unknown value warns and means auto)."""
-    monkeypatch.setattr(gpt1.ops, "cpu_vendor", lambda: vendor)
-    monkeypatch.setattr(gpt1.ops.platform, "machine", lambda: "x86_64")
-    monkeypatch.setenv("GPT1_CPU_MATMUL", choice)
-    if choice == "mkl":
-        with pytest.warns(UserWarning, match="GPT1_CPU_MATMUL='mkl' is not auto, onednn or torch"):
-            assert gpt1.ops._cpu_matmuls() == expected
-    else:
-        assert gpt1.ops._cpu_matmuls() == expected
+def test_each_kind_of_product_runs_on_its_chosen_kernel(monkeypatch):
+    """CPU_MATMULS picks per kind: with autograd "train" (a small weight) or "head" (more than two slices), without
+    it "decode" (under BATCHED_MIN_ROWS rows) or "batched"; torch's kind runs F.linear, even where oneDNN would do."""
+    monkeypatch.setattr(gpt1.ops, "SLICE_BYTES", 3 * 8 * 4)  # a weight of 7+ rows of 8 is the "head"
+    calls = []
+    monkeypatch.setattr(gpt1.ops, "_onednn", lambda x, w, b: calls.append(x.shape) or F.linear(x, w, b))
+    monkeypatch.setattr(gpt1.ops, "_row_blocks_mv", lambda x, w, b, n: calls.append(("rows", n)) or F.linear(x, w, b))
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 2)
+    small, large = torch.randn(5, 8, requires_grad=True), torch.randn(13, 8, requires_grad=True)
+    cases = [("train", small, torch.randn(3, 8), True), ("head", large, torch.randn(3, 8), True),
+             ("decode", small, torch.randn(1, 8), False), ("decode", small, torch.randn(3, 8), False),
+             ("batched", small, torch.randn(4, 8), False)]
+    for kind, w, x, grad in cases:
+        for choice in ("torch", "onednn"):
+            monkeypatch.setattr(gpt1.ops, "CPU_MATMULS", {**dict.fromkeys(gpt1.ops.KINDS, "torch"), kind: choice})
+            calls.clear()
+            with torch.set_grad_enabled(grad):
+                torch.testing.assert_close(linear(x, w), F.linear(x, w))
+            if choice == "torch":
+                assert calls == [], (kind, x.shape)
+            else:
+                assert calls == ([("rows", 2)] if x.size(0) == 1 else [x.shape]), (kind, x.shape)
+            # the other kinds' choices do not matter to this product
+            monkeypatch.setattr(gpt1.ops, "CPU_MATMULS", {**dict.fromkeys(gpt1.ops.KINDS, "onednn"), kind: "torch"})
+            calls.clear()
+            with torch.set_grad_enabled(grad):
+                linear(x, w)
+            assert calls == [], (kind, x.shape)
+
+
+def test_until_configured_every_product_is_torchs_own(monkeypatch):
+    """Importing gpt1.ops chooses nothing: every kind runs torch's matmuls until gpt1.cpu.configure sets them."""
+    code = "import gpt1.ops; print(sorted(set(gpt1.ops.CPU_MATMULS.values())), len(gpt1.ops.CPU_MATMULS))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={**os.environ, "GPT1_CPU_MATMUL": "onednn"}).stdout
+    assert out.split() == ["['torch']", "4"]
+
+
+def test_set_cpu_matmuls_refuses_unknown_kinds_and_kernels_and_keeps_torch_without_onednn(monkeypatch):
+    monkeypatch.setattr(gpt1.ops, "CPU_MATMULS", dict.fromkeys(gpt1.ops.KINDS, "torch"))
+    with pytest.raises(ValueError, match="kinds are train, head, decode, batched"):
+        gpt1.ops.set_cpu_matmuls({"training": "onednn"})
+    with pytest.raises(ValueError, match="kernels onednn or torch"):
+        gpt1.ops.set_cpu_matmuls({"train": "mkl"})
+    monkeypatch.setattr(gpt1.ops, "onednn_available", lambda: False)
+    gpt1.ops.set_cpu_matmuls({"train": "onednn"})
+    assert gpt1.ops.CPU_MATMULS["train"] == "torch"
+    monkeypatch.undo()
     monkeypatch.setattr(gpt1.ops.platform, "machine", lambda: "aarch64")
-    monkeypatch.setenv("GPT1_CPU_MATMUL", "onednn")
-    assert gpt1.ops._cpu_matmuls() == "torch"  # Arm keeps torch's BLAS
+    assert not gpt1.ops.onednn_available()  # Arm keeps torch's BLAS
 
 
-def test_torch_matmuls_are_torchs_own(monkeypatch):
-    """GPT1_CPU_MATMUL=torch: every product is F.linear's, even without autograd over many rows."""
-    monkeypatch.setattr(gpt1.ops, "CPU_MATMULS", "torch")
-    monkeypatch.setattr(gpt1.ops, "_onednn", lambda *args: pytest.fail("oneDNN called"))
-    x, w = torch.randn(64, 8), torch.randn(5, 8)
-    with torch.no_grad():
-        assert torch.equal(linear(x, w), F.linear(x, w))
-    monkeypatch.setattr(gpt1.ops, "CPU_MATMULS", "torch+onednn")
-    with pytest.raises(pytest.fail.Exception, match="oneDNN called"), torch.no_grad():
-        linear(x, w)
+@pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64") or not torch.backends.mkldnn.is_available(),
+                    reason="oneDNN's linear is used on x86 CPUs only")
+def test_the_private_onednn_linear_op_exists_and_computes_f_linear():
+    """gpt1.ops calls torch.ops.mkldnn._linear_pointwise (private): if torch drops or changes it, this fails (gpt1
+    would fall back to torch's matmuls, correct but slower on CPUs where oneDNN wins)."""
+    assert gpt1.ops.onednn_available()
+    x, w, b = torch.randn(3, 8), torch.randn(5, 8), torch.randn(5)
+    torch.testing.assert_close(gpt1.ops._onednn(x, w, b), F.linear(x, w, b))
 
 
-@pytest.mark.skipif(platform.machine() != "x86_64" or not sys.platform.startswith("linux"),
-                    reason="reads vendor_id from /proc/cpuinfo, which x86 Linux has")
-def test_cpu_vendor_is_read_from_proc_cpuinfo():
-    assert gpt1.ops.cpu_vendor() in ("GenuineIntel", "AuthenticAMD", "HygonGenuine", "CentaurHauls", "Shanghai")
+def test_the_private_post_accumulate_grad_hooks_exist():
+    """gpt1.ops reads Tensor._post_accumulate_grad_hooks (private) to hook the sparse table gradient once: if torch
+    drops it, this fails (gpt1 would fall back to F.embedding's dense gradient, correct but slower)."""
+    weight = torch.nn.Parameter(torch.randn(4, 3))
+    assert weight._post_accumulate_grad_hooks is None
+    assert gpt1.ops._densified(weight) and len(weight._post_accumulate_grad_hooks) == 1
+
+
+def test_without_post_accumulate_hooks_the_lookup_is_f_embeddings(monkeypatch):
+    """The public fallback: where a tensor has no _post_accumulate_grad_hooks, the gradient is F.embedding's."""
+    monkeypatch.setattr(gpt1.ops, "_densified", lambda weight: False)
+    table = Embedding(9, 4)
+    assert type(table(torch.tensor([1, 2])).grad_fn).__name__ == "EmbeddingBackward0"
 
 
 @pytest.mark.parametrize("p", [0.1, 0.5, 0.9])

@@ -2,18 +2,23 @@
 
     gpt1 bench                                  # full GPT-1, fp32: LM training step, generation, MC fine-tuning step
     gpt1 bench --compare hf --json bench.json   # + HF OpenAIGPTLMHeadModel / DoubleHeadsModel, identical weights
-    gpt1 bench --model small --batch 8 --seq 128 --device cuda --precision bf16-mixed
+    gpt1 bench --model small --batch 8 --device cuda --precision bf16-mixed
 
-Every figure is the median over ``--iters`` timed repetitions after ``--warmup`` untimed ones. With ``--compare hf``
-the training steps of gpt1 and HF, and the multiple-choice steps, run in turn (gpt1, HF, gpt1, HF, ...), so that
-each ratio compares timings taken under the same conditions on a machine whose speed drifts.
+Every figure is the median over ``--iters`` timed repetitions after ``--warmup`` untimed ones, printed with its range
+(``*_range`` in the JSON: the fastest and slowest run). With ``--compare hf`` the training steps of gpt1 and HF, and
+the multiple-choice steps, run in turn (gpt1, HF, gpt1, HF, ...), and gpt1's batch-1 generation is timed before and
+after HF's, so that each ratio compares timings taken under the same conditions on a machine whose speed drifts.
+Each phase says on stderr when it starts.
+
+- CPU matmul kernels: the choice in effect (``gpt1.cpu.configure``, as every gpt1 command applies it) and both
+  kernels' times on each kind of product, measured afresh (``gpt1.cpu.measure_matmuls``).
 
 - MFU = achieved training FLOP/s / peak. FLOPs per trained token = 6 N + 12 L C T (PaLM appendix B; N counts the
   parameters without the position table), so a step of B x T tokens costs B T (6 N + 12 L C T).
 - Peak: on GPUs the dense (no sparsity) rate of ``DENSE_PEAK_TFLOPS`` for the device and precision (``--peak-tflops``
   overrides); on CPU the matmul rate measured here in the step's compute precision (fp32, or autocast's bf16 or
-  fp16) on the model's own GEMM shapes (M = B T), by the faster of MKL (torch.mm) and gpt1's ``linear`` (oneDNN on
-  non-Intel x86 CPUs, ``gpt1.ops``) per shape, before and after the training steps: the higher counts.
+  fp16) on the model's own GEMM shapes (M = B T), by the faster of torch.mm and gpt1's ``linear`` (on the kernel
+  ``gpt1.ops`` chose) per shape, before and after the training steps: the higher counts.
 - Decoding one token reads every weight once, so its ceiling is (weight bytes) / (memory bandwidth), the bandwidth
   measured here by summing a 512 MiB tensor (on GPUs too), or the matrix-vector products' rate below where that is
   higher (memory that streamed the weights that fast can). A second, reachable ceiling: the same bytes at the rate
@@ -24,7 +29,8 @@ each ratio compares timings taken under the same conditions on a machine whose s
   in the data, no copy of the logits), HF's is ``model(ids, labels=ids).loss``. Both step a fused AdamW.
 - The multiple-choice step runs as ``gpt1 finetune`` trains by default (each choice decoded on its own, the
   sequences packed into rows without padding) and with ``share_context=true`` (each example in one row: the shared
-  context once); HF's DoubleHeads gets the batch padded to its longest sequence, as its users run it.
+  context once); HF's DoubleHeads gets the batch padded to its longest sequence, as its users run it. It encodes
+  with the original text pipeline: skipped, with a note, where ``gpt1[openai]`` is not installed.
 - ``--compile``: gpt1's training step under ``torch.compile`` (the model, its tied head and the loss as one graph, as
   ``compile=true`` trains) and its multiple-choice model (the compile time is reported, not timed into the steps);
   HF stays eager.
@@ -32,8 +38,8 @@ each ratio compares timings taken under the same conditions on a machine whose s
   (``torch.cuda.max_memory_allocated``); on Linux CPUs the process's peak resident set (``VmHWM``, reset through
   ``/proc/self/clear_refs`` just before the step): the model, its gradients, AdamW's state, the activations and
   whatever else the process holds, as ``top`` shows it.
-- On Linux gpt1 tunes glibc's allocator and asks for huge pages (``gpt1.allocator``, as every gpt1 command does) for
-  the whole process, HF's timings included.
+- The CPU settings (``gpt1.cpu.configure``: glibc's allocator, huge pages, matmul kernels) hold for the whole
+  process, HF's timings included.
 """
 
 from __future__ import annotations
@@ -42,6 +48,7 @@ import argparse
 import importlib.util
 import json
 import statistics
+import sys
 import time
 from collections.abc import Callable
 from contextlib import nullcontext
@@ -55,14 +62,15 @@ from torch.nn import functional as F
 
 from omegaconf import OmegaConf
 
-from gpt1.allocator import tune_cpu_allocator
+import gpt1.ops
 from gpt1.config import resolve_device
-from gpt1.data.task_batches import IGNORE_INDEX, real_tokens
 from gpt1.app import user_errors
+from gpt1.cpu import configure, cpu_flags, cpu_model, measure_matmuls
+from gpt1.data.task_batches import IGNORE_INDEX, real_tokens
 from gpt1.errors import ConfigError
 from gpt1.model import GPT, PRESETS, GPTConfig
+from gpt1.ops import linear, onednn_available
 from gpt1.training.module import next_token_loss
-from gpt1.ops import CPU_MATMULS, cpu_vendor, linear
 
 DENSE_PEAK_TFLOPS: dict[str, dict[str, float]] = {
     # dense tensor-core TFLOP/s from the vendors' data sheets (the sparsity figures are twice these)
@@ -75,17 +83,21 @@ DENSE_PEAK_TFLOPS: dict[str, dict[str, float]] = {
 """Device name (as a substring of torch.cuda.get_device_name) -> precision -> dense peak TFLOP/s. An H100 whose name
 says neither PCIe nor NVL (torch names the SXM part "NVIDIA H100 80GB HBM3") is the SXM part."""
 
+PROMPT = 16
+"""Tokens of the random prompt that generation continues."""
+
 
 def median_seconds(fn: Callable[[], Any], warmup: int, iters: int, device: torch.device) -> float:
     """Median wall time of ``fn()`` over ``iters`` runs after ``warmup`` runs, the device synchronised each time."""
-    return interleaved_medians({"": fn}, warmup, iters, device)[""]
+    return statistics.median(interleaved_times({"": fn}, warmup, iters, device)[""])
 
 
-def interleaved_medians(
+def interleaved_times(
     fns: dict[str, Callable[[], Any]], warmup: int, iters: int, device: torch.device
-) -> dict[str, float]:
-    """``median_seconds`` of each of ``fns``, their runs taken in turn (a, b, a, b, ...): a ratio of two medians is
-    then measured under the same conditions, even where the machine's speed drifts over minutes."""
+) -> dict[str, list[float]]:
+    """Wall times of ``iters`` runs of each of ``fns`` after ``warmup`` untimed ones, their runs taken in turn (a, b,
+    a, b, ...): a ratio of two medians is then measured under the same conditions, even where the machine's speed
+    drifts over minutes."""
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     times: dict[str, list[float]] = {name: [] for name in fns}
     for i in range(warmup + iters):
@@ -96,13 +108,37 @@ def interleaved_medians(
             sync()
             if i >= warmup:
                 times[name].append(time.perf_counter() - t)
-    return {name: statistics.median(ts) for name, ts in times.items()}
+    return times
+
+
+def summary(times: list[float], scale: float = 1.0) -> tuple[float, list[float]]:
+    """The median of ``times`` and their range [fastest, slowest], each multiplied by ``scale``."""
+    return statistics.median(times) * scale, [min(times) * scale, max(times) * scale]
+
+
+def progress(message: str) -> None:
+    """One line on stderr as a phase starts: the bench runs for minutes."""
+    print(f"gpt1 bench: {message} ...", file=sys.stderr, flush=True)
+
+
+def on_onednn(kind: str, fn: Callable[[], Any]) -> Callable[[], Any]:
+    """``fn`` with gpt1's products of ``kind`` on oneDNN where this CPU has it (whatever ``gpt1.cpu`` chose)."""
+
+    def run() -> Any:
+        saved = gpt1.ops.CPU_MATMULS[kind]
+        gpt1.ops.CPU_MATMULS[kind] = "onednn" if gpt1.ops.onednn_available() else saved
+        try:
+            return fn()
+        finally:
+            gpt1.ops.CPU_MATMULS[kind] = saved
+
+    return run
 
 
 def gemm_peak(config: GPTConfig, tokens: int, device: torch.device, dtype: torch.dtype) -> float:
     """FLOP/s of plain matmuls on the shapes a training step multiplies: (M = tokens) x C x {3C, C, 4C}, 4C x C and
-    the C x V head, each by the faster of torch.mm and gpt1's ``linear`` (oneDNN on CPUs where ``gpt1.ops`` picks it);
-    the FLOP-weighted rate."""
+    the C x V head, each by the faster of torch.mm and gpt1's ``linear`` on oneDNN (on CPUs that have it); the
+    FLOP-weighted rate."""
     C, V = config.n_embd, config.vocab_size
     flops = secs = 0.0
     for k, n in [(C, 3 * C), (C, C), (C, config.n_inner), (config.n_inner, C), (C, V)]:
@@ -110,7 +146,7 @@ def gemm_peak(config: GPTConfig, tokens: int, device: torch.device, dtype: torch
         c, w = torch.empty(tokens, n, device=device, dtype=dtype), b.t().contiguous()  # c: time the multiply only
         with torch.no_grad():
             secs += min(median_seconds(f, warmup=2, iters=5, device=device)
-                        for f in (lambda: torch.mm(a, b, out=c), lambda: linear(a, w)))  # fmt: skip
+                        for f in (lambda: torch.mm(a, b, out=c), on_onednn("batched", lambda: linear(a, w))))  # fmt: skip
         flops += 2.0 * tokens * k * n
     return flops / secs
 
@@ -118,7 +154,8 @@ def gemm_peak(config: GPTConfig, tokens: int, device: torch.device, dtype: torch
 def gemv_bandwidth(model: GPT) -> float:
     """Bytes/s of the matrix-vector products of one decoded token, without the rest of the model: every block's four
     weight matrices and the tied head, multiplied by a (1, in) vector in model order (so they stream from memory as
-    in decoding, not from cache), by the faster of ``F.linear`` and gpt1's ``linear`` (its row-block bmm on CPU)."""
+    in decoding, not from cache), by the faster of ``F.linear`` and gpt1's ``linear`` on oneDNN (its row-block bmm
+    on CPUs that have it)."""
     matrices = [m.weight for m in model.modules() if isinstance(m, torch.nn.Linear)] + [model.tokens_embed.weight]
     inputs = {w.size(1): torch.randn(1, w.size(1), device=w.device, dtype=w.dtype) for w in matrices}
 
@@ -127,7 +164,8 @@ def gemv_bandwidth(model: GPT) -> float:
 
     nbytes = sum(w.numel() * w.element_size() for w in matrices)
     with torch.no_grad():
-        secs = min(median_seconds(products(f), warmup=2, iters=7, device=matrices[0].device) for f in (F.linear, linear))
+        secs = min(median_seconds(f, warmup=2, iters=7, device=matrices[0].device)
+                   for f in (products(F.linear), on_onednn("decode", products(linear))))  # fmt: skip
     return nbytes / secs
 
 
@@ -224,10 +262,17 @@ def multiple_choice_batch(batch_size: int, n_ctx: int, device: torch.device) -> 
     return {k: v.to(device) for k, v in batch.items()}, data.task, tokenizer
 
 
+def mc_note() -> str | None:
+    """Why the multiple-choice step cannot run here (the original text pipeline missing), or None."""
+    if any(importlib.util.find_spec(m) is None for m in ("ftfy", "spacy")):
+        return 'multiple-choice step skipped: it encodes with the original text pipeline (pip install "gpt1[openai]")'
+    return None
+
+
 def bench(args: argparse.Namespace) -> dict[str, Any]:
     """Run every measurement ``args`` asks for; return them as a dict (also printed as a table)."""
     device = resolve_device(args.device, "--device")
-    tune_cpu_allocator()  # as the gpt1 command does (a no-op when it already has)
+    settings = configure()  # as every gpt1 command does (the same choices when it already has)
     torch.manual_seed(0)
     if device.type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = True
@@ -239,20 +284,25 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
     autocast = torch.autocast(device.type, dtype=compute_dtype) if compute_dtype != torch.float32 else nullcontext()
     ids = torch.randint(0, config.vocab_size, (B, T), device=device)
     flops_per_token = model.flops_per_token(T)
-    vendor = cpu_vendor()
     out: dict[str, Any] = {
         "device": torch.cuda.get_device_name(device) if device.type == "cuda" else
-        f"cpu ({torch.get_num_threads()} threads, {vendor or 'vendor unknown'}; fp32 matmuls: {CPU_MATMULS})",
+        f"cpu ({cpu_model()}, {torch.get_num_threads()} threads)",
         "torch": torch.__version__, "model": args.model, "params": model.num_params(), "batch": B, "seq": T,
         "precision": args.precision, "compile": args.compile, "pad_vocab_to_multiple": pad_vocab,
         "flops_per_token": flops_per_token,
         "date": time.strftime("%Y-%m-%d"),
     }  # fmt: skip
     if device.type == "cpu":
-        out.update(cpu_vendor=vendor, cpu_matmuls=CPU_MATMULS)  # gpt1.ops.CPU_MATMULS: which go to oneDNN
+        isa = [f for f in ("avx2", "avx512f", "avx512_bf16", "amx_tile", "asimd", "sve") if f in cpu_flags()]
+        out.update(cpu_model=cpu_model(), cpu_isa=isa, cpu_matmuls=settings.matmuls,
+                   cpu_matmuls_source=settings.source)  # fmt: skip
+        if onednn_available():
+            progress("timing oneDNN's and torch's matmuls on each kind of product")
+            out["cpu_matmul_times"] = measure_matmuls()
 
     # -- ceilings of this device -------------------------------------------------------------------------------
     if device.type == "cpu":
+        progress("measuring the GEMM peak")
         peak = gemm_peak(config, B * T, device, compute_dtype)
         peak_src = f"measured {str(compute_dtype).removeprefix('torch.')} GEMM on the model's shapes"
     else:
@@ -260,6 +310,7 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
     out.update(peak_flops=peak, peak_source=peak_src)
 
     # -- LM training step (with --compare hf, gpt1's and HF's in turn) -------------------------------------------
+    progress(f"training steps {B}x{T}" + (", gpt1's and HF's in turn" if args.compare == "hf" else ""))
     model.train()
     # --compile: the model, its tied head and the loss as one graph (as compile=true trains); generation stays eager
     loss_fn = torch.compile(next_token_loss) if args.compile else next_token_loss
@@ -279,24 +330,33 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
     hf = hf_twin(model).train() if args.compare == "hf" else None
     if hf is not None:
         steps["hf"] = train_step(hf, lambda: hf(ids, labels=ids).loss, autocast)  # HF users' loss
-    train_secs = interleaved_medians(steps, args.warmup, args.iters, device)
-    step_s = train_secs["gpt1"]
+    train_times = interleaved_times(steps, args.warmup, args.iters, device)
+    step_s, step_range = summary(train_times["gpt1"])
     if device.type == "cpu":  # measured again after the steps; the higher rate counts (a CPU's speed drifts)
         peak = out["peak_flops"] = max(peak, gemm_peak(config, B * T, device, compute_dtype))
     mfu = B * T * flops_per_token / step_s / peak if peak else None
-    out["train"] = {"step_s": step_s, "tokens_per_s": B * T / step_s, "mfu": mfu}
+    out["train"] = {"step_s": step_s, "step_s_range": step_range, "tokens_per_s": B * T / step_s, "mfu": mfu}
     if peak_memory is not None:
         out["train"]["peak_memory_gib"] = peak_memory
 
-    # -- greedy generation (eval mode, KV cache) -----------------------------------------------------------------
+    # -- greedy generation (eval mode, KV cache; with --compare hf, gpt1's batch 1 before and after HF's) -----------
+    progress(f"greedy generation, {args.new_tokens} tokens at batch 1 and {args.gen_batch}"
+             + (", then HF's generate between gpt1's" if hf is not None else ""))
     model.eval()
     bandwidth, gemv = memory_bandwidth(device), gemv_bandwidth(model)  # right before decoding, and again right after
-    out["generate"] = {}
-    prompts = {gb: torch.randint(0, config.vocab_size, (gb, 16), device=device) for gb in (1, args.gen_batch)}
+    prompts = {gb: torch.randint(0, config.vocab_size, (gb, PROMPT), device=device) for gb in (1, args.gen_batch)}
     decode = {gb: partial(model.generate, p, args.new_tokens, temperature=0) for gb, p in prompts.items()}  # greedy
-    for gb, generate in decode.items():
-        secs = median_seconds(generate, 1, max(1, args.iters // 2), device)
-        out["generate"][f"batch{gb}_ms_per_token"] = 1e3 * secs / args.new_tokens
+    runs = max(1, args.iters // 2)
+    times = {gb: interleaved_times({"": generate}, 1, runs, device)[""] for gb, generate in decode.items()}
+    if hf is not None:  # HF's between two more of gpt1's batch-1 runs, all of which make gpt1's one figure
+        hf.eval()
+        out["hf"] = hf_generation(hf, args, device)
+        times[1] += interleaved_times({"": decode[1]}, 1, runs, device)[""]
+    out["generate"] = {}
+    for gb, ts in times.items():
+        out["generate"][f"batch{gb}_ms_per_token"], out["generate"][f"batch{gb}_ms_per_token_range"] = summary(
+            ts, 1e3 / args.new_tokens
+        )
     # the bandwidths measured again after decoding, the higher counting: on CPU they vary by half from minute to
     # minute (e.g. with whether the kernel backs the summed tensor with huge pages), and a ceiling must not be low
     bandwidth, gemv = max(bandwidth, memory_bandwidth(device)), max(gemv, gemv_bandwidth(model))
@@ -304,14 +364,23 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
     weight_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
     out.update(memory_bandwidth=bandwidth, decode_bound_ms=1e3 * weight_bytes / bandwidth,
                gemv_bandwidth=gemv, decode_gemv_bound_ms=1e3 * weight_bytes / gemv)  # fmt: skip
-    out["generate"]["bound_fraction"] = out["decode_bound_ms"] / out["generate"]["batch1_ms_per_token"]
-    out["generate"]["gemv_bound_fraction"] = out["decode_gemv_bound_ms"] / out["generate"]["batch1_ms_per_token"]
+    b1 = out["generate"]["batch1_ms_per_token"]
+    out["generate"]["bound_fraction"] = out["decode_bound_ms"] / b1
+    out["generate"]["gemv_bound_fraction"] = out["decode_gemv_bound_ms"] / b1
+    if hf is not None:
+        out["hf"]["speedup_generate"] = out["hf"]["generate_batch1_ms_per_token"] / b1
 
     # -- multiple-choice fine-tuning step (task loss + 0.5 x LM loss), the sample task's real lengths ------------------
-    if args.mc_batch:
+    note = mc_note() if args.mc_batch else None
+    if note:
+        out["multiple_choice_skipped"] = note
+        print(f"gpt1 bench: {note}", file=sys.stderr, flush=True)
+    elif args.mc_batch:
         from gpt1.config import OptimConfig
         from gpt1.training.task_module import TaskModule
 
+        progress(f"multiple-choice steps, {args.mc_batch} examples of the sample task"
+                 + (", gpt1's and HF DoubleHeads' in turn" if hf is not None else ""))
         batch, task, tokenizer = multiple_choice_batch(args.mc_batch, config.n_ctx, device)
         mc_model = model  # the same weights, unless --vocab is not OpenAI's + 3
         if tokenizer.vocab_size != config.vocab_size:
@@ -332,19 +401,21 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
         }
         if hf is not None:
             mc_steps["hf"] = hf_multiple_choice_step(mc_model, batch, autocast)
-        mc_secs = interleaved_medians(mc_steps, max(args.warmup, args.compile), args.iters, device)
+        mc_times = interleaved_times(mc_steps, max(args.warmup, args.compile), args.iters, device)
         out["multiple_choice"] = {"shape": list(batch["input_ids"].shape), "real_tokens": real}
-        out["multiple_choice"].update((k, mc_secs[k]) for k in ("step_s", "shared_context_step_s"))
+        for k in ("step_s", "shared_context_step_s"):
+            out["multiple_choice"][k], out["multiple_choice"][f"{k}_range"] = summary(mc_times[k])
         if hf is not None:
-            out["hf"] = {"multiple_choice_step_s": mc_secs["hf"],
-                         "speedup_multiple_choice": mc_secs["hf"] / mc_secs["step_s"],
-                         "speedup_multiple_choice_shared_context": mc_secs["hf"] / mc_secs["shared_context_step_s"]}
+            hf_s, hf_range = summary(mc_times["hf"])
+            mc = out["multiple_choice"]
+            out["hf"].update(multiple_choice_step_s=hf_s, multiple_choice_step_s_range=hf_range,
+                             speedup_multiple_choice=hf_s / mc["step_s"],
+                             speedup_multiple_choice_shared_context=hf_s / mc["shared_context_step_s"])  # fmt: skip
 
     if hf is not None:
-        model.eval()  # the multiple-choice steps trained it: no dropout in the generation timed against HF's
-        out["hf"] = {**out.get("hf", {}), "train_tokens_per_s": B * T / train_secs["hf"],
-                     "speedup_train": train_secs["hf"] / step_s,
-                     **hf_generation(hf, args, device, decode[1])}
+        hf_step, hf_range = summary(train_times["hf"])
+        out["hf"].update(train_step_s=hf_step, train_step_s_range=hf_range, train_tokens_per_s=B * T / hf_step,
+                         speedup_train=hf_step / step_s)  # fmt: skip
     return out
 
 
@@ -364,65 +435,90 @@ def hf_multiple_choice_step(mc_model: GPT, batch: dict[str, torch.Tensor], autoc
     return train_step(dh, dh_loss, autocast)
 
 
-def hf_generation(hf: torch.nn.Module, args: argparse.Namespace, device: torch.device, ours: Callable[[], Any]) -> dict:
-    """HF ``generate``'s greedy ms/token at batch 1 (the same prompt length and new tokens as gpt1's), and gpt1's
-    speed-up over it: ``ours`` (gpt1's batch-1 generation) is timed right before and right after HF's, so that the
-    ratio compares timings of the same minute on a machine whose speed drifts."""
-    hf.eval()
-    prompt = torch.randint(0, hf.config.vocab_size, (1, 16), device=device)
+def hf_generation(hf: torch.nn.Module, args: argparse.Namespace, device: torch.device) -> dict[str, Any]:
+    """HF ``generate``'s greedy ms/token at batch 1, the same prompt length and new tokens as gpt1's, one timed run
+    after a short untimed one: HF's openai-gpt has no KV cache, so each token re-runs the whole prefix and one long
+    generation takes a minute on a CPU."""
+    prompt = torch.randint(0, hf.config.vocab_size, (1, PROMPT), device=device)
     generate = lambda n: hf.generate(prompt, max_new_tokens=n, min_new_tokens=n, do_sample=False, pad_token_id=0)  # noqa: E731
-    # HF's openai-gpt has no KV cache: each token re-runs the whole prefix, so one timing of a long generation is
-    # a minute on a CPU; a short warm-up, then one timing between two of gpt1's
     generate(2)
-    before = median_seconds(ours, 1, 1, device)  # each after one untimed run, as every other timing here
     hf_s = median_seconds(lambda: generate(args.new_tokens), 0, 1, device)
-    after = median_seconds(ours, 1, 1, device)
-    ms, ours_ms = (1e3 * s / args.new_tokens for s in (hf_s, (before + after) / 2))
-    return {"generate_batch1_ms_per_token": ms, "speedup_generate": ms / ours_ms, "gpt1_generate_batch1_ms_per_token": ours_ms}
+    return {"generate_batch1_ms_per_token": 1e3 * hf_s / args.new_tokens}
+
+
+def _ms(seconds: float, spread: list[float]) -> str:
+    """A time in ms with its range: "1,600 ms (1,580-1,640)"."""
+    return f"{seconds * 1e3:,.0f} ms ({spread[0] * 1e3:,.0f}-{spread[1] * 1e3:,.0f})"
+
+
+def matmul_lines(out: dict[str, Any]) -> list[str]:
+    """The CPU matmul kernels in effect per kind, and both kernels' times where measured."""
+    if "cpu_matmuls" not in out:
+        return []
+    line = f"CPU matmuls ({out['cpu_matmuls_source']}): " + ", ".join(f"{k} {v}" for k, v in out["cpu_matmuls"].items())
+    times = out.get("cpu_matmul_times")
+    if not times:
+        return [line]
+    each = "; ".join(f"{k} {t['onednn'] * 1e3:.1f} / {t['torch'] * 1e3:.1f}" for k, t in times.items())
+    return [line, f"  measured now, ms, oneDNN / torch: {each}"]
 
 
 def report(out: dict[str, Any]) -> str:
-    """A readable summary of ``bench``'s results."""
+    """A readable summary of ``bench``'s results: each figure the median of its runs, its range in brackets."""
     tr, gen = out["train"], out["generate"]
     lines = [
         f"gpt1 bench: {out['model']} ({out['params']:,} params), {out['device']}, torch {out['torch']}, {out['precision']}"
         + (f", vocab padded to a multiple of {out['pad_vocab_to_multiple']}" if out["pad_vocab_to_multiple"] > 1 else ""),
+        *matmul_lines(out),
         (f"peak {out['peak_flops'] / 1e9:,.0f} GFLOP/s" if out["peak_flops"] else "peak unknown")
         + f" ({out['peak_source']}); memory bandwidth "
         f"{out['memory_bandwidth'] / 1e9:.1f} GB/s -> decode bound {out['decode_bound_ms']:.1f} ms/token; "
         f"matrix-vector products stream {out['gemv_bandwidth'] / 1e9:.1f} GB/s -> {out['decode_gemv_bound_ms']:.1f} ms/token",
-        f"train step {out['batch']}x{out['seq']}: {tr['step_s'] * 1e3:.0f} ms, {tr['tokens_per_s']:,.0f} tokens/s, "
-        + (f"MFU {tr['mfu']:.1%}" if tr["mfu"] is not None else "MFU unknown")
+        f"train step {out['batch']}x{out['seq']}: {_ms(tr['step_s'], tr['step_s_range'])}, "
+        f"{tr['tokens_per_s']:,.0f} tokens/s, " + (f"MFU {tr['mfu']:.1%}" if tr["mfu"] is not None else "MFU unknown")
         + (f", peak memory {tr['peak_memory_gib']:.1f} GiB" if "peak_memory_gib" in tr else "")
         + (f" (compiled in {out['compile_s']:.0f} s)" if "compile_s" in out else ""),
-        "generation: " + ", ".join(f"{k} {v:.1f}" for k, v in gen.items() if k.endswith("ms_per_token"))
-        + f" (batch 1 at {gen['bound_fraction']:.0%} of the bandwidth bound, {gen['gemv_bound_fraction']:.0%} of the "
-        "matrix-vector bound)",
+        "generation, ms/token: "
+        + ", ".join(f"{k.removesuffix('_ms_per_token')} {v:.1f} ({gen[k + '_range'][0]:.1f}-{gen[k + '_range'][1]:.1f})"
+                    for k, v in gen.items() if k.endswith("ms_per_token"))
+        + f"; batch 1 at {gen['bound_fraction']:.0%} of the bandwidth bound, {gen['gemv_bound_fraction']:.0%} of the "
+        "matrix-vector bound",
     ]
     if "multiple_choice" in out:
         mc = out["multiple_choice"]
         lines.append(f"multiple-choice step {'x'.join(map(str, mc['shape']))} ({mc['real_tokens']:,} real tokens): "
-                     f"{mc['step_s'] * 1e3:.0f} ms ({mc['shared_context_step_s'] * 1e3:.0f} ms with share_context)")
+                     f"{_ms(mc['step_s'], mc['step_s_range'])}; with share_context "
+                     f"{_ms(mc['shared_context_step_s'], mc['shared_context_step_s_range'])}")
+    if "multiple_choice_skipped" in out:
+        lines.append(out["multiple_choice_skipped"])
     if "hf" in out:
         hf = out["hf"]
-        if "speedup_multiple_choice" in hf:
-            lines.append(f"vs HF DoubleHeads: {hf['multiple_choice_step_s'] * 1e3:.0f} ms -> gpt1 "
-                         f"{hf['speedup_multiple_choice']:.2f}x ({hf['speedup_multiple_choice_shared_context']:.2f}x)")
         lines.append(
-            f"vs HF: train {hf['train_tokens_per_s']:,.0f} tokens/s -> gpt1 {hf['speedup_train']:.2f}x; "
-            f"generate {hf['generate_batch1_ms_per_token']:.1f} ms/token -> gpt1 {hf['speedup_generate']:.1f}x "
-            f"({hf['gpt1_generate_batch1_ms_per_token']:.1f} ms/token, timed before and after HF's)"
+            f"vs HF: train step {_ms(hf['train_step_s'], hf['train_step_s_range'])}, "
+            f"{hf['train_tokens_per_s']:,.0f} tokens/s -> gpt1 {hf['speedup_train']:.2f}x; "
+            f"generate batch 1 {hf['generate_batch1_ms_per_token']:.1f} ms/token (one run) -> gpt1 "
+            f"{hf['speedup_generate']:.1f}x"
         )
+        if "speedup_multiple_choice" in hf:
+            lines.append(f"vs HF DoubleHeads: {_ms(hf['multiple_choice_step_s'], hf['multiple_choice_step_s_range'])} "
+                         f"-> gpt1 {hf['speedup_multiple_choice']:.2f}x "
+                         f"({hf['speedup_multiple_choice_shared_context']:.2f}x with share_context)")
     return "\n".join(lines)
 
 
 def check_args(args: argparse.Namespace) -> None:
-    """Refuse, before minutes of measuring, what the bench cannot run: ``ConfigError`` naming the flag."""
+    """Fill in the defaults that follow the preset (``--seq``, ``--new-tokens``) and refuse, before minutes of
+    measuring, what the bench cannot run: ``ConfigError`` naming the flag."""
     n_ctx = PRESETS[args.model].n_ctx
+    args.seq = min(256, n_ctx) if args.seq is None else args.seq
+    args.new_tokens = min(256, n_ctx - PROMPT) if args.new_tokens is None else args.new_tokens
     if not 1 <= args.seq <= n_ctx:
         raise ConfigError(f"--seq {args.seq}: the {args.model} preset reads at most {n_ctx} tokens; choose 1..{n_ctx}")
+    if not 1 <= args.new_tokens <= n_ctx - PROMPT:
+        raise ConfigError(f"--new-tokens {args.new_tokens}: the {args.model} preset reads at most {n_ctx} tokens, "
+                          f"{PROMPT} of them the prompt; choose 1..{n_ctx - PROMPT}")
     for flag, value, least in [("--batch", args.batch, 1), ("--gen-batch", args.gen_batch, 1),
-                               ("--new-tokens", args.new_tokens, 1), ("--iters", args.iters, 1),
+                               ("--iters", args.iters, 1),
                                ("--vocab", args.vocab, 2), ("--mc-batch", args.mc_batch, 0),
                                ("--warmup", args.warmup, 0), ("--pad-vocab", args.pad_vocab or 1, 1)]:  # 0: default
         if value < least:
@@ -432,9 +528,6 @@ def check_args(args: argparse.Namespace) -> None:
         raise ConfigError(f"--json {args.json}: no directory {args.json.parent} to write it in; create it first")
     if args.compare == "hf" and importlib.util.find_spec("transformers") is None:
         raise ConfigError("--compare hf needs transformers: pip install transformers")
-    if args.mc_batch and any(importlib.util.find_spec(m) is None for m in ("ftfy", "spacy")):
-        raise ConfigError("the multiple-choice step encodes with the original text pipeline: "
-                          'pip install "gpt1[openai]", or skip the step with --mc-batch 0')
 
 
 @user_errors
@@ -443,10 +536,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--model", default="gpt1", choices=sorted(PRESETS), help="model preset (default: the paper's 117M)")
     p.add_argument("--vocab", type=int, default=40478 + 3, help="vocabulary (default: OpenAI's + 3 special tokens)")
     p.add_argument("--batch", type=int, default=2, help="training batch (sequences)")
-    p.add_argument("--seq", type=int, default=256, help="training sequence length")
+    p.add_argument("--seq", type=int, default=None, help="training sequence length (default: 256, or the preset's context)")
     p.add_argument("--gen-batch", type=int, default=8, help="the batched generation's batch")
-    p.add_argument("--new-tokens", type=int, default=256, help="tokens generated per timing")
-    p.add_argument("--mc-batch", type=int, default=8, help="examples of the multiple-choice step (0: skip it)")
+    p.add_argument("--new-tokens", type=int, default=None,
+                   help=f"tokens generated per timing after a {PROMPT}-token prompt (default: 256, or what fits)")
+    p.add_argument("--mc-batch", type=int, default=8,
+                   help='examples of the multiple-choice step (0: skip it; skipped without "gpt1[openai]")')
     p.add_argument("--device", default="auto", help="cpu, cuda or auto")
     p.add_argument("--pad-vocab", type=int, default=None,
                    help="model.pad_vocab_to_multiple (default: 64 on GPUs, where an odd vocab slows the head; 1 on CPU)")

@@ -1,0 +1,182 @@
+"""gpt1.cpu.configure: nothing at import, the CPU settings applied by one call, the matmul kernels chosen by (stubbed)
+measurement and cached per machine; gpt1.allocator's settings."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import gpt1.allocator
+import gpt1.cpu
+import gpt1.ops
+
+FAST = {"onednn": 1.0, "torch": 2.0}
+SLOW = {"onednn": 2.0, "torch": 1.0}
+TIMINGS = {"train": FAST, "head": SLOW, "decode": FAST, "batched": {"onednn": 0.99, "torch": 1.0}}
+"""Stubbed measurements: oneDNN twice as fast for training and decoding, half as fast for the head, 1% faster
+(within the margin: a tie) for batched products."""
+
+
+@pytest.fixture
+def cpu(monkeypatch, tmp_path):
+    """gpt1.cpu with its cache under tmp_path, this process's memo empty, oneDNN available, the measurement stubbed
+    (its calls counted), and gpt1.ops's choices restored afterwards."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    for name in ("GPT1_CPU_MATMUL", "GPT1_SYSTEM_MALLOC", "THP_MEM_ALLOC_ENABLE", *gpt1.cpu.ISA_VARIABLES):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(gpt1.cpu, "_MEASURED", {})
+    monkeypatch.setattr(gpt1.ops, "CPU_MATMULS", dict(gpt1.ops.CPU_MATMULS))
+    monkeypatch.setattr(gpt1.ops, "onednn_available", lambda: True)
+    monkeypatch.setattr(gpt1.cpu, "tune_cpu_allocator", lambda: True)  # the process's allocator is left alone
+    monkeypatch.setattr(gpt1.cpu, "_load", lambda: 0.0)  # a quiet machine
+    calls = []
+    monkeypatch.setattr(gpt1.cpu, "measure_matmuls", lambda: calls.append(1) or TIMINGS)
+    gpt1.cpu.calls = calls
+    yield gpt1.cpu
+    del gpt1.cpu.calls
+
+
+def _run(code: str, **env: str) -> str:
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                          env={**os.environ, **env}).stdout
+
+
+def test_importing_gpt1_changes_no_environment_warning_filter_or_allocator():
+    """Beyond what importing torch itself does: os.environ, warnings.filters and gpt1.ops's choices (all torch's)."""
+    code = """if True:
+        import os, warnings, torch
+        env, filters = dict(os.environ), list(warnings.filters)
+        import gpt1, gpt1.ops, gpt1.cpu, gpt1.allocator, gpt1.model
+        assert dict(os.environ) == env, set(os.environ.items()) ^ set(env.items())
+        assert warnings.filters == filters, [f for f in warnings.filters if f not in filters]
+        print(sorted(set(gpt1.ops.CPU_MATMULS.values())))"""
+    assert _run(code).split() == ["['torch']"]
+
+
+def test_forced_matmuls_are_not_measured(cpu, monkeypatch):
+    for choice in ("onednn", "torch"):
+        monkeypatch.setenv("GPT1_CPU_MATMUL", choice)
+        settings = cpu.configure()
+        assert settings.matmuls == dict.fromkeys(gpt1.ops.KINDS, choice) == gpt1.ops.CPU_MATMULS
+        assert settings.source == f"GPT1_CPU_MATMUL={choice}" and settings.timings == {}
+    assert cpu.calls == []
+    monkeypatch.setattr(gpt1.ops, "onednn_available", lambda: False)
+    monkeypatch.setenv("GPT1_CPU_MATMUL", "onednn")
+    assert cpu.configure().matmuls == dict.fromkeys(gpt1.ops.KINDS, "torch")  # no oneDNN: torch's whatever is asked
+
+
+def test_auto_picks_the_measured_faster_kernel_per_kind_torch_on_a_tie(cpu, monkeypatch):
+    settings = cpu.configure()
+    assert settings.matmuls == {"train": "onednn", "head": "torch", "decode": "onednn", "batched": "torch"}
+    assert gpt1.ops.CPU_MATMULS == settings.matmuls and settings.source == "measured"
+    assert settings.timings == TIMINGS and cpu.calls == [1]
+    monkeypatch.setenv("GPT1_CPU_MATMUL", "mkl")
+    with pytest.warns(UserWarning, match="GPT1_CPU_MATMUL='mkl' is not auto, onednn or torch: using auto"):
+        assert cpu.configure().matmuls == settings.matmuls
+    assert cpu.choose({"train": {"onednn": 0.96, "torch": 1.0}}) == {"train": "onednn"}  # beyond the 3% margin
+
+
+def test_configure_is_idempotent_and_reads_the_environment_when_called(cpu, monkeypatch):
+    first = cpu.configure()
+    assert cpu.configure() == first and cpu.calls == [1]  # measured once per process
+    monkeypatch.setenv("GPT1_CPU_MATMUL", "torch")
+    assert cpu.configure().matmuls == dict.fromkeys(gpt1.ops.KINDS, "torch")
+    monkeypatch.delenv("GPT1_CPU_MATMUL")
+    assert cpu.configure() == first and cpu.calls == [1]
+
+
+def test_measurements_are_cached_per_machine_torch_and_thread_count(cpu, monkeypatch, tmp_path):
+    cpu.configure()
+    path = tmp_path / "gpt1" / "cpu-matmuls.json"
+    assert cpu.cache_path() == path
+    entries = json.loads(path.read_text())
+    entry = entries[cpu.machine_key()]
+    assert entry["timings"] == TIMINGS and entry["choices"]["train"] == "onednn"
+    assert cpu.torch.__version__ in cpu.machine_key() and cpu.cpu_model() in cpu.machine_key()
+    monkeypatch.setattr(cpu, "_MEASURED", {})  # a new process: read from the file, not measured
+    assert cpu.configure().source == "cached" and cpu.calls == [1]
+    monkeypatch.setattr(cpu.torch, "get_num_threads", lambda: 97)  # another thread count: measured anew
+    assert cpu.configure().source == "measured" and cpu.calls == [1, 1]
+    monkeypatch.setenv("ATEN_CPU_CAPABILITY", "avx2")  # an ISA override too
+    cpu.configure()
+    assert cpu.calls == [1, 1, 1] and len(json.loads(path.read_text())) == 3
+
+
+def test_timings_taken_on_a_busy_machine_are_taken_again_once_it_is_quiet(cpu, monkeypatch):
+    cores = os.cpu_count()
+    monkeypatch.setattr(cpu, "_load", lambda: float(cores))  # every core busy while measuring
+    cpu.configure()
+    monkeypatch.setattr(cpu, "_MEASURED", {})
+    monkeypatch.setattr(cpu, "_load", lambda: cores / 2 + 0.5)  # still busy: the cached timings stand
+    assert cpu.configure().source == "cached" and cpu.calls == [1]
+    monkeypatch.setattr(cpu, "_MEASURED", {})
+    monkeypatch.setattr(cpu, "_load", lambda: cores / 4)  # quiet now: measured again, then cached at this load
+    assert cpu.configure().source == "measured" and cpu.calls == [1, 1]
+    monkeypatch.setattr(cpu, "_MEASURED", {})
+    assert cpu.configure().source == "cached" and cpu.calls == [1, 1]
+
+
+@pytest.mark.parametrize("content", ["not json", "[]", '{"KEY": {"timings": {"train": {"onednn": 1}}}}'])
+def test_an_unreadable_or_incomplete_cache_is_measured_again(cpu, monkeypatch, tmp_path, content):
+    path = tmp_path / "gpt1" / "cpu-matmuls.json"
+    path.parent.mkdir()
+    path.write_text(content.replace("KEY", cpu.machine_key()))
+    assert cpu.configure().source == "measured" and cpu.calls == [1]
+    assert json.loads(path.read_text())[cpu.machine_key()]["timings"] == TIMINGS
+
+
+def test_an_unwritable_cache_only_costs_a_measurement(cpu, monkeypatch, tmp_path):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "file"))
+    (tmp_path / "file").write_text("")  # a file where the cache directory would be
+    assert cpu.configure().matmuls["train"] == "onednn"
+
+
+def test_the_real_measurement_times_both_kernels_of_every_kind(monkeypatch):
+    """measure_matmuls (shrunk: two rounds) returns a positive median per kind and kernel and leaves the choices."""
+    monkeypatch.setattr(gpt1.ops, "CPU_MATMULS", dict.fromkeys(gpt1.ops.KINDS, "torch"))
+    if not gpt1.ops.onednn_available():
+        pytest.skip("no oneDNN linear on this CPU")
+    timings = gpt1.cpu.measure_matmuls(rounds=1)
+    assert set(timings) == set(gpt1.ops.KINDS) and all(t[k] > 0 for t in timings.values() for k in ("onednn", "torch"))
+    assert gpt1.ops.CPU_MATMULS == dict.fromkeys(gpt1.ops.KINDS, "torch")
+
+
+def test_the_allocator_keeps_freed_memory_and_asks_for_huge_pages_unless_opted_out(monkeypatch):
+    calls = []
+    monkeypatch.setattr(gpt1.allocator, "_mallopt", lambda: lambda param, value: calls.append((param, value)) or 1)
+    monkeypatch.setattr(gpt1.allocator.sys, "platform", "linux")
+    monkeypatch.delenv("GPT1_SYSTEM_MALLOC", raising=False)
+    monkeypatch.delenv("THP_MEM_ALLOC_ENABLE", raising=False)
+    assert gpt1.allocator.tune_cpu_allocator()
+    assert calls == [(-3, 2**30), (-1, 2**31 - 1)]  # M_MMAP_THRESHOLD 1 GiB, M_TRIM_THRESHOLD: never trim
+    assert gpt1.allocator.request_huge_pages() and os.environ["THP_MEM_ALLOC_ENABLE"] == "1"
+    monkeypatch.setenv("THP_MEM_ALLOC_ENABLE", "0")  # the user's value stands
+    assert not gpt1.allocator.request_huge_pages() and os.environ["THP_MEM_ALLOC_ENABLE"] == "0"
+    monkeypatch.delenv("THP_MEM_ALLOC_ENABLE")
+    monkeypatch.setenv("GPT1_SYSTEM_MALLOC", "1")
+    calls.clear()
+    assert not gpt1.allocator.tune_cpu_allocator() and calls == []
+    assert not gpt1.allocator.request_huge_pages() and "THP_MEM_ALLOC_ENABLE" not in os.environ
+    monkeypatch.delenv("GPT1_SYSTEM_MALLOC")
+    monkeypatch.setattr(gpt1.allocator, "_mallopt", lambda: None)  # a libc without mallopt (musl)
+    assert not gpt1.allocator.tune_cpu_allocator()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or "[never]" in Path(
+    "/sys/kernel/mm/transparent_hugepage/enabled").read_text() if Path(
+    "/sys/kernel/mm/transparent_hugepage/enabled").exists() else True, reason="needs Linux with THP not [never]")
+def test_configure_after_importing_torch_still_gets_huge_pages():
+    """torch reads THP_MEM_ALLOC_ENABLE at its first CPU allocation, not at import: configure() after `import
+    torch`, before any allocation, still backs a large tensor with huge pages."""
+    code = """if True:
+        import torch, gpt1.cpu
+        gpt1.cpu.configure()
+        x = torch.ones(64 * 2**20 // 4)
+        print(next(int(l.split()[1]) for l in open("/proc/self/smaps_rollup") if l.startswith("AnonHugePages")))"""
+    env = {k: v for k, v in os.environ.items() if k not in ("THP_MEM_ALLOC_ENABLE", "GPT1_SYSTEM_MALLOC")}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={**env, "GPT1_CPU_MATMUL": "torch"}).stdout
+    assert int(out) > 0
