@@ -53,7 +53,7 @@ def pretrained(tmp_path_factory, cache_dir) -> Path:
 
 
 def test_the_papers_four_types_are_registered():
-    assert list(task_types()) == ["classification", "entailment", "similarity", "multiple_choice"]
+    assert list(task_types()) == ["classification", "entailment", "similarity", "multiple_choice", "winograd"]
     with pytest.raises(ConfigError, match="task.type='ranking': one of classification, entailment"):
         get_task_type("ranking")
 

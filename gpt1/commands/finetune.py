@@ -84,6 +84,11 @@ def finetune(cfg: DictConfig) -> dict[str, Any]:
     data.setup("fit")
     if "val" not in data.eval_splits:
         raise ConfigError(f"task {task.name} has no labelled validation split: add one (task.data_files or task.splits)")
+    n_train = data.stats.get("train", {"examples": 0})["examples"]
+    if n_train < cfg.batch_size:  # whole batches only, as the original: not one update
+        raise ConfigError(f"task {task.name} has {n_train} training examples, fewer than batch_size={cfg.batch_size}: "
+                          "an epoch trains on whole batches only (the last partial one is left out, as the original "
+                          "code), so nothing would train; lower batch_size")
     if cfg.predict and not data.roles["test"]:
         raise ConfigError(f"predict=true, but task {task.name} has no test split to predict")
     task = data.task  # its labels settled by the data

@@ -141,7 +141,7 @@ class TaskSource:
         else:
             ds = self._hub.select_columns(columns)
         start, stop = self.spec.bounds(len(ds))
-        if self.task.split_seed is not None:  # train_test_split's order: ShuffleSplit's permutation
+        if self.task.split_seed is not None and (self.spec.start or self.spec.stop):  # train_test_split's order
             index = np.random.RandomState(self.task.split_seed).permutation(len(ds))[start:stop].astype(np.int64)
             return ds.select(index), index
         index = np.arange(start, stop, dtype=np.int64)

@@ -76,7 +76,7 @@ class TaskConfig:
     ++task.splits.train='train[:1000]' on the command line (++: the key may be new); a role set to null is not used.
     A role left out reads the split of its own name (with data_files: if it has one)."""
     split_seed: Optional[int] = None
-    """Slice a split's rows in a seeded random order instead of the file's: numpy's
+    """Slice a split's rows (name[a:b]) in a seeded random order instead of the file's: numpy's
     ``RandomState(split_seed).permutation``, scikit-learn's ``train_test_split(..., random_state=split_seed)``, whose
     second part (test_size=k) is ``name[:k]`` and first ``name[k:]`` (Story Cloze: 3535999445, as the original)."""
     text: Any = MISSING
