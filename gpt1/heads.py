@@ -6,7 +6,8 @@ Each head reads the decoder's final hidden state at the ``[extract]`` token of e
 - ``SimilarityHead``: the two orderings' states (a; b) and (b; a) **added** element-wise, then dropout and
   Linear(C, num_labels); the sum makes the prediction symmetric in a and b.
 - ``MultipleChoiceHead``: dropout (one mask per example, shared by its choices, as the original), then Linear(C, 1)
-  per choice: (B, K) logits for a softmax over the choices, with padded (masked) choices at -inf. ``linear`` matches HF DoubleHeads' ``multiple_choice_head.summary``.
+  per choice: (B, K) logits for a softmax over the choices, with padded (masked) choices at -inf. ``linear``
+  matches HF DoubleHeads' ``multiple_choice_head.summary``.
 
 num_labels == 1 makes classification and similarity heads regressors (one score per example).
 ``task_logits`` runs a batch of any task type through the decoder and its head: all the sequences of an example

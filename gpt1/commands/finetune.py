@@ -34,7 +34,8 @@ from gpt1.tokenizer import Tokenizer
 from gpt1.training.callbacks import build_callbacks
 from gpt1.training.loggers import build_loggers, log_config, log_summary, wandb_job
 from gpt1.training.results import (
-    baseline_metrics, final_validation, sample_predictions, score, val_metric_prefixes, write_metrics, write_predictions,
+    baseline_metrics, final_validation, sample_predictions, score, val_metric_prefixes, write_metrics,
+    write_predictions,
 )
 from gpt1.training.resume import check_resume_fits, resolve_resume
 from gpt1.training.selection import BestWeights, select_weights
