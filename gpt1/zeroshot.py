@@ -179,7 +179,7 @@ def heuristic_of(task: TaskConfig) -> str:
     if name is None:
         scored = [n for n, t in task_types().items() if t.heuristics]
         raise ConfigError(f"task {task.name}: there is no zero-shot heuristic for {kind} tasks "
-                          f"(the paper's score {' and '.join(scored)} tasks)")
+                          f"(the paper's score {', '.join(scored[:-1])} and {scored[-1]} tasks)")
     if name not in kind.heuristics:
         raise ConfigError(f"task.zeroshot.heuristic={name!r} does not score {kind} tasks: use one of "
                           f"{list(kind.heuristics)}")
