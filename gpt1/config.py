@@ -34,8 +34,16 @@ class Schedule(str, Enum):
     """Learning-rate schedule after the linear warm-up."""
 
     cosine = "cosine"  # to 0 at the last step (pre-training, as in the paper)
-    linear = "linear"  # to 0 at the last step (fine-tuning, as in the paper)
+    linear = "linear"  # to 0 at the last step
+    warmup_linear = "warmup_linear"  # the original's opt.py, fine-tuning's: a function of the fraction t / total
     constant = "constant"
+
+
+class Selection(str, Enum):
+    """Which weights a fine-tuning run ends with (``FinetuneConfig.model_selection``)."""
+
+    best = "best"  # those of the best validation, as the original
+    last = "last"  # those of the last update
 
 
 class NonFinite(str, Enum):
@@ -243,12 +251,17 @@ class CheckpointModelConfig:
     from (init_from, or tokenizer_from with init_from=random); only its dropouts and its vocabulary padding can
     change."""
 
-    embd_pdrop: Optional[float] = ranged(None, ge=0, lt=1)
-    """Dropout on the embeddings (None: the checkpoint's)."""
-    attn_pdrop: Optional[float] = ranged(None, ge=0, lt=1)
-    """Dropout on the attention probabilities (None: the checkpoint's; transformers only)."""
-    resid_pdrop: Optional[float] = ranged(None, ge=0, lt=1)
-    """Dropout on the residual branches (None: the checkpoint's)."""
+    embd_pdrop: Optional[float] = ranged(0.1, ge=0, lt=1)
+    """Dropout on the embeddings: the recipe's 0.1, whatever the checkpoint was pre-trained with, as the original
+    fine-tuning code (None: the checkpoint's)."""
+    attn_pdrop: Optional[float] = ranged(0.1, ge=0, lt=1)
+    """Dropout on the attention probabilities: 0.1 (None: the checkpoint's; transformers only)."""
+    resid_pdrop: Optional[float] = ranged(0.1, ge=0, lt=1)
+    """Dropout on the residual branches: 0.1 (None: the checkpoint's)."""
+    embd_dropout: Optional[str] = "table"
+    """How embedding dropout draws its masks (``gpt1.model.GPTConfig.embd_dropout``): ``table``, the original's
+    (one mask per row of the token and position tables, the tied LM head reads the dropped table), or
+    ``occurrence`` (per token occurrence, as Hugging Face's and pre-training's; None: the checkpoint's)."""
     pad_vocab_to_multiple: Optional[int] = ranged(None, ge=1)
     """Round the embedding table up to a multiple of this (None: the checkpoint's). 64 on GPUs, where the head of an
     odd vocabulary (OpenAI's 40,478 + 3 special tokens) runs on slow kernels; padded rows are never scored."""
@@ -280,6 +293,11 @@ class FinetuneConfig:
     dropped (faster: experiments/benchmarks.md; its dropout masks are then the same for every choice). false: each choice
     decoded on its own, with its own masks, as the original. Evaluation always decodes it once (no dropout: the same
     states, so the same scores)."""
+    model_selection: Selection = Selection.best
+    """Which weights give the test metrics, the predictions and the fine-tuned checkpoint: best, those of the
+    validation (every epoch, trainer.check_val_every_n_epoch) that scored best on the task's main metric, written to
+    checkpoints/best.ckpt, as the original; last, the weights training ended with. metrics.json: val/<metric> of the
+    selected weights, val_last/<metric> of the last, selected_step."""
     predict: bool = False
     """Write test-split predictions to <run dir>/predictions/test.tsv (index<TAB>prediction, GLUE style)."""
     batch_size: int = ranged(32, ge=1)
@@ -297,7 +315,7 @@ class FinetuneConfig:
     """model=checkpoint (default: the checkpoint's architecture, dropouts overridable), model=lstm (the paper's
     LSTM baseline, taking the checkpoint's token embeddings), or a preset with init_from=random."""
     optim: OptimConfig = field(
-        default_factory=lambda: OptimConfig(lr=6.25e-5, warmup_fraction=0.002, schedule=Schedule.linear)
+        default_factory=lambda: OptimConfig(lr=6.25e-5, warmup_fraction=0.002, schedule=Schedule.warmup_linear)
     )
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
     logger: LoggerConfig = field(default_factory=LoggerConfig)

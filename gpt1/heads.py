@@ -5,8 +5,9 @@ Each head reads the decoder's final hidden state at the ``[extract]`` token of e
 - ``ClassificationHead`` (classification and entailment): dropout, then Linear(C, num_labels).
 - ``SimilarityHead``: the two orderings' states (a; b) and (b; a) **added** element-wise, then dropout and
   Linear(C, num_labels); the sum makes the prediction symmetric in a and b.
-- ``MultipleChoiceHead``: dropout, then Linear(C, 1) per choice: (B, K) logits for a softmax over the choices,
-  with padded (masked) choices at -inf. ``linear`` matches HF DoubleHeads' ``multiple_choice_head.summary``.
+- ``MultipleChoiceHead``: dropout (one mask per example, shared by its choices, as the original), then Linear(C, 1)
+  per choice: (B, K) logits for a softmax over the choices, with padded (masked) choices at -inf. ``linear``
+  matches HF DoubleHeads' ``multiple_choice_head.summary``.
 
 num_labels == 1 makes classification and similarity heads regressors (one score per example).
 ``task_logits`` runs a batch of any task type through the decoder and its head: all the sequences of an example
@@ -56,7 +57,10 @@ class MultipleChoiceHead(nn.Module):
         self.linear = nn.Linear(n_embd, 1)
 
     def forward(self, states: torch.Tensor, choice_mask: torch.Tensor | None = None) -> torch.Tensor:
-        logits = self.linear(self.dropout(states)).squeeze(-1)  # (B, K)
+        # one dropout mask per example, shared by its choices (the original's noise shape [B, 1, C]): the choices'
+        # scores differ by their states, not by their masks
+        keep = self.dropout(states.new_ones(states.size(0), 1, states.size(-1)))  # (B, 1, C): 0 or 1 / (1 - p)
+        logits = self.linear(states * keep).squeeze(-1)  # (B, K)
         if choice_mask is not None:
             logits = logits.masked_fill(~choice_mask, float("-inf"))
         return logits

@@ -28,6 +28,8 @@ ACTIVATIONS = {
     "relu": F.relu,
 }
 
+EMBD_DROPOUT = ("occurrence", "table")
+
 
 @dataclass
 class GPTConfig:
@@ -46,7 +48,12 @@ class GPTConfig:
     n_inner: int = ranged(3072, ge=1)
     """Hidden width of the position-wise MLP."""
     embd_pdrop: float = ranged(0.1, ge=0, lt=1)
-    """Dropout on token + position embeddings."""
+    """Dropout on the embeddings (``embd_dropout`` says how)."""
+    embd_dropout: str = "occurrence"
+    """How embedding dropout draws its masks: ``occurrence`` (each token's token + position embedding on its own, as
+    Hugging Face's; pre-training's) or ``table`` (on the token and position tables themselves, as the original
+    fine-tuning code: every occurrence of a token in a batch shares its mask, and the tied LM head reads the dropped
+    table; fine-tuning's default)."""
     attn_pdrop: float = ranged(0.1, ge=0, lt=1)
     """Dropout on the attention probabilities."""
     resid_pdrop: float = ranged(0.1, ge=0, lt=1)
@@ -65,6 +72,8 @@ class GPTConfig:
             raise ConfigError(
                 f"model.n_embd={self.n_embd} must be a multiple of model.n_head={self.n_head}: change one of them"
             )
+        if self.embd_dropout not in EMBD_DROPOUT:
+            raise ConfigError(f"model.embd_dropout={self.embd_dropout!r}: choose one of {list(EMBD_DROPOUT)}")
         if self.activation not in ACTIVATIONS:
             raise ConfigError(f"model.activation={self.activation!r}: choose one of {sorted(ACTIVATIONS)}")
 
@@ -172,6 +181,7 @@ class GPT(nn.Module):
         self.tokens_embed = Embedding(config.padded_vocab_size, config.n_embd)  # shared with the LM head
         self.positions_embed = nn.Embedding(config.n_ctx, config.n_embd)
         self.drop = Dropout(config.embd_pdrop)
+        self._dropped_table: torch.Tensor | None = None  # embd_dropout=table: the last training forward's (V, C)
         self.h = nn.ModuleList(Block(config) for _ in range(config.n_layer))
         self.apply(self._init_weights)
 
@@ -202,14 +212,22 @@ class GPT(nn.Module):
             if past + T > self.config.n_ctx:
                 raise ValueError(f"sequence of {past + T} tokens exceeds the context of {self.config.n_ctx} (model.n_ctx)")
             positions = torch.arange(past, past + T, device=idx.device)  # (T,)
-        x = self.drop(self.tokens_embed(idx) + self.positions_embed(positions))  # (B, T, C)
+        if self.training and self.config.embd_dropout == "table" and self.drop.p > 0:
+            # the original's we = dropout(we): one mask per table row for the whole batch; lm_logits reads this table
+            self._dropped_table = self.drop(self.tokens_embed.weight)  # (padded V, C)
+            x = F.embedding(idx, self._dropped_table) + F.embedding(positions, self.drop(self.positions_embed.weight))
+        else:
+            self._dropped_table = None
+            x = self.drop(self.tokens_embed(idx) + self.positions_embed(positions))  # (B, T, C)
         for i, block in enumerate(self.h):
             x = block(x, cache[i] if cache is not None else None, attn_mask)
         return x  # no final LayerNorm in GPT-1
 
     def lm_logits(self, hidden: torch.Tensor) -> torch.Tensor:
-        """Tied LM head: hidden (..., C) -> logits (..., V); rows added by vocab padding are dropped."""
-        logits = linear(hidden, self.tokens_embed.weight)
+        """Tied LM head: hidden (..., C) -> logits (..., V); rows added by vocab padding are dropped. In training with
+        ``embd_dropout=table`` it reads the table as the last ``forward`` dropped it (the original's tied head)."""
+        table = self._dropped_table if self.training and self._dropped_table is not None else self.tokens_embed.weight
+        logits = linear(hidden, table)
         # slice only when padded: even a no-op slice costs its backward a zeroed (..., V) copy
         return logits[..., : self.config.vocab_size] if self.config.padded_vocab_size > self.config.vocab_size else logits
 

@@ -2,7 +2,8 @@
 
 - ``model=checkpoint`` (the default): the checkpoint's architecture and weights; its token and position embeddings
   always, its first ``n_transfer`` blocks (-1: all), the later blocks fresh from N(0, init_std), as the original's
-  ``n_transfer``. Only the dropouts and the vocabulary's padding (``pad_vocab_to_multiple``) can be changed.
+  ``n_transfer``. Only the dropouts (the recipe's 0.1 by default, not the checkpoint's) and the vocabulary's padding
+  (``pad_vocab_to_multiple``) can be changed.
 - ``model=lstm``: the LSTM baseline, with the checkpoint's token embeddings ("same embeddings") and width.
 - ``init_from=random``: no weights at all; the checkpoint (``tokenizer_from``) only supplies the vocabulary and,
   with ``model=checkpoint``, the architecture; a GPT preset (``model=small``) sets another.
@@ -46,10 +47,13 @@ def transfer(ref: nn.Module, model_cfg: Any, pretrained: bool, n_transfer: int =
                 "(leave model= out; model.<dropout>=... changes its dropouts)"
             )
         return GPT(replace(model_cfg, vocab_size=vocab))
+    recipe = asdict(type(model_cfg)())  # the recipe's defaults (dropout 0.1) apply where the decoder has the setting
     overrides = {k: v for k, v in asdict(model_cfg).items() if v is not None}
-    for key in overrides:
+    for key in list(overrides):
         if not hasattr(ref.config, key):
-            raise ConfigError(f"model.{key}: the checkpoint's {type(ref).__name__} has no such setting")
+            if overrides[key] != recipe[key]:
+                raise ConfigError(f"model.{key}: the checkpoint's {type(ref).__name__} has no such setting")
+            del overrides[key]
     model = type(ref)(replace(ref.config, **overrides))  # fresh weights
     if pretrained:
         state = transferred_state(ref, n_transfer)

@@ -7,6 +7,9 @@
   ``task.zeroshot.max_fit_examples``) training examples for the task's main metric, it predicts the second class
   (CoLA's "acceptable"), below it the first.
 - ``multiple_choice`` (RACE, Story Cloze): the choice with the highest mean token log-probability after the context.
+- ``winograd`` (Winograd schemas, DPRD): each candidate replaces the pronoun; the prediction is the candidate under
+  which the rest of the sentence after it has the highest mean token log-probability (``gpt1.tasks.winograd`` makes
+  an example's choices the sentence up to the pronoun with each candidate in its place, its text the rest).
 Texts are encoded without task special tokens, after the end-of-document token when the vocab has one. A task type
 names the heuristics that score it (``TaskType.heuristics``). The heuristics are functions of (model, tokenizer,
 texts) that return scores.
@@ -133,6 +136,26 @@ def choice_logprobs(
     return scores, int((cut_rows > 0).sum())
 
 
+def substitution_logprobs(
+    model: nn.Module, tokenizer: Any, rests: Sequence[str], prefixes: Sequence[Sequence[str]], batch_size: int = 32,
+) -> tuple[torch.Tensor, int]:
+    """Mean token log-probability of each example's ``rests[i]`` after each of its ``prefixes[i]`` (the sentence up
+    to the pronoun, a candidate in its place): (N, K), -inf where an example has fewer, and how many examples had a
+    sequence cut (Winograd)."""
+    start, K = _start(tokenizer), max(map(len, prefixes), default=0)
+    flat = [(i, k) for i, row in enumerate(prefixes) for k in range(len(row))]
+    encoded = tokenizer.encode_batch([prefixes[i][k] for i, k in flat])
+    rest_ids = tokenizer.encode_batch(list(rests))
+    sums, counts, cut = continuation_logprobs(
+        model, [start + ids for ids in encoded], [rest_ids[i] for i, _ in flat], batch_size
+    )
+    scores = torch.full((len(rests), K), float("-inf"), dtype=torch.float64)
+    index = torch.tensor(flat, dtype=torch.long).view(-1, 2)
+    scores[index[:, 0], index[:, 1]] = _mean(sums, counts)
+    cut_rows = torch.zeros(len(rests)).index_add_(0, index[:, 0], cut.float())
+    return scores, int((cut_rows > 0).sum())
+
+
 def fit_threshold(
     scores: torch.Tensor, labels: torch.Tensor, metric: Callable[[torch.Tensor, torch.Tensor], float]
 ) -> float:
@@ -156,7 +179,7 @@ def heuristic_of(task: TaskConfig) -> str:
     if name is None:
         scored = [n for n, t in task_types().items() if t.heuristics]
         raise ConfigError(f"task {task.name}: there is no zero-shot heuristic for {kind} tasks "
-                          f"(the paper's score {' and '.join(scored)} tasks)")
+                          f"(the paper's score {', '.join(scored[:-1])} and {scored[-1]} tasks)")
     if name not in kind.heuristics:
         raise ConfigError(f"task.zeroshot.heuristic={name!r} does not score {kind} tasks: use one of "
                           f"{list(kind.heuristics)}")
@@ -188,6 +211,9 @@ def predict(
         return scores.argmax(1), {"truncated": cut}
     if heuristic == "multiple_choice":
         scores, cut = choice_logprobs(model, tokenizer, val.text, val.choices, batch_size)
+        return scores.argmax(1), {"truncated": cut}
+    if heuristic == "winograd":
+        scores, cut = substitution_logprobs(model, tokenizer, val.text, val.choices, batch_size)
         return scores.argmax(1), {"truncated": cut}
     fit_scores, _ = mean_logprob(model, tokenizer, fit[0], batch_size)
     main = task.metrics[0]

@@ -130,7 +130,7 @@ def test_every_task_composes_into_the_finetune_schema(make_cfg, task):
 
 def test_finetune_defaults_to_the_papers_recipe(make_cfg):
     obj = OmegaConf.to_object(make_cfg("finetune", ["task=sentiment", "init_from=x.ckpt"]))
-    assert (obj.optim.lr, obj.optim.warmup_fraction, obj.optim.schedule) == (6.25e-5, 0.002, Schedule.linear)
+    assert (obj.optim.lr, obj.optim.warmup_fraction, obj.optim.schedule) == (6.25e-5, 0.002, Schedule.warmup_linear)
     assert (obj.batch_size, obj.trainer.max_epochs, obj.trainer.gradient_clip_val) == (32, 3, 1.0)
     assert (obj.aux_lm_weight, obj.head_pdrop, obj.optim.weight_decay, obj.n_transfer) == (0.5, 0.1, 0.01, -1)
 

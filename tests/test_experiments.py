@@ -94,7 +94,8 @@ def test_every_finetune_experiment_composes_with_the_papers_recipe(make_cfg, exp
     obj = OmegaConf.to_object(cfg)
     assert isinstance(obj, FinetuneConfig)
     assert (obj.batch_size, obj.aux_lm_weight, obj.head_pdrop, obj.trainer.max_epochs) == (32, 0.5, 0.1, 3)
-    assert (obj.optim.lr, obj.optim.warmup_fraction, obj.optim.schedule) == (6.25e-5, 0.002, Schedule.linear)
+    assert (obj.optim.lr, obj.optim.warmup_fraction, obj.optim.schedule) == (6.25e-5, 0.002, Schedule.warmup_linear)
+    assert obj.model_selection == "best"
     assert (obj.trainer.max_steps, obj.trainer.gradient_clip_val, obj.optim.weight_decay) == (-1, 1.0, 0.01)
     assert obj.callbacks.samples.every_n_steps == 0  # finetune.yaml's, kept under every experiment
 
@@ -134,9 +135,9 @@ def test_every_job_of_each_ablation_is_a_valid_run_of_the_recipe(make_cfg, exper
 
 def test_the_zero_shot_curve_sweeps_the_papers_heuristic_tasks():
     cfg = hydra_cfg("zeroshot", ["experiment=zero_shot_curve", "task=sst2", "ckpts=[a.ckpt]"])
-    assert OmegaConf.to_container(cfg.hydra.sweeper.params) == {"task": "sst2,cola,race"}
+    assert OmegaConf.to_container(cfg.hydra.sweeper.params) == {"task": "sst2,cola,race,winograd"}
     assert cfg.run_name == "zero_shot_curve" and cfg.hydra.mode.name == "MULTIRUN"
-    expected = {"sst2": "verbalizer", "cola": "mean_logprob", "race": "multiple_choice"}
+    expected = {"sst2": "verbalizer", "cola": "mean_logprob", "race": "multiple_choice", "winograd": "winograd"}
     for task, heuristic in expected.items():
         with initialize_config_module(config_module="gpt1.conf", version_base="1.3"):
             cfg = compose("zeroshot", ["paths.output_dir=run", "experiment=zero_shot_curve", f"task={task}",

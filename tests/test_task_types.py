@@ -17,7 +17,7 @@ from gpt1.commands.finetune import finetune
 from gpt1.errors import ConfigError
 from gpt1.heads import ClassificationHead
 from gpt1.metrics import MetricSpec, build_metric
-from gpt1.tasks import TaskType, Transform, get_task_type, register, task_types
+from gpt1.tasks import TaskType, Transform, Truncation, get_task_type, kept_lengths, register, task_types
 from gpt1.tasks.spec import task_from_dict
 from tests.conftest import FEW_FINETUNE
 
@@ -42,7 +42,7 @@ class HypothesisFirst(TaskType):
 
 
 def test_the_papers_four_types_are_registered():
-    assert list(task_types()) == ["classification", "entailment", "similarity", "multiple_choice"]
+    assert list(task_types()) == ["classification", "entailment", "similarity", "multiple_choice", "winograd"]
     with pytest.raises(ConfigError, match="task.type='ranking': one of classification, entailment"):
         get_task_type("ranking")
 
@@ -69,9 +69,10 @@ def test_a_new_task_type_fine_tunes_evaluates_and_predicts(make_cfg, tiny_ckpt, 
     data.setup()
     split, (sequence,) = data.encoded["validation"], data.dataset("validation")[0]["sequences"]
     tok = loaded.tokenizer
-    hypothesis = split.pair[0][: len(sequence) - 3 - min(len(split.text[0]), 1)]
+    kept, _ = kept_lengths(len(split.pair[0]), len(split.text[0]), loaded.model.config.n_ctx, Truncation.original)
+    hypothesis = split.pair[0][:kept]
     assert sequence[0] == tok.special_id("start") and sequence[-1] == tok.special_id("extract")
-    assert sequence[1 : 1 + len(hypothesis)].tolist() == hypothesis.tolist()
+    assert sequence[1 : 2 + kept].tolist() == [*hypothesis.tolist(), tok.special_id("delimiter")]
 
     scored = evaluate(make_cfg("evaluate", [f"ckpt={run / 'checkpoints' / 'last.ckpt'}",
                                             "trainer.enable_progress_bar=false"]))

@@ -52,7 +52,11 @@ def test_dropouts_change_and_the_padding_rows_stay_fresh(ref):
     assert same(model.tokens_embed.weight[:100], ref.tokens_embed.weight[:100])
     lstm = LSTM(replace(LSTMConfig(), vocab_size=100))
     with pytest.raises(ConfigError, match="model.attn_pdrop: the checkpoint's LSTM has no such setting"):
-        transfer(lstm, CheckpointModelConfig(attn_pdrop=0.1), pretrained=True)
+        transfer(lstm, CheckpointModelConfig(attn_pdrop=0.2), pretrained=True)
+    # the recipe's defaults apply where the LSTM has the setting (its dropouts), and are no error where it has not
+    undropped = LSTM(replace(LSTMConfig(), vocab_size=100, embd_pdrop=0.0, resid_pdrop=0.0))
+    model = transfer(undropped, CheckpointModelConfig(), pretrained=True)
+    assert model.config.embd_pdrop == model.config.resid_pdrop == 0.1
 
 
 def test_the_lstm_takes_the_token_embeddings_only(ref):
@@ -63,7 +67,7 @@ def test_the_lstm_takes_the_token_embeddings_only(ref):
 
 def test_no_pretraining_takes_the_vocabulary_only(ref):
     model = transfer(ref, CheckpointModelConfig(), pretrained=False)
-    assert model.config == ref.config and not same(model.tokens_embed.weight, ref.tokens_embed.weight)
+    assert model.config == replace(ref.config, embd_dropout="table") and not same(model.tokens_embed.weight, ref.tokens_embed.weight)
     small = transfer(ref, PRESETS["small"], pretrained=False)
     assert small.config.vocab_size == 100 and small.config.n_embd == PRESETS["small"].n_embd
     with pytest.raises(ConfigError, match="a model preset \\(model=NAME\\) is for init_from=random"):

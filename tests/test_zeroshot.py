@@ -259,7 +259,7 @@ def test_a_classification_task_names_its_heuristic(make_cfg, classification_file
 
 def test_an_unsupported_task_type_is_refused_in_one_line(tmp_path: Path, make_cfg) -> None:
     message = (
-        "there is no zero-shot heuristic for {} tasks (the paper's score classification and multiple_choice tasks)"
+        "there is no zero-shot heuristic for {} tasks (the paper's score classification, multiple_choice and winograd tasks)"
     )
     with pytest.raises(ConfigError, match=re.escape(message.format("similarity"))):
         zeroshot(make_cfg("zeroshot", ["task=similarity", "ckpts=[x.ckpt]"]))

@@ -6,9 +6,11 @@
     gpt1 finetune task=sentiment init_from=CKPT model=lstm                             # the LSTM baseline
     gpt1 finetune --config-dir DIR task=mine init_from=CKPT predict=true               # DIR/task/mine.yaml
 
-Writes <run dir>/metrics.json (val/<metric>, test/<metric> when the test split has labels, baseline/<metric>,
-steps, examples, truncated, wall time), checkpoints that carry the heads and the task, and with predict=true
-predictions/<split>.tsv. Returns the task's main metric on the validation split, for sweepers.
+Validates every epoch and keeps the weights of the best validation (model_selection=best, as the original:
+checkpoints/best.ckpt), which give the test metrics and predictions. Writes <run dir>/metrics.json (val/<metric> of
+the selected weights, val_last/<metric> of the last, selected_step, test/<metric> when the test split has labels,
+baseline/<metric>, steps, examples, truncated, wall time), checkpoints that carry the heads and the task, and with
+predict=true predictions/<split>.tsv. Returns the task's main metric on the validation split, for sweepers.
 """
 
 from __future__ import annotations
@@ -32,9 +34,11 @@ from gpt1.tokenizer import Tokenizer
 from gpt1.training.callbacks import build_callbacks
 from gpt1.training.loggers import build_loggers, log_config, log_summary, wandb_job
 from gpt1.training.results import (
-    baseline_metrics, sample_predictions, score, write_metrics, write_predictions,
+    baseline_metrics, final_validation, sample_predictions, score, val_metric_prefixes, write_metrics,
+    write_predictions,
 )
 from gpt1.training.resume import check_resume_fits, resolve_resume
+from gpt1.training.selection import BestWeights, select_weights
 from gpt1.training.task_module import TaskModule
 from gpt1.training.trainer import build_trainer, check_accelerator, compile_model
 from gpt1.transfer import transfer
@@ -81,6 +85,11 @@ def finetune(cfg: DictConfig) -> dict[str, Any]:
     data.setup("fit")
     if "val" not in data.eval_splits:
         raise ConfigError(f"task {task.name} has no labelled validation split: add one (task.data_files or task.splits)")
+    n_train = data.stats.get("train", {"examples": 0})["examples"]
+    if n_train < cfg.batch_size:  # whole batches only, as the original: not one update
+        raise ConfigError(f"task {task.name} has {n_train} training examples, fewer than batch_size={cfg.batch_size}: "
+                          "an epoch trains on whole batches only (the last partial one is left out, as the original "
+                          "code), so nothing would train; lower batch_size")
     if cfg.predict and not data.roles["test"]:
         raise ConfigError(f"predict=true, but task {task.name} has no test split to predict")
     task = data.task  # its labels settled by the data
@@ -93,6 +102,11 @@ def finetune(cfg: DictConfig) -> dict[str, Any]:
 
     loggers = build_loggers(cfg.logger, output_dir, run_name=f"{task.name}-{output_dir.name}")
     callbacks = build_callbacks(OmegaConf.to_object(cfg.callbacks), output_dir, with_loggers=bool(loggers))
+    best = None
+    if cfg.model_selection == "best":  # the weights of the best validation, as the original
+        best = BestWeights(output_dir / "checkpoints" / "best.ckpt", f"val/{task.metrics[0]}",
+                           tuple(val_metric_prefixes(module)))
+        callbacks.append(best)
     trainer = build_trainer(cfg.trainer, output_dir, loggers, callbacks)
     trainer.accumulate_grad_batches = data.connect(trainer.world_size)  # batch_size is global
     log_config(trainer, cfg)
@@ -100,19 +114,25 @@ def finetune(cfg: DictConfig) -> dict[str, Any]:
     print(f"model: {model_type(model)}, {model.num_params():,} parameters; task {task.name} ({task.type}), "
           f"{trainer.accumulate_grad_batches} x {data.device_batch_size} examples per update per device")
     trainer.fit(module, datamodule=data, ckpt_path=check_resume_fits(resume, module))
+    selection = select_weights(trainer, best, final_validation(trainer, module, data, val_metric_prefixes(module)))
+    selected_step = selection.pop("selected_step")
 
     metrics = {
         "task": task.name,
         "init_from": cfg.init_from,
         "model": model_type(model),
-        **score(trainer, module, data),
+        **score(trainer, module, data, validation=selection),  # test and predictions: the selected weights'
         **baseline_metrics(data),
         "steps": trainer.global_step,
+        "model_selection": cfg.model_selection,
+        "selected_step": selected_step,
         "skipped_batches": module.skipped_batches,  # optim.nonfinite=skip
         "examples": {split: s["examples"] for split, s in data.stats.items()},
         "truncated": {split: s["truncated"] for split, s in data.stats.items()},
         "wall_time_s": round(time.perf_counter() - start, 1),
         "last_checkpoint": str(output_dir / "checkpoints" / "last.ckpt"),
+        "checkpoint": str(best.path if best is not None and best.step is not None else
+                          output_dir / "checkpoints" / "last.ckpt"),  # the fine-tuned checkpoint: the selected weights
     }
     if cfg.predict:
         write_predictions(trainer, module, data, output_dir / "predictions")

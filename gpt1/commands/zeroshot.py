@@ -57,7 +57,7 @@ def zeroshot(cfg: DictConfig) -> dict[str, Any]:
     num_labels = classes[heuristic] if heuristic in classes else max(map(len, val.choices))  # choices: K
     labels = torch.as_tensor(val.labels)
     top = max(int(labels.max()), -1 if train is None else int(train.labels.max()))
-    if heuristic != "multiple_choice" and top >= num_labels:
+    if not task.kind.choices and top >= num_labels:
         raise DataError(f"task {task.name}: a label is {top} but {heuristic} predicts {num_labels} classes"
                         + (" (task.zeroshot.words: one word per class)" if heuristic == "verbalizer" else ""))
     fit = None

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from typing import Any, Optional
 
 import numpy as np
 import torch
@@ -114,7 +114,9 @@ class LongestFirst(Sampler[int]):
 
 class EpochSampler(DistributedSampler):
     """A seeded shuffle of the training examples per epoch (a function of seed and epoch only), this rank's share of
-    it, without the draws ``consumed()`` says this epoch has already trained on (a resumed run's).
+    it, without the draws ``consumed()`` says this epoch has already trained on (a resumed run's). With
+    ``batch_size`` (the global batch) only whole batches: the shuffle's last ``n % batch_size`` examples are left out
+    of the epoch, as the original's ``iter_data(..., truncate=True)`` (None: every example, the last batch partial).
 
     ``consumed`` is called when iteration starts, not when the sampler is built: Lightning may build the train
     loader (e.g. for ``estimated_stepping_batches``) before it restores a checkpoint's counters. Its length stays
@@ -124,9 +126,13 @@ class EpochSampler(DistributedSampler):
 
     def __init__(
         self, n: int, seed: int, epoch: int = 0, consumed: Callable[[], int] = lambda: 0, num_replicas: int = 1,
-        rank: int = 0,
+        rank: int = 0, batch_size: Optional[int] = None,
     ) -> None:
-        super().__init__(range(n), num_replicas=num_replicas, rank=rank, shuffle=True, seed=seed)
+        whole = batch_size is not None
+        super().__init__(range(n), num_replicas=num_replicas, rank=rank, shuffle=True, seed=seed, drop_last=whole)
+        if whole:
+            self.total_size = n // batch_size * batch_size  # batch_size is a multiple of num_replicas (connect)
+            self.num_samples = self.total_size // num_replicas
         self.epoch, self.consumed = epoch, consumed
 
     def __iter__(self) -> Iterator[int]:

@@ -60,7 +60,9 @@ class TaskSource:
 
     def __init__(self, task: TaskConfig, spec: SplitSpec, cache_dir: Optional[Path]) -> None:
         self.task, self.spec, self.cache_dir, self.quoting = task, spec, cache_dir, str(task.quoting)
-        self.columns = [*as_columns(task.text), *as_columns(task.text_pair), *as_columns(task.choices)]
+        self.extra = {key: getattr(task, key) for key in task.kind.columns if getattr(task, key) is not None}
+        self.columns = [*as_columns(task.text), *as_columns(task.text_pair), *as_columns(task.choices),
+                        *self.extra.values()]
         self.files: Optional[list[Path]] = None
         self._hub: Optional[datasets.Dataset] = None
         if task.data_files is not None:
@@ -81,7 +83,7 @@ class TaskSource:
         """Raise for a missing text/choice column, or a missing label column outside a test split; return whether
         the label column is there."""
         t = self.task
-        for key, value in (("text", t.text), ("text_pair", t.text_pair), ("choices", t.choices)):
+        for key, value in (("text", t.text), ("text_pair", t.text_pair), ("choices", t.choices), *self.extra.items()):
             missing = [c for c in as_columns(value) if c not in have]
             if missing:
                 raise DataError(f"{where}: no column {missing[0]!r} (task.{key}); its columns are {list(have)}")
@@ -124,10 +126,11 @@ class TaskSource:
         """Changes whenever the split's rows may: the files (paths, sizes, mtimes) and quoting, or the hub
         fingerprint."""
         origin = files_key(self.files, self.quoting) if self.files is not None else self._hub._fingerprint
-        return cache_key(origin, self.spec.name, self.spec.start, self.spec.stop)
+        return cache_key(origin, self.spec.name, self.spec.start, self.spec.stop, self.task.split_seed)
 
-    def rows(self) -> tuple[datasets.Dataset, int]:
-        """The split's rows in the needed columns, sliced, and the position of the first in the whole split."""
+    def rows(self) -> tuple[datasets.Dataset, np.ndarray]:
+        """The split's rows in the needed columns, sliced (in ``task.split_seed``'s order when set), and the position
+        of each in the whole split (n,) int64."""
         columns = self.columns + ([self.task.label] if self.has_label else [])
         if self.files is not None:
             try:
@@ -138,7 +141,11 @@ class TaskSource:
         else:
             ds = self._hub.select_columns(columns)
         start, stop = self.spec.bounds(len(ds))
-        return (ds if (start, stop) == (0, len(ds)) else ds.select(range(start, stop))), start
+        if self.task.split_seed is not None and (self.spec.start or self.spec.stop):  # train_test_split's order
+            index = np.random.RandomState(self.task.split_seed).permutation(len(ds))[start:stop].astype(np.int64)
+            return ds.select(index), index
+        index = np.arange(start, stop, dtype=np.int64)
+        return (ds if (start, stop) == (0, len(ds)) else ds.select(range(start, stop))), index
 
     def _warn_if_quotes_swallowed_rows(self, rows: int) -> None:
         """.tsv files read with quoting minimal into fewer rows than their lines, each of the header's number of
@@ -153,13 +160,15 @@ class TaskSource:
 
     def read(self) -> Examples:
         """The split's examples: texts joined, choices gathered, labels mapped, rows without a label dropped."""
-        ds, start = self.rows()
+        ds, index = self.rows()
         cols = ds.to_dict()
         n, t, where = len(ds), self.task, self.where
-        index = np.arange(start, start + n, dtype=np.int64)
         text = _texts(cols, as_columns(t.text), where, index)
         pair = _texts(cols, as_columns(t.text_pair), where, index) if t.text_pair is not None else None
         choices = _choices(cols, as_columns(t.choices), where, index) if t.choices is not None else None
+        if self.extra:  # the type makes its examples of them (Winograd: the pronoun substituted)
+            extra = {key: cols[column] for key, column in self.extra.items()}
+            text, pair, choices = t.kind.examples(t, extra, text, pair, choices, where, index)
         feature = ds.features.get(t.label)
         source_names = list(feature.names) if isinstance(feature, datasets.ClassLabel) else None
         if not self.has_label:

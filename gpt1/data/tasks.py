@@ -158,7 +158,8 @@ class TaskDataModule(DataModule):
         path = None
         if self.cache_dir is not None:
             t = self._given  # (the settled task's label names may differ: the key stays the spec's)
-            columns = [t.type, t.text, t.text_pair, t.choices, t.label, t.label_names, t.regression, src.has_label]
+            columns = [t.type, t.text, t.text_pair, t.choices, t.label, t.label_names, t.regression, src.has_label,
+                       *(getattr(t, key) for key in t.kind.columns)]
             key = cache_key(CACHE_VERSION, src.key, self._tokenizer_hash(), columns)
             path = self.cache_dir / "tasks" / f"{key}.npz"
             if path.is_file():
@@ -221,7 +222,7 @@ class TaskDataModule(DataModule):
             raise RuntimeError("no training split: call setup() first, on a task with a train split")
         ds = self._datasets["train"]
         epoch, consumed, replicas, rank = self.resume_point()
-        sampler = EpochSampler(len(ds), self.seed, epoch, consumed, replicas, rank)
+        sampler = EpochSampler(len(ds), self.seed, epoch, consumed, replicas, rank, batch_size=self.batch_size)
         return self.loader(ds, self.device_batch_size, sampler, self.collate())
 
     def order_state(self) -> dict[str, Any]:

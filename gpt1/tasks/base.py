@@ -94,6 +94,9 @@ class TaskType:
     """Whether its examples have a second text (``task.text_pair``)."""
     choices: ClassVar[bool] = False
     """Whether its examples have choices (``task.choices``), and its labels pick one of them."""
+    columns: ClassVar[tuple[str, ...]] = ()
+    """Further ``TaskConfig`` keys, each naming a column this type reads (Winograd: ``pronoun``, ``pronoun_loc``);
+    ``examples`` gets their values."""
     can_regress: ClassVar[bool] = True
     """Whether ``task.num_labels: 1`` makes it a regression on scores (MSE loss, a score per example)."""
     heuristics: ClassVar[tuple[str, ...]] = ()
@@ -115,6 +118,18 @@ class TaskType:
         """The head's classes once the data is read: ``task.num_labels`` (``configured``), else the label names',
         else the largest label seen (``top_label``) + 1, at least 2."""
         return configured or (len(label_names) if label_names else max(2, top_label + 1))
+
+    def check(self, task: Any) -> None:
+        """Raise a ``ConfigError`` naming the key for what a spec (``TaskConfig``) of this type lacks, beyond
+        ``text_pair`` and ``choices``. Default: nothing more."""
+
+    def examples(self, task: Any, columns: dict[str, list], text: list[str], pair: Optional[list[str]],
+                 choices: Optional[list[list[str]]], where: str, index: np.ndarray
+                 ) -> tuple[list[str], Optional[list[str]], Optional[list[list[str]]]]:
+        """A split's examples from the texts, second texts and choices read from its rows, and the values of the
+        ``columns`` keys' columns (key -> a value per row); ``where`` and ``index`` name rows in errors. Default:
+        as read."""
+        return text, pair, choices
 
     def head_outputs(self, num_labels: int) -> int:
         """Outputs of the head's linear layer for ``num_labels``."""

@@ -1,4 +1,4 @@
-"""The task types by name: the four of the paper, and any a user registers (``register``) or names by import path."""
+"""The task types by name: the four of the paper, Winograd schemas (its zero-shot task), and any a user registers (``register``) or names by import path."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from gpt1.tasks.base import TaskType
 from gpt1.tasks.classification import Classification, Entailment
 from gpt1.tasks.multiple_choice import MultipleChoice
 from gpt1.tasks.similarity import Similarity
+from gpt1.tasks.winograd import Winograd
 
 _TYPES: dict[str, TaskType] = {}
 
@@ -45,5 +46,5 @@ def get_task_type(name: str | TaskType) -> TaskType:
     raise ConfigError(f"task.type={name!r}: one of {', '.join(_TYPES)} (or a TaskType's import path)")
 
 
-for _builtin in (Classification(), Entailment(), Similarity(), MultipleChoice()):
+for _builtin in (Classification(), Entailment(), Similarity(), MultipleChoice(), Winograd()):
     register(_builtin)

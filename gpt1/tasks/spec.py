@@ -37,8 +37,9 @@ class ZeroshotConfig:
     """The task's zero-shot heuristic (paper section 5; ``gpt1 zeroshot``)."""
 
     heuristic: Optional[str] = None
-    """verbalizer (SST-2 style), mean_logprob (CoLA style) or multiple_choice (RACE, Story Cloze); None: the type's
-    default (multiple_choice for multiple-choice tasks, else none)."""
+    """verbalizer (SST-2 style), mean_logprob (CoLA style), multiple_choice (RACE, Story Cloze) or winograd (the
+    pronoun substituted); None: the type's default (multiple_choice for multiple-choice tasks, winograd for winograd
+    tasks, else none)."""
     suffix: str = "very"
     """verbalizer: the text appended to each input before the label word."""
     words: list[str] = field(default_factory=list)
@@ -74,6 +75,10 @@ class TaskConfig:
     validation: [validation_matched, validation_mismatched]); name[a:b] slices (ints or percentages), e.g.
     ++task.splits.train='train[:1000]' on the command line (++: the key may be new); a role set to null is not used.
     A role left out reads the split of its own name (with data_files: if it has one)."""
+    split_seed: Optional[int] = None
+    """Slice a split's rows (name[a:b]) in a seeded random order instead of the file's: numpy's
+    ``RandomState(split_seed).permutation``, scikit-learn's ``train_test_split(..., random_state=split_seed)``, whose
+    second part (test_size=k) is ``name[:k]`` and first ``name[k:]`` (Story Cloze: 3535999445, as the original)."""
     text: Any = MISSING
     """The column of the text (classification), premise or first text (pairs), or context (multiple choice); a
     list of columns is joined with a space, empty ones skipped, e.g. [article, question]."""
@@ -82,6 +87,11 @@ class TaskConfig:
     choices: Any = None
     """multiple_choice: the columns of the choices in order, or one column holding a list of choices per row.
     Rows may have fewer choices than others (null trailing choice columns, shorter lists): they are masked."""
+    pronoun: Optional[str] = None
+    """winograd: the column of the pronoun that each candidate (task.choices) replaces."""
+    pronoun_loc: Optional[str] = None
+    """winograd: the column of the pronoun's character offset in the text (None: its first occurrence as a word, as
+    the Definite Pronoun Resolution Dataset says)."""
     label: str = "label"
     """The column of the label: a class (int, or a string/letter listed in label_names), a choice index or
     label_names entry (multiple choice), or a float score (num_labels 1). -1, null, "" mean "no gold label"."""
@@ -128,6 +138,10 @@ class TaskConfig:
                 if kind.choices
                 else f"task.choices is set, but a {kind} task has no choices: use type multiple_choice"
             )
+        for key in ("pronoun", "pronoun_loc"):
+            if getattr(self, key) is not None and key not in kind.columns:
+                raise ConfigError(f"task.{key} is set, but a {kind} task reads no such column: leave it out")
+        kind.check(self)
         if kind.text_pair:
             as_columns(self.text_pair, "task.text_pair")
         if kind.choices:

@@ -49,6 +49,14 @@ def lr_factor(step: int, warmup_steps: int, total_steps: int, schedule: Schedule
     return warmup * decay
 
 
+def warmup_linear(x: float, warmup: float) -> float:
+    """The original's opt.py ``warmup_linear`` of the fraction of training done ``x = t / t_total`` (t from 0 at the
+    first update): ``x / warmup`` up to ``warmup`` (unrounded), else 1, times the decay ``1 - x`` (during the warm-up
+    too)."""
+    x = min(x, 1.0)
+    return (x / warmup if x <= warmup and warmup > 0 else 1.0) * (1.0 - x)
+
+
 def next_token_loss(
     model: GPT | LSTM, input_ids: torch.Tensor, targets: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -203,9 +211,12 @@ class GPT1Module(L.LightningModule):
         if self.optim.warmup_fraction is not None:
             warmup = round(self.optim.warmup_fraction * total)
         decay = self.optim.decay_steps or total
-        scheduler = torch.optim.lr_scheduler.LambdaLR(
-            optimizer, lambda step: lr_factor(step, warmup, decay, self.optim.schedule)
-        )
+        if Schedule(self.optim.schedule) == Schedule.warmup_linear:  # fine-tuning's: the original's, unrounded
+            fraction = self.optim.warmup_fraction if self.optim.warmup_fraction is not None else warmup / decay
+            factor = lambda step: warmup_linear(step / max(1, decay), fraction)  # noqa: E731
+        else:
+            factor = lambda step: lr_factor(step, warmup, decay, self.optim.schedule)  # noqa: E731
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
 
     def configure_gradient_clipping(

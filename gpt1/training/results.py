@@ -38,11 +38,19 @@ def final_validation(
     return {k: float(v) for k, v in logged if k.startswith(tuple(prefixes))}
 
 
-def score(trainer: L.Trainer, module: TaskModule, data: TaskDataModule) -> dict[str, float]:
+def val_metric_prefixes(module: TaskModule) -> list[str]:
+    """The key prefixes of ``module``'s validation metrics: ["val/"], or MNLI's ["val/", "val_mismatched/"]."""
+    return [f"{p}/" for p in module.prefixes["val"] if p]
+
+
+def score(trainer: L.Trainer, module: TaskModule, data: TaskDataModule,
+          validation: dict[str, Any] | None = None) -> dict[str, float]:
     """The task's metrics (and loss) on every validation split, and on every test split that has labels:
-    {"val/accuracy": ..., "val_mismatched/accuracy": ..., "test/accuracy": ..., ...}. Those of the validation that
-    ended training, if one did (the last epoch's), else of a new one."""
-    results = final_validation(trainer, module, data, prefixes=[f"{p}/" for p in module.prefixes["val"] if p])
+    {"val/accuracy": ..., "val_mismatched/accuracy": ..., "test/accuracy": ..., ...}. The validation's are
+    ``validation`` when given (fine-tuning's model selection), else those of the validation that ended training, if
+    one did (the last epoch's), else of a new one."""
+    results = dict(validation) if validation is not None else final_validation(
+        trainer, module, data, prefixes=val_metric_prefixes(module))
     if any(module.prefixes["test"]):
         for out in trainer.test(module, datamodule=data, verbose=False):
             results.update(out)
