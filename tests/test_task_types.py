@@ -49,8 +49,8 @@ def test_the_papers_four_types_are_registered():
 
 def test_a_new_task_type_fine_tunes_evaluates_and_predicts(make_cfg, tiny_ckpt, tmp_path):
     register(HypothesisFirst())
-    cfg = make_cfg("finetune", ["task=entailment", "task.type=hypothesis_first", f"init_from={tiny_ckpt}",
-                                "predict=true", *FEW_FINETUNE])
+    cfg = make_cfg("finetune", ["task=entailment", "task.name=entailment", "task.type=hypothesis_first",
+                                f"init_from={tiny_ckpt}", "predict=true", *FEW_FINETUNE])
     metrics = finetune(cfg)
     run = Path(cfg.paths.output_dir)
     assert 0 <= metrics["val/accuracy"] <= 1 and metrics["steps"] == 4
@@ -88,7 +88,7 @@ def test_a_task_yaml_names_a_type_by_its_import_path():
     with pytest.raises(ConfigError, match="task.type=tests.nothere.Type: cannot import it"):
         get_task_type("tests.nothere.Type")
     with pytest.raises(ConfigError, match="is not a gpt1.tasks.TaskType subclass"):
-        get_task_type("tests.test_task_types.tiny_ckpt")
+        get_task_type("tests.test_task_types.ClassificationHead")
 
 
 def test_a_type_says_what_a_spec_needs():
