@@ -25,6 +25,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from gpt1.allocator import tune_cpu_allocator
+from gpt1.suggest import config_hint
 
 EXIT_USER_ERROR = 2
 
@@ -94,6 +95,9 @@ def user_message(e: BaseException) -> str | None:
     for start, message in _LIBRARY_USER_ERRORS.items():
         if str(e).startswith(start):
             return message
+    hint = config_hint(e)  # a misspelt key or name, a group this command lacks, a swept group's override
+    if hint is not None:
+        return hint
     cause = e.__cause__ if isinstance(e.__cause__, OmegaConfBaseException) else e
     if isinstance(cause, OmegaConfBaseException):  # e.g. Key 'n_layr' not in 'GPTConfig' / cannot convert 'abc'
         first = str(cause).splitlines()[0] if str(cause) else type(cause).__name__
