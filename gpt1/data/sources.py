@@ -207,8 +207,8 @@ def _quiet(name: str) -> Iterator[None]:
 
 
 def row_location(where: str, row: int, quoting: str = "minimal") -> str:
-    """Where data row ``row`` (0-based, the header not counted) of ``where`` is: ``path:line`` (the file's line, 1-based,
-    as the parsers' own errors count) when ``where`` is one .csv, .tsv or JSON Lines file, else ``where row N``
+    """Where data row ``row`` (0-based, the header not counted) of ``where`` is: ``path:line`` (the file's line,
+    1-based, as the parsers' own errors count) when ``where`` is one .csv, .tsv or JSON Lines file, else ``where row N``
     (several files, a hub dataset, a JSON array)."""
     path = Path(where)
     fmt = file_format(path) if path.suffix.lower() in FORMATS else None
