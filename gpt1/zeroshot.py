@@ -35,6 +35,7 @@ from gpt1.data.sources import resolve_files
 from gpt1.data.tasks import Examples, TaskConfig, TaskDataModule, TaskType
 from gpt1.errors import CheckpointError, ConfigError, DataError, check_ranges, command
 from gpt1.module import build_metric
+from gpt1.progress import bar, write
 from gpt1.run import write_metrics
 
 HEURISTICS: dict[str, str] = {
@@ -79,8 +80,10 @@ def continuation_logprobs(
     device = next(model.parameters()).device
     sums, counts = torch.zeros(len(joined), dtype=torch.float64), torch.zeros(len(joined), dtype=torch.long)
     order = sorted(range(len(joined)), key=lambda i: len(joined[i][0]), reverse=True)  # little padding per batch
+    shown = bar(desc="sequences", unit="seq", total=len(order), leave=False)
     for b in range(0, len(order), batch_size):
         rows = order[b : b + batch_size]
+        shown.update(len(rows))
         T = max(1, len(joined[rows[0]][0]))
         ids = torch.zeros(len(rows), T, dtype=torch.long)  # (B, T), right-padded with id 0 (never scored)
         scored = torch.zeros(len(rows), T, dtype=torch.bool)  # (B, T): ids[:, t] is a scored continuation token
@@ -96,6 +99,7 @@ def continuation_logprobs(
         row = predicts.nonzero()[:, 0]  # (S,) the batch row of each scored token
         batch_sums = torch.zeros(len(rows), dtype=torch.float64, device=device).index_add_(0, row, logprobs.double())
         sums[rows], counts[rows] = batch_sums.cpu(), predicts.sum(1).cpu()
+    shown.close()
     return sums, counts, torch.tensor([cut for _, _, cut in joined], dtype=torch.bool)
 
 
@@ -261,13 +265,13 @@ def zeroshot(cfg: DictConfig) -> dict[str, Any]:
 
     main = task.metrics[0]
     results = []
-    for path in paths:
+    for path in bar(paths, desc="checkpoints", unit="ckpt"):
         loaded = load_checkpoint(path, map_location=device)
         model = loaded.model.to(device).eval()
         preds, extra = predict(heuristic, model, loaded.tokenizer, task, val, fit, num_labels, cfg.batch_size)
         values = metric_values(task, num_labels, preds, labels)
         results.append({"path": str(path), "step": loaded.raw.get("global_step"), **values, **extra})
-        print(f"{path} (step {results[-1]['step']}): {main} {values[main]:.4f}", flush=True)
+        write(f"{path} (step {results[-1]['step']}): {main} {values[main]:.4f}")
 
     metrics = {
         "task": task.name,
