@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Optional
 
-from hydra.errors import ConfigCompositionException, MissingConfigException
+from hydra.errors import MissingConfigException, OverrideParseException
 from omegaconf.errors import ConfigAttributeError, ConfigKeyError, MissingMandatoryValue, OmegaConfBaseException
 
 CONF = Path(__file__).resolve().parent.parent / "conf"
@@ -100,6 +100,13 @@ def config_hint(e: BaseException) -> Optional[str]:
     chain = _chain(e)
     omega = next((c for c in chain if isinstance(c, OmegaConfBaseException)), None)
     text = str(e)
+
+    parse = next((c for c in chain if isinstance(c, OverrideParseException)), None)
+    if parse is not None and parse.override:  # ++task.splits.train=train[:1000]: bash removed the quotes
+        key, _, value = str(parse.override).partition("=")
+        detail = str(parse).splitlines()[0]
+        return (f"{parse.override}: Hydra cannot parse this override ({detail}); a value holding [ ] : , ( ) or "
+                f"spaces is a string in double quotes inside the shell's single quotes: '{key}=\"{value}\"'")
 
     missing = next((c for c in chain if isinstance(c, MissingConfigException)), None)
     found = re.search(r"Could not find '([\w/]+)/([^'/]+)'", text)
