@@ -18,8 +18,6 @@ from typing import Any, Optional
 from hydra.errors import MissingConfigException, OverrideParseException
 from omegaconf.errors import ConfigAttributeError, ConfigKeyError, MissingMandatoryValue, OmegaConfBaseException
 
-CONF = Path(__file__).resolve().parent.parent / "conf"
-"""The package's config directory (``gpt1.conf``: conf/ of the checkout, shipped inside the package)."""
 TAKES_NO_TASK = {
     "pretrain": "pre-training reads a corpus (data=...), not a task: fine-tune on a task with gpt1 finetune "
     "task={value} init_from=CKPT",
@@ -57,7 +55,9 @@ def config_dirs() -> list[Path]:
             dirs.append(Path(argv[i + 1]))
         elif arg.startswith("--config-dir="):
             dirs.append(Path(arg.split("=", 1)[1]))
-    return [*dirs, CONF]
+    import gpt1.conf  # the package's configs (conf/ of the checkout, shipped inside the package)
+
+    return [*dirs, Path(gpt1.conf.__file__).parent]
 
 
 def _yaml_of(config_path: str, key: str) -> Optional[Path]:
