@@ -21,6 +21,7 @@ import pytest
 import yaml
 from hydra._internal.core_plugins.basic_launcher import BasicLauncher
 from hydra.core.global_hydra import GlobalHydra
+from hydra.core.plugins import Plugins
 from omegaconf import DictConfig, OmegaConf
 
 from gpt1.errors import check_ranges
@@ -72,6 +73,7 @@ def run_as_written(tmp_path, monkeypatch):
 
     for command, body in BODIES.items():
         monkeypatch.setattr(importlib.import_module(f"gpt1.{command}"), body, recorder)
+    Plugins.instance()  # Hydra's first plugin scan re-executes the plugins' modules: patch the classes it keeps
     from hydra_plugins.hydra_submitit_launcher.submitit_launcher import BaseSubmititLauncher
 
     monkeypatch.setattr(BaseSubmititLauncher, "launch", BasicLauncher.launch)  # here, not through sbatch
