@@ -24,6 +24,7 @@ from omegaconf.errors import OmegaConfBaseException
 from gpt1.config import register
 from gpt1.cpu import configure as configure_cpu
 from gpt1.errors import EXIT_USER_ERROR, UserError
+from gpt1.suggest import config_hint
 
 _LIBRARY_USER_ERRORS = {
     # submitit, when hydra/launcher=submitit_slurm starts on a machine without SLURM
@@ -40,6 +41,9 @@ def user_message(e: BaseException) -> str | None:
     for start, message in _LIBRARY_USER_ERRORS.items():
         if str(e).startswith(start):
             return message
+    hint = config_hint(e)  # a misspelt key or name, a group this command lacks, a swept group's override
+    if hint is not None:
+        return hint
     cause = e.__cause__ if isinstance(e.__cause__, OmegaConfBaseException) else e
     if isinstance(cause, OmegaConfBaseException):  # e.g. Key 'n_layr' not in 'GPTConfig' / cannot convert 'abc'
         first = str(cause).splitlines()[0] if str(cause) else type(cause).__name__

@@ -124,6 +124,14 @@ def read_checkpoint(path: str | os.PathLike, map_location: str | torch.device = 
     cannot be read (truncated, corrupt, not a torch file). mmap: map the tensors instead of reading them (cheap, for
     a look at the metadata)."""
     path = Path(path)
+    if path.is_dir():  # e.g. a run directory: name the checkpoints in it
+        found = [*sorted(path.glob("checkpoints/*.ckpt")), *sorted(path.glob("*.ckpt"))]
+        best = next((p for p in found if p.name == "last.ckpt"), found[-1] if found else None)
+        names = [str(p.relative_to(path)) for p in found]
+        raise CheckpointError(
+            f"checkpoint {path} is a directory: pass one of its checkpoints, e.g. {best} (it holds "
+            f"{', '.join(names[:8])}{', ...' if len(names) > 8 else ''})" if found else
+            f"checkpoint {path} is a directory with no .ckpt file in it or in its checkpoints/: pass a .ckpt file")
     if not path.is_file():
         raise CheckpointError(f"checkpoint {path} does not exist: pass the path of a .ckpt file")
     try:

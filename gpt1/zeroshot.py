@@ -27,6 +27,7 @@ from torch.nn import functional as F
 from gpt1.data.task_rows import Examples
 from gpt1.errors import ConfigError
 from gpt1.metrics import build_metric
+from gpt1.progress import bar
 from gpt1.tasks.registry import task_types
 from gpt1.tasks.spec import TaskConfig
 
@@ -61,8 +62,10 @@ def continuation_logprobs(
     device = next(model.parameters()).device
     sums, counts = torch.zeros(len(joined), dtype=torch.float64), torch.zeros(len(joined), dtype=torch.long)
     order = sorted(range(len(joined)), key=lambda i: len(joined[i][0]), reverse=True)  # little padding per batch
+    shown = bar(desc="sequences", unit="seq", total=len(order), leave=False)
     for b in range(0, len(order), batch_size):
         rows = order[b : b + batch_size]
+        shown.update(len(rows))
         T = max(1, len(joined[rows[0]][0]))
         ids = torch.zeros(len(rows), T, dtype=torch.long)  # (B, T), right-padded with id 0 (never scored)
         scored = torch.zeros(len(rows), T, dtype=torch.bool)  # (B, T): ids[:, t] is a scored continuation token
@@ -78,6 +81,7 @@ def continuation_logprobs(
         row = predicts.nonzero()[:, 0]  # (S,) the batch row of each scored token
         batch_sums = torch.zeros(len(rows), dtype=torch.float64, device=device).index_add_(0, row, logprobs.double())
         sums[rows], counts[rows] = batch_sums.cpu(), predicts.sum(1).cpu()
+    shown.close()
     return sums, counts, torch.tensor([cut for _, _, cut in joined], dtype=torch.bool)
 
 

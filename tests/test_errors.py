@@ -334,7 +334,7 @@ def test_a_checkpoint_that_cannot_be_resumed_is_named_in_one_line(gpt1, bad, tra
 @pytest.mark.parametrize(
     "train_file, names",
     [
-        pytest.param("neutral.jsonl", ["neutral.jsonl row 7", "'neutral'", "task.label_names"], id="unknown-label"),
+        pytest.param("neutral.jsonl", ["neutral.jsonl:8:", "'neutral'", "task.label_names"], id="unknown-label"),
         pytest.param("unlabelled.jsonl", ["unlabelled.jsonl", "no row has a label", "train split"],
                      id="no-training-examples"),
     ],
@@ -360,3 +360,117 @@ def test_a_device_this_machine_lacks_is_named_before_the_checkpoint(gpt1, tmp_pa
     if device.startswith("cuda") and torch.cuda.device_count() > 7:
         pytest.skip("this machine has 8 GPUs")
     one_line_error(gpt1(command, *args, f"device={device}", cwd=tmp_path), *names)
+
+
+# -- mistakes whose message misled (issue 27): the culprit and the fix, the closest valid name ------------------------
+
+
+def test_closest_valid_name():
+    from gpt1.suggest import closest
+
+    assert closest("lable", ["text", "label", "label_names"]) == "label"
+    assert closest("Sentiment", ["sentiment", "sst2"]) == "sentiment"
+    assert closest("learning_rate", ["lr", "eps"]) is None
+
+
+@pytest.mark.parametrize(
+    "command, overrides, names",
+    [
+        pytest.param("pretrain", ["model.n_layr=3"], ["model.n_layr", "did you mean model.n_layer?"], id="config-key"),
+        pytest.param("pretrain", ["modle=small"], ["modle", "did you mean model?"], id="config-group-key"),
+        pytest.param("finetune", ["task=sentimnt", "init_from=x.ckpt"],
+                     ["task=sentimnt", "did you mean task=sentiment?"], id="task-name"),
+        pytest.param("finetune", ["experiment=ablation_auxlm", "task=sentiment", "init_from=x.ckpt"],
+                     ["experiment=ablation_auxlm", "did you mean experiment=ablation_aux_lm?"], id="experiment-name"),
+        pytest.param("pretrain", ["task=sentiment"],
+                     ["task=sentiment", "gpt1 pretrain takes no task", "gpt1 finetune task=sentiment init_from=CKPT"],
+                     id="pretrain-task"),
+        pytest.param("evaluate", [], ["ckpt is required", "ckpt="], id="evaluate-without-ckpt"),
+        pytest.param("zeroshot",
+                     ["-m", "ckpts=[x.ckpt]", "task=sentiment,story", '++task.splits.validation="validation[:9]"'],
+                     ["++task.splits.validation", "while task is swept (task=sentiment,story)", "one command per task"],
+                     id="override-of-a-swept-group"),
+    ],
+)
+def test_a_misspelt_or_misplaced_name_gets_its_fix(gpt1, tmp_path, command, overrides, names):
+    proc = gpt1(command, *overrides, cwd=tmp_path)
+    one_line_error(proc, *names)
+    assert "Seed set" not in proc.stdout + proc.stderr  # nothing before the error line
+
+
+def test_a_misspelt_field_of_a_task_yaml_names_the_file_and_the_closest_field(gpt1, tmp_path):
+    (tmp_path / "my_conf" / "task").mkdir(parents=True)
+    yaml_file = tmp_path / "my_conf" / "task" / "mine.yaml"
+    yaml_file.write_text("type: classification\ndata_files: {train: t.csv}\ntext: text\nlable: label\n")
+    proc = gpt1("finetune", "--config-dir", str(tmp_path / "my_conf"), "task=mine", "init_from=x.ckpt", cwd=tmp_path)
+    one_line_error(proc, f"{yaml_file}: unknown field 'lable'", "did you mean label?")
+
+
+def test_a_run_directory_as_a_checkpoint_names_the_checkpoints_in_it(gpt1, tmp_path, trained):
+    proc = gpt1("finetune", "task=sentiment", f"init_from={trained}", cwd=tmp_path)
+    one_line_error(proc, f"{trained} is a directory", f"{trained}/checkpoints/last.ckpt", "checkpoints/step")
+
+
+@pytest.fixture(scope="module")
+def csv_task(tmp_path_factory) -> Path:
+    """my_conf/task/<name>.yaml over CSV files of string labels: good.csv, ragged.csv (line 32 has three fields),
+    neutral.csv (line 34 has an unknown label), header.csv (a header and no rows)."""
+    d = tmp_path_factory.mktemp("csv_task")
+    rows = "".join(f'"a {"fine" if i % 2 else "dull"} film, {i}",{"pos" if i % 2 else "neg"}\n' for i in range(40))
+    lines = rows.splitlines(keepends=True)
+    (d / "good.csv").write_text("text,label\n" + rows)
+    (d / "ragged.csv").write_text("text,label\n" + "".join(lines[:30]) + "too,many,fields\n" + "".join(lines[30:]))
+    (d / "neutral.csv").write_text("text,label\n" + "".join(lines[:32]) + "meh,neutral\n" + "".join(lines[32:]))
+    (d / "header.csv").write_text("text,label\n")
+    (d / "my_conf" / "task").mkdir(parents=True)
+    for name in ("ragged", "neutral", "header"):
+        (d / "my_conf" / "task" / f"{name}.yaml").write_text(
+            f"type: classification\ndata_files: {{train: {d}/{name}.csv, validation: {d}/good.csv}}\n"
+            "text: text\nlabel: label\nlabel_names: [neg, pos]\n")
+    return d
+
+
+@pytest.mark.parametrize(
+    "name, names",
+    [
+        pytest.param("neutral", ["neutral.csv:34:", "'neutral'", "task.label_names"],
+                     id="label-error-at-the-file-line"),
+        pytest.param("header", ["header.csv has a header but no rows", "give it examples"], id="header-only"),
+    ],
+)
+def test_a_bad_task_csv_is_named_at_its_line(gpt1, csv_task, trained, cache_dir, name, names):
+    proc = gpt1("finetune", "--config-dir", str(csv_task / "my_conf"), f"task={name}",
+                f"init_from={trained}/checkpoints/last.ckpt", f"paths.cache_dir={cache_dir}", cwd=csv_task / name)
+    one_line_error(proc, *names)
+
+
+def test_a_ragged_csv_row_is_one_line_without_the_loggers_output(csv_task, trained, cache_dir):
+    """In a subprocess: datasets' own log handler writes to the stderr it found at import, past pytest's capture."""
+    proc = gpt1_subprocess("finetune", "--config-dir", str(csv_task / "my_conf"), "task=ragged",
+                           f"init_from={trained}/checkpoints/last.ckpt", f"paths.cache_dir={cache_dir}",
+                           cwd=csv_task / "ragged-subprocess")
+    one_line_error(proc, "ragged.csv:32: 3 fields where the header has 2", "quote a field that holds a comma")
+    assert "Failed to read file" not in proc.stderr + proc.stdout, proc.stderr
+
+
+def test_lightnings_srun_warning_is_silenced(tmp_path, monkeypatch):
+    import warnings
+
+    from lightning.pytorch.trainer.connectors.accelerator_connector import SLURMEnvironment
+
+    from gpt1.training.console import quiet_library_noise
+
+    srun = tmp_path / "srun"
+    srun.write_text("#!/bin/sh\n")
+    srun.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    for key in [k for k in os.environ if k.startswith("SLURM_")]:
+        monkeypatch.delenv(key)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        SLURMEnvironment._validate_srun_used()
+        assert any("`srun` command is available" in str(w.message) for w in caught)  # Lightning warns here
+        caught.clear()
+        quiet_library_noise()
+        SLURMEnvironment._validate_srun_used()
+    assert not caught, [str(w.message) for w in caught]

@@ -141,3 +141,59 @@ def test_the_paper_numbers_are_those_of_the_facts_file():
                             ("SST-2", "sst2", "/accuracy"), ("MRPC", "mrpc", "/f1"), ("STS-B", "stsb", "/pearson"),
                             ("QQP", "qqp", "/f1")]:
         assert facts[name] == [PAPER[task][key]], name
+
+
+# -- the plots show the differences they are drawn for (issue 27) -------------------------------------------------
+
+
+def figures(dirs: list[Path]) -> dict[str, object]:
+    """main metric -> its plot's axes, as ``report`` draws them (unsaved)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+
+    from gpt1.tools.report import figure, find_jobs, group
+
+    swept, _, rows = group(find_jobs(dirs))
+    axes = {}
+    for main in dict.fromkeys(r.main for row in rows for r in row.done if r.main):
+        fig, _ = figure(plt, swept, [row for row in rows if any(r.main == main for r in row.done)], main)
+        axes[main] = fig.axes[0]
+        plt.close(fig)
+    return axes
+
+
+def test_ablation_bars_span_the_data_and_the_title_says_what_was_aggregated(aux_sweep):
+    ax = figures([aux_sweep])["val/accuracy"]
+    low, high = ax.get_ylim()
+    assert 0.4 < low < 0.5 and 0.913 < high < 1  # seeds 0.6-0.8, baseline 0.5, paper 0.913: not from 0
+    assert ax.get_title() == "val/accuracy per setting: median over 2-3 seeds (bar), min-max (whisker)"
+
+
+def test_zero_shot_baselines_are_per_task_in_the_tasks_colour_and_no_seeds_are_claimed(tmp_path):
+    for task, base in (("sentiment", 0.5), ("story", 0.25)):
+        checkpoints = [{"path": f"step{s}.ckpt", "step": s, "accuracy": base + s / 1000} for s in (100, 200)]
+        job(tmp_path / "zs" / task, [f"task={task}"], {"task": task, "checkpoints": checkpoints,
+                                                       "baseline/accuracy": base})
+    ax = figures([tmp_path / "zs"])["zeroshot/accuracy"]
+    legend = {t.get_text(): h for t, h in zip(ax.get_legend().get_texts(), ax.get_legend().legend_handles)}
+    for task in ("sentiment", "story"):
+        curve, baseline = legend[f"task={task}"], legend[f"task={task}: baseline (majority / mean)"]
+        assert curve.get_color() == baseline.get_color()
+    assert legend["task=sentiment"].get_color() != legend["task=story"].get_color()
+    assert "seeds" in ax.get_title() and "median" not in ax.get_title()  # "no seeds to aggregate"
+
+
+def test_an_optuna_sweeps_floats_are_rounded_in_the_plot_and_the_table(tmp_path):
+    lrs = ["1.9182157424526116e-05", "6.250000000000001e-05", "0.00012345678901234567"]
+    for i, lr in enumerate(lrs):
+        job(tmp_path / "optuna" / str(i), ["task=rte", f"optim.lr={lr}"],
+            {"task": "rte", "val/accuracy": 0.5 + i / 100})
+    ax = figures([tmp_path / "optuna"])["val/accuracy"]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["optim.lr=1.918e-05", "optim.lr=6.25e-05",
+                                                            "optim.lr=0.0001235"]
+    report([tmp_path / "optuna"])
+    table = (tmp_path / "optuna" / "report.md").read_text()
+    assert "| 1.918e-05 | 1 | 0 | 0.5 |" in table and "1.9182157424526116e-05" not in table
+    assert [r["optim.lr"] for r in read_csv(tmp_path / "optuna" / "report.csv")] == lrs  # in full

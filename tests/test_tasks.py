@@ -300,11 +300,11 @@ def test_multiple_choice_rows_with_fewer_choices_are_masked(tmp_path: Path, toke
     assert dm.encoded["train"].choice_counts().tolist() == [2, 3]
     cols[1]["c2"] = None
     files = local(tmp_path / "middle", {"train": cols})
-    with pytest.raises(DataError, match=r"train.jsonl row 1: choice column 'c2' is empty but a later one is not"):
+    with pytest.raises(DataError, match=r"train.jsonl:2: choice column 'c2' is empty but a later one is not"):
         module({**task, "data_files": files}, tokenizer, None)
     cols[1]["c2"], cols[0]["label"] = "b", 2
     files = local(tmp_path / "absent", {"train": cols})
-    with pytest.raises(DataError, match=r"train.jsonl row 0: label 2 picks choice 2 but the row has 2 choices"):
+    with pytest.raises(DataError, match=r"train.jsonl:1: label 2 picks choice 2 but the row has 2 choices"):
         module({**task, "data_files": files}, tokenizer, None)
 
 
@@ -548,12 +548,12 @@ def test_bad_inputs(tmp_path: Path, tokenizer: Tokenizer) -> None:
 
     files = local(tmp_path / "a", {"train": ok + [{"sentence": "meh", "label": "neutral"}]})
     bad(tmp_path, tokenizer, {**base, "data_files": files},
-        r"a/train.jsonl row 2: label 'neutral' in column 'label' is not one of task.label_names \['neg', 'pos'\]")
+        r"a/train.jsonl:3: label 'neutral' in column 'label' is not one of task.label_names \['neg', 'pos'\]")
 
     files = local(tmp_path / "b", {"train": [{"sentence": "x", "label": 0}, {"sentence": "y", "label": 5}],
                                    "validation": [{"sentence": "z", "label": 1}]})
     bad(tmp_path, tokenizer, {"type": "classification", "text": "sentence", "num_labels": 2, "data_files": files},
-        r"b/train.jsonl row 1: label 5 is out of range for 2 classes \(task.num_labels=2\)")
+        r"b/train.jsonl:2: label 5 is out of range for 2 classes \(task.num_labels=2\)")
 
     files = local(tmp_path / "c", {"train": [{"sentence": "x", "label": -1}], "validation": ok})
     bad(tmp_path, tokenizer, {**base, "data_files": files}, r"c/train.jsonl: no row has a label in column 'label'")
@@ -580,7 +580,7 @@ def test_bad_inputs(tmp_path: Path, tokenizer: Tokenizer) -> None:
     files = local(tmp_path / "h", {"train": ok}, "csv")
     with open(files["train"], "a") as f:
         f.write("one,pos,extra\n")
-    bad(tmp_path, tokenizer, {**base, "data_files": files}, r"h/train.csv: Error tokenizing data.*line 4")
+    bad(tmp_path, tokenizer, {**base, "data_files": files}, r"h/train.csv:4: 3 fields where the header has 2")
 
     bad(tmp_path, tokenizer, {**base, "data_files": {"train": str(tmp_path / "nowhere" / "*.jsonl")}},
         r"task.data_files.train: '.*nowhere/\*.jsonl' matches no file")
@@ -591,11 +591,11 @@ def test_bad_inputs(tmp_path: Path, tokenizer: Tokenizer) -> None:
         r"unsupported file type '.xlsx'")
 
     files = local(tmp_path / "j", {"train": [{"sentence": ["a", "list"], "label": "pos"}]})
-    bad(tmp_path, tokenizer, {**base, "data_files": files}, r"j/train.jsonl row 0: column 'sentence' holds a list")
+    bad(tmp_path, tokenizer, {**base, "data_files": files}, r"j/train.jsonl:1: column 'sentence' holds a list")
 
     files = local(tmp_path / "k", {"train": [{"sentence": "x", "label": "4.5"}]})
     bad(tmp_path, tokenizer, {"type": "classification", "text": "sentence", "data_files": files},
-        r"k/train.jsonl row 0: label '4.5' in column 'label' is not a class index")
+        r"k/train.jsonl:1: label '4.5' in column 'label' is not a class index")
 
     for ext in ("jsonl", "csv"):  # invalid UTF-8: the file, line and byte
         files = local(tmp_path / "l", {"train": ok * 2}, ext)

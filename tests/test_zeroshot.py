@@ -199,10 +199,14 @@ def run_zeroshot(make_cfg, overrides: list[str]) -> tuple[dict, dict]:
     return metrics, json.loads((Path(cfg.paths.output_dir) / "metrics.json").read_text())
 
 
-def test_verbalizer_scores_every_checkpoint(make_cfg, checkpoints: Path, classification_files: list[str]) -> None:
+def test_verbalizer_scores_every_checkpoint(make_cfg, checkpoints: Path, classification_files: list[str],
+                                            capsys) -> None:
     ckpts = f"ckpts=['{checkpoints}/step*.ckpt','{checkpoints}/last.ckpt']"  # a glob and a path
     metrics, written = run_zeroshot(make_cfg, [*classification_files, ckpts])
     assert written == metrics
+    out, err = capsys.readouterr()  # progress on stderr: checkpoints, and sequences (7 texts x 2 words) per one
+    assert "checkpoints: 100%" in err and "3/3" in err and "sequences:" in err and "/14 " in err
+    assert out.count("(step ") == 3 and "checkpoints:" not in out  # a line per checkpoint, above the bar
     assert (metrics["task"], metrics["heuristic"], metrics["examples"]) == ("mine", "verbalizer", 7)
     entries = metrics["checkpoints"]
     assert [Path(e["path"]).name for e in entries] == ["step0000002.ckpt", "step0000004.ckpt", "last.ckpt"]

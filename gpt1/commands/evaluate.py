@@ -36,8 +36,8 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
     if cfg.perplexity and cfg.task is not None:
         raise ConfigError("perplexity=true scores the language model on data, task= a task's head: give one of them")
     check_accelerator(cfg.trainer)
+    loaded = load_checkpoint(cfg.ckpt)  # first: a missing or unusable ckpt is the only line printed
     L.seed_everything(cfg.seed)
-    loaded = load_checkpoint(cfg.ckpt)
     if not cfg.perplexity and (cfg.task is not None or loaded.task is not None):
         return evaluate_task(cfg, loaded)
     return perplexity(cfg, loaded)

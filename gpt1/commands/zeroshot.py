@@ -21,6 +21,7 @@ from gpt1.config import check_ranges, group_choice, resolve_device
 from gpt1.data.sources import resolve_files
 from gpt1.data.tasks import TaskDataModule
 from gpt1.errors import CheckpointError, ConfigError, DataError
+from gpt1.progress import bar, write
 from gpt1.tasks.spec import TaskConfig
 from gpt1.training.results import write_metrics
 from gpt1.zeroshot import heuristic_of, metric_values, predict
@@ -68,13 +69,13 @@ def zeroshot(cfg: DictConfig) -> dict[str, Any]:
 
     main = task.metrics[0]
     results = []
-    for path in paths:
+    for path in bar(paths, desc="checkpoints", unit="ckpt"):
         loaded = load_checkpoint(path, map_location=device)
         model = loaded.model.to(device).eval()
         preds, extra = predict(heuristic, model, loaded.tokenizer, task, val, fit, num_labels, cfg.batch_size)
         values = metric_values(task, num_labels, preds, labels)
         results.append({"path": str(path), "step": loaded.raw.get("global_step"), **values, **extra})
-        print(f"{path} (step {results[-1]['step']}): {main} {values[main]:.4f}", flush=True)
+        write(f"{path} (step {results[-1]['step']}): {main} {values[main]:.4f}")
 
     metrics = {
         "task": task.name,

@@ -23,7 +23,9 @@ import itertools
 import json
 import logging
 import os
-from collections.abc import Sequence
+import re
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from enum import Enum
 from pathlib import Path
 from typing import Any, Optional
@@ -164,9 +166,18 @@ def load_files(
                 _warn_invalid_utf8(path)
         builder, kwargs = _BUILDERS[fmt]
         kwargs = _table_options(fmt, quoting) if fmt in ("csv", "tsv") else kwargs
-        ds = datasets.load_dataset(
-            builder, data_files=[str(p) for p in group], split="train", cache_dir=_str(cache_dir), **kwargs
-        )
+        try:
+            with _quiet(_CSV_LOGGER):  # its "Failed to read file" log: the caller reports the file in one line
+                ds = datasets.load_dataset(
+                    builder, data_files=[str(p) for p in group], split="train", cache_dir=_str(cache_dir), **kwargs
+                )
+        except ValueError as e:  # datasets' 'Instruction "train" corresponds to no data!'
+            if "corresponds to no data" not in str(e):
+                raise
+            named = ", ".join(map(str, group))
+            has = "has" if len(group) == 1 else "have"
+            what = f"{has} a header but no rows" if fmt in ("csv", "tsv") else f"{has} no rows"
+            raise DataError(f"{named} {what}: give {'it' if len(group) == 1 else 'them'} examples") from e
         if fmt == "text" and txt_column != TXT_COLUMN:
             ds = ds.rename_column(TXT_COLUMN, txt_column)
         parts.append(ds if columns is None else ds.select_columns(list(columns)))
@@ -175,6 +186,58 @@ def load_files(
     # Formats infer types independently (e.g. string vs large_string): align them on the first part's.
     features = parts[0].features
     return datasets.concatenate_datasets([p if p.features == features else p.cast(features) for p in parts])
+
+
+_CSV_LOGGER = "datasets.packaged_modules.csv.csv"
+
+
+@contextmanager
+def _quiet(name: str) -> Iterator[None]:
+    """The logger ``name`` silenced for the duration (a filter, removed after: nothing else changes)."""
+    logger = logging.getLogger(name)
+
+    def drop(record: logging.LogRecord) -> bool:
+        return False
+
+    logger.addFilter(drop)
+    try:
+        yield
+    finally:
+        logger.removeFilter(drop)
+
+
+def row_location(where: str, row: int, quoting: str = "minimal") -> str:
+    """Where data row ``row`` (0-based, the header not counted) of ``where`` is: ``path:line`` (the file's line,
+    1-based, as the parsers' own errors count) when ``where`` is one .csv, .tsv or JSON Lines file, else ``where row N``
+    (several files, a hub dataset, a JSON array)."""
+    path = Path(where)
+    fmt = file_format(path) if path.suffix.lower() in FORMATS else None
+    if path.is_file() and fmt in ("csv", "tsv", "json"):
+        line = _line_of_row(path, fmt, row, quoting)
+        if line is not None:
+            return f"{where}:{line}"
+    return f"{where} row {row}"
+
+
+def _line_of_row(path: Path, fmt: str, row: int, quoting: str) -> Optional[int]:
+    """The 1-based line where data row ``row`` starts (blank lines skipped, as pandas and datasets skip them)."""
+    with open(path, encoding="utf-8", errors="replace", newline="") as f:
+        if fmt == "json":
+            if f.read(1024).lstrip().startswith("["):
+                return None  # one JSON array: its records are not lines
+            f.seek(0)
+            records = (n for n, line in enumerate(f, 1) if line.strip())
+            return next(itertools.islice(records, row, None), None)
+        options = _table_options(fmt, quoting)
+        reader = csv.reader(f, delimiter=options["sep"], quoting=options["quoting"])
+        seen, start = -1, 1  # data rows read (-1: the header still to come); the line the next record starts on
+        for record in reader:
+            if record:
+                if seen == row:
+                    return start
+                seen += 1
+            start = reader.line_num + 1
+    return None
 
 
 def load_hub(
@@ -265,6 +328,11 @@ def _csv_error(path: str | os.PathLike, fmt: str, quoting: str) -> Optional[str]
     except UnicodeDecodeError:
         return _utf8_error(path)
     except (pd.errors.ParserError, pd.errors.EmptyDataError) as e:
+        ragged = re.search(r"Expected (\d+) fields in line (\d+), saw (\d+)", str(e))
+        if ragged:
+            expected, line, saw = ragged.groups()
+            return (f"{path}:{line}: {saw} fields where the header has {expected}: quote a field that holds "
+                    f"{'a tab' if fmt == 'tsv' else 'a comma'}, or fix the line")
         return f"{path}: {str(e).strip()}"
     return None
 

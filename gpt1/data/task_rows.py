@@ -22,7 +22,8 @@ import numpy as np
 
 from gpt1.data.base import cache_key
 from gpt1.data.sources import (
-    Quoting, file_columns, file_format, files_key, load_files, load_hub, read_error, resolve_files, tsv_rows_unquoted,
+    Quoting, file_columns, file_format, files_key, load_files, load_hub, read_error, resolve_files, row_location,
+    tsv_rows_unquoted,
 )
 from gpt1.errors import DataError
 from gpt1.tasks.spec import SplitSpec, TaskConfig, as_columns
@@ -205,7 +206,7 @@ def _text(value: Any, where: str, row: int, column: str) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):  # an empty cell
         return ""
     if isinstance(value, (list, dict)):
-        raise DataError(f"{where} row {row}: column {column!r} holds a {type(value).__name__}, not a text")
+        raise DataError(f"{row_location(where, row)}: column {column!r} holds a {type(value).__name__}, not a text")
     return str(value)
 
 
@@ -218,17 +219,17 @@ def _choices(cols: dict[str, list], columns: list[str], where: str, index: np.nd
         if listed:
             values = values[0] or []
             if any(v is None for v in values):
-                raise DataError(f"{where} row {row}: a choice in column {columns[0]!r} is null")
+                raise DataError(f"{row_location(where, row)}: a choice in column {columns[0]!r} is null")
             names = [columns[0]] * len(values)
         else:
             present = [v is not None for v in values]
             k = present.index(False) if False in present else len(values)
             if any(present[k:]):
-                raise DataError(f"{where} row {row}: choice column {columns[k]!r} is empty but a later one is not "
-                                "(only the last choices of a row may be missing)")
+                raise DataError(f"{row_location(where, row)}: choice column {columns[k]!r} is empty but a later one "
+                                "is not (only the last choices of a row may be missing)")
             values, names = values[:k], columns[:k]
         if not values:
-            raise DataError(f"{where} row {row}: no choices in {columns} (task.choices)")
+            raise DataError(f"{row_location(where, row)}: no choices in {columns} (task.choices)")
         out.append([_text(v, where, row, c) for v, c in zip(values, names, strict=True)])
     if len(columns) == 1 and not listed and out:
         raise DataError(f"{where}: task.choices is one column {columns[0]!r} of single texts: give several choice "
@@ -251,8 +252,8 @@ def _labels(
             try:
                 out[r] = float(v)
             except (TypeError, ValueError):
-                raise DataError(f"{where} row {index[r]}: label {v!r} in column {column!r} is not a number "
-                                "(task.num_labels is 1: regression)") from None
+                raise DataError(f"{row_location(where, index[r], task.quoting)}: label {v!r} in column {column!r} "
+                                "is not a number (task.num_labels is 1: regression)") from None
         return out
     lookup = {str(n): i for i, n in enumerate(names or [])}
     out = np.empty(len(values), dtype=np.int64)
@@ -267,14 +268,15 @@ def _labels(
         elif isinstance(v, (int, np.integer)) and v >= 0 and (names is None or v < len(names)):
             out[r] = v
         elif names is not None:
-            raise DataError(f"{where} row {index[r]}: label {v!r} in column {column!r} is not one of "
-                            f"task.label_names {list(names)}")
+            raise DataError(f"{row_location(where, index[r], task.quoting)}: label {v!r} in column {column!r} "
+                            f"is not one of task.label_names {list(names)}")
         else:
-            raise DataError(f"{where} row {index[r]}: label {v!r} in column {column!r} is not a class index "
-                            "(0, 1, ...): list the labels in task.label_names, or set task.num_labels: 1 for scores")
+            raise DataError(f"{row_location(where, index[r], task.quoting)}: label {v!r} in column {column!r} "
+                            "is not a class index (0, 1, ...): list the labels in task.label_names, or set "
+                            "task.num_labels: 1 for scores")
         if choices is not None and out[r] >= len(choices[r]):
-            raise DataError(f"{where} row {index[r]}: label {v!r} picks choice {out[r]} but the row has "
-                            f"{len(choices[r])} choices")
+            raise DataError(f"{row_location(where, index[r], task.quoting)}: label {v!r} picks choice {out[r]} "
+                            f"but the row has {len(choices[r])} choices")
     return out
 
 

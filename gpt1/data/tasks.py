@@ -26,6 +26,7 @@ from torch.utils.data import DataLoader
 from gpt1.data.base import DataModule, cache_key
 from gpt1.data.task_batches import Collate, EpochSampler, LongestFirst, TaskDataset
 from gpt1.data.task_encoding import CACHE_VERSION, EncodedSplit
+from gpt1.data.sources import row_location
 from gpt1.data.task_rows import Examples, TaskSource
 from gpt1.errors import ConfigError, DataError
 from gpt1.tasks.base import Transform
@@ -189,8 +190,8 @@ class TaskDataModule(DataModule):
             bad = np.flatnonzero(s.labels >= num_labels)
             if len(bad):
                 source = f"task.num_labels={t.num_labels}" if t.num_labels else f"task.label_names {names}"
-                raise DataError(f"{self._where[sid]} row {s.index[bad[0]]}: label {s.labels[bad[0]]} is out of range "
-                                f"for {num_labels} classes ({source})")
+                raise DataError(f"{row_location(self._where[sid], s.index[bad[0]], t.quoting)}: "
+                                f"label {s.labels[bad[0]]} is out of range for {num_labels} classes ({source})")
 
     # -- queries ----------------------------------------------------------------------------------------------
 

@@ -233,6 +233,17 @@ def _fmt(x: Optional[float]) -> str:
     return "" if x is None else f"{x:.4g}"
 
 
+def _short(value: str, digits: int = 4) -> str:
+    """A parameter's value as the table and the plots show it: a float at ``digits`` significant digits (an Optuna
+    trial's optim.lr=1.9182157424526116e-05 -> 1.918e-05), anything else (integers, names, paths) as it is."""
+    if re.fullmatch(r"\s*[-+]?\d+\s*", value):
+        return value
+    try:
+        return f"{float(value):.{digits}g}"
+    except ValueError:
+        return value
+
+
 def write_csv(path: Path, swept: Sequence[str], metrics: Sequence[str], rows: Sequence[Row]) -> None:
     """One line per row: the settings, n (jobs with metrics), failed, then median, min, max (and the paper's score,
     where there is one) of each metric."""
@@ -258,8 +269,9 @@ def markdown(dirs: Sequence[Path], jobs: Sequence[Job], swept: Sequence[str], fi
     lines = ["# Sweep report", "", f"{len(jobs)} jobs ({len(failed)} failed) from "
              + ", ".join(f"`{d}`" for d in dirs) + "."]
     if fixed:
-        lines += ["", "Fixed: " + ", ".join(f"`{k}={v}`" for k, v in fixed.items()) + "."]
-    lines += ["", "Each cell: the median over seeds [min, max]; n: jobs with metrics."
+        lines += ["", "Fixed: " + ", ".join(f"`{k}={_short(v)}`" for k, v in fixed.items()) + "."]
+    lines += ["", "Each cell: the median over seeds [min, max] (4 significant digits; report.csv: in full); n: jobs "
+              "with metrics."
               + (" paper: Radford et al. 2018 (Tables 2-3, mostly test-set scores), on the same 0-1 scale."
                  if papers else ""), ""]
     header = [*swept, "n", "failed"]
@@ -267,7 +279,7 @@ def markdown(dirs: Sequence[Path], jobs: Sequence[Job], swept: Sequence[str], fi
         header += [m] + ([f"{m} (paper)"] if m in papers else [])
     lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for row in rows:
-        cells = [*(row.params.get(k, "") for k in swept), str(len(row.done)), str(row.failed)]
+        cells = [*(_short(row.params.get(k, "")) for k in swept), str(len(row.done)), str(row.failed)]
         for m in metrics:
             median, low, high = summary(row.values(m))
             cells.append("" if median is None else _fmt(median) if low == high
@@ -284,8 +296,8 @@ def markdown(dirs: Sequence[Path], jobs: Sequence[Job], swept: Sequence[str], fi
 
 
 def _label(params: dict[str, str], keys: Sequence[str], width: int = 32) -> str:
-    """``k=v, ...`` with each long value (a path) cut to its last ``width`` characters."""
-    cut = {k: params.get(k, "") for k in keys}
+    """``k=v, ...``, floats at 4 significant digits, each long value (a path) cut to its last ``width`` characters."""
+    cut = {k: _short(params.get(k, "")) for k in keys}
     return ", ".join(f"{k}={v if len(v) <= width else '...' + v[-width:]}" for k, v in cut.items()) or "run"
 
 
@@ -297,12 +309,18 @@ def _baseline(row: Row, main: str) -> Optional[float]:
 
 def _bars(ax: Any, rows: Sequence[Row], main: str, keys: Sequence[str]) -> None:
     """One bar per setting (its median), the min-max spread and every seed's value; its baseline and the paper's
-    score as short lines across the bar."""
+    score as short lines across the bar. The y axis spans the data (every seed, baseline and paper score), not 0 to
+    it, so that a difference of a point shows; the bars rise from the axis' floor."""
     labels = [_label(row.params, keys) for row in rows]
+    shown = [v for row in rows for v in (*row.values(main), _baseline(row, main), row.paper(main)) if v is not None]
+    low, high = min(shown), max(shown)
+    pad = 0.15 * (high - low) or 0.05 * abs(high) or 0.05
+    floor = low - pad
+    ax.set_ylim(floor, high + pad)
     for i, row in enumerate(rows):
         values = row.values(main)
         median, low, high = summary(values)
-        ax.bar(i, median, color="C0", alpha=0.7)
+        ax.bar(i, median - floor, bottom=floor, color="C0", alpha=0.7)
         ax.errorbar(i, median, yerr=[[median - low], [high - median]], color="k", capsize=4)
         ax.scatter([i] * len(values), values, color="k", s=10, zorder=3)
         for value, style in ((_baseline(row, main), BASELINE), (row.paper(main), PAPER_STYLE)):
@@ -325,8 +343,9 @@ def _curves(ax: Any, rows: Sequence[Row], main: str, x_key: str, keys: Sequence[
         ax.plot(xs, [s[0] for s in stats], marker="o", color=f"C{i}", label=label if keys else None)
         ax.fill_between(xs, [s[1] for s in stats], [s[2] for s in stats], color=f"C{i}", alpha=0.2)
         for value, style in ((_baseline(members[0], main), BASELINE), (members[0].paper(main), PAPER_STYLE)):
-            if value is not None:
-                ax.axhline(value, **{**style, "color": f"C{i}"})
+            if value is not None:  # in the line's colour, its own legend entry (a task's baseline is its own)
+                named = f"{label}: {style['label']}" if keys else style["label"]
+                ax.axhline(value, **{**style, "color": f"C{i}", "label": named})
 
 
 def plot(out: Path, swept: Sequence[str], rows: Sequence[Row]) -> list[Path]:
@@ -339,28 +358,51 @@ def plot(out: Path, swept: Sequence[str], rows: Sequence[Row]) -> list[Path]:
 
     paths = []
     for main in dict.fromkeys(r.main for row in rows for r in row.done if r.main):
-        mine = [row for row in rows if any(r.main == main for r in row.done)]
-        keys = [k for k in swept if len({row.params.get(k) for row in mine}) > 1]  # what differs in this plot
-        x_key = STEP if STEP in keys else "n_transfer" if "n_transfer" in keys else None
-        fig, ax = plt.subplots(figsize=(7, 4.5))
-        if x_key is None:
-            kind = "ablation"
-            _bars(ax, mine, main, keys)
-        else:
-            kind = {STEP: "zero_shot", "n_transfer": "layers_transferred"}[x_key]
-            _curves(ax, mine, main, x_key, [k for k in keys if k != x_key])
-            ax.set_xlabel({STEP: "pre-training step (checkpoint)", "n_transfer": "layers transferred"}[x_key])
-        handles, labels = ax.get_legend_handles_labels()
-        if handles:
-            unique = dict(zip(labels, handles))  # one entry for the baseline and paper lines of every setting
-            ax.legend(unique.values(), unique.keys(), fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
-        ax.set_ylabel(main)
-        ax.set_title(f"{main}: median over seeds, min-max spread")
+        fig, kind = figure(plt, swept, [row for row in rows if any(r.main == main for r in row.done)], main)
         path = out / f"{kind}-{re.sub(r'[^A-Za-z0-9]+', '_', main).strip('_')}.png"
         fig.savefig(path, dpi=120, bbox_inches="tight")  # grows the canvas to fit long labels and the legend
         plt.close(fig)
         paths.append(path)
     return paths
+
+
+def figure(plt: Any, swept: Sequence[str], rows: Sequence[Row], main: str) -> tuple[Any, str]:
+    """The figure of one main metric over ``rows`` (those that have it), and its kind: zero_shot,
+    layers_transferred or ablation."""
+    from matplotlib.ticker import MaxNLocator
+
+    keys = [k for k in swept if len({row.params.get(k) for row in rows}) > 1]  # what differs in this plot
+    x_key = STEP if STEP in keys else "n_transfer" if "n_transfer" in keys else None
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    if x_key is None:
+        kind = "ablation"
+        _bars(ax, rows, main, keys)
+    else:
+        kind = {STEP: "zero_shot", "n_transfer": "layers_transferred"}[x_key]
+        _curves(ax, rows, main, x_key, [k for k in keys if k != x_key])
+        ax.set_xlabel({STEP: "pre-training step (checkpoint)", "n_transfer": "layers transferred"}[x_key])
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # steps and layers are whole numbers
+    handles, labels = ax.get_legend_handles_labels()
+    if handles:
+        unique = dict(zip(labels, handles))  # one entry for the baseline and paper lines of every setting
+        ax.legend(unique.values(), unique.keys(), fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
+    ax.set_ylabel(main)
+    ax.set_title(_title(main, rows, kind), fontsize=10)
+    return fig, kind
+
+
+def _title(main: str, rows: Sequence[Row], kind: str) -> str:
+    """What the plot aggregates: the median and spread over seeds only where a setting has several."""
+    counts = sorted({len(row.values(main)) for row in rows})
+    what = {"zero_shot": "per pre-training checkpoint", "layers_transferred": "by layers transferred",
+            "ablation": "per setting"}[kind]
+    if counts[-1] <= 1:
+        return f"{main} {what}: one run each (no seeds to aggregate)"
+    n = str(counts[-1]) if len(counts) == 1 else f"{counts[0]}-{counts[-1]}"
+    shape = "bar" if kind == "ablation" else "line"
+    spread = "whisker" if kind == "ablation" else "band"
+    return f"{main} {what}: median over {n} seeds ({shape}), min-max ({spread})"
+
 
 
 def report(dirs: Sequence[Path], out: Optional[Path] = None) -> dict[str, Any]:

@@ -3,6 +3,7 @@ samples, throughput."""
 
 from __future__ import annotations
 
+import math
 import os
 import signal
 import sys
@@ -160,12 +161,36 @@ class SampleText(Callback):
         )
         model.train(was_training)
         self.last_text, self.last_step = tokenizer.decode(ids[0].tolist()), trainer.global_step
-        print(f"[sample @ step {trainer.global_step}] {self.last_text}", flush=True)
+        print_above_bar(trainer, f"[sample @ step {trainer.global_step}] {self.last_text}")
         for logger in trainer.loggers:
             if isinstance(logger, TensorBoardLogger):
                 logger.experiment.add_text("samples", self.last_text, trainer.global_step)
             elif isinstance(logger, WandbLogger):
                 logger.log_text("samples", columns=["step", "text"], data=[[trainer.global_step, self.last_text]])
+
+
+def print_above_bar(trainer: L.Trainer, text: str) -> None:
+    """Print a line without breaking the progress bar: through the rich bar's console (the line goes above the bar),
+    tqdm's ``write``, or plainly when there is no bar."""
+    bar = trainer.progress_bar_callback
+    progress = getattr(bar, "progress", None)  # Lightning's rich bar, while it shows
+    if progress is not None:
+        progress.console.print(text, markup=False, highlight=False, emoji=False, soft_wrap=True)
+    elif bar is not None:
+        bar.print(text)
+    else:
+        print(text, flush=True)
+
+
+class LogShortRuns(Callback):
+    """Log the training metrics at least once in a run of fewer updates than ``trainer.log_every_n_steps`` (a short
+    fine-tune): the interval becomes the run's length, so that its last update is logged (Lightning logs every
+    n-th update only). Longer runs keep their interval."""
+
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        updates = trainer.estimated_stepping_batches
+        if math.isfinite(updates) and 0 < updates < trainer.log_every_n_steps:
+            trainer.log_every_n_steps = int(updates)
 
 
 def build_callbacks(cfg: CallbacksConfig, output_dir: Path, with_loggers: bool) -> list[Callback]:
@@ -189,7 +214,7 @@ def build_callbacks(cfg: CallbacksConfig, output_dir: Path, with_loggers: bool) 
         SampleText(cfg.samples),
     ]
     if with_loggers:
-        callbacks.append(LearningRateMonitor(logging_interval="step"))
+        callbacks += [LearningRateMonitor(logging_interval="step"), LogShortRuns()]
         if cfg.throughput:  # train/device/items_per_sec: tokens/s per device, padding excluded (an item is a token;
             # GPT1Module.on_before_batch_transfer counts them), over 10 steps
             callbacks.append(

@@ -100,6 +100,9 @@ _NOISE_WARNINGS = [
     # debug=overfit asks for the same batches every epoch: Lightning turning the loaders' shuffling (and evaluation's
     # longest-first order) off is what was asked for
     (r"You requested to overfit but enabled \w+ dataloader shuffling", UserWarning),
+    # srun on the PATH (a SLURM login node or workstation): gpt1 reaches SLURM through hydra/launcher=submitit_slurm,
+    # which starts its tasks with srun itself; a run started by hand there is meant to run where it is
+    (r"The `srun` command is available on your system but is not used", UserWarning),
 ]
 """(message regex, category) of the warnings that say nothing to a user."""
 

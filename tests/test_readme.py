@@ -1,0 +1,147 @@
+"""Every ``gpt1 ...`` command of README.md (its fenced bash blocks and its inline code) runs as written: split into
+arguments as bash splits them (``shlex``: quotes removed, as the shell gives them to gpt1), each goes through its
+command's whole Hydra path, sweeps and launchers included, every job's config composed, interpolations resolved and
+values range-checked, with the job's work replaced by a recorder (no training, no data: ``--cfg job`` does the same
+but refuses ``-m``). Rewritten: only budgets (an Optuna search runs 2 trials, not 20), and the files a command names
+are made (the README's own task YAML, fake sweep directories for ``gpt1 report``). SLURM jobs run in this process
+instead of being submitted; ``<run>`` and ``<time>`` become a run directory's timestamp (bash would read ``<run>`` as
+a redirection). ``gpt1 bench`` (plain flags, timings) is tested by tests/test_bench.py. The paper's sweeps (6 to 39
+jobs each) are marked slow."""
+
+import collections
+import importlib
+import json
+import logging
+import re
+import shlex
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from hydra._internal.core_plugins.basic_launcher import BasicLauncher
+from hydra.core.global_hydra import GlobalHydra
+from hydra.core.plugins import Plugins
+from omegaconf import DictConfig, OmegaConf
+
+from gpt1.config import check_ranges
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+BODIES = {"pretrain": "train", "finetune": "finetune", "evaluate": "evaluate", "zeroshot": "zeroshot",
+          "generate": "generate", "convert": "convert"}
+"""Command -> the function its Hydra app calls with the composed config (replaced by the recorder)."""
+
+
+def readme_commands() -> dict[str, str]:
+    """Each ``gpt1 ...`` command of the README, as written (a bash block's continued lines joined) -> its comment."""
+    text = README.read_text()
+    found = []
+    for block in re.findall(r"```bash\n(.*?)```", text, re.S):
+        for line in block.replace("\\\n", " ").splitlines():
+            found += [part.strip() for part in line.split("&&") if part.strip().startswith("gpt1 ")]
+    found += re.findall(r"`(gpt1 \w+ [^`]+)`", re.sub(r"```.*?```", "", text, flags=re.S))  # inline, with arguments
+    commands = {}
+    for line in found:
+        command, _, comment = line.partition(" # ")
+        commands.setdefault(command.strip(), comment.strip())
+    return commands
+
+
+COMMANDS = readme_commands()
+FAILING = {c: comment for c, comment in COMMANDS.items() if comment.startswith("fails")}
+"""The commands the README shows failing (a misspelt key): they fail as it says, in one line."""
+
+
+def test_the_readme_has_its_commands():
+    assert len(COMMANDS) > 40 and FAILING
+    assert any("'++task.splits.train=" in c for c in COMMANDS)  # the slice of the Fine-tune section
+
+
+@pytest.fixture
+def run_as_written(tmp_path, monkeypatch):
+    """Run one README command line in this process; return the configs its jobs got."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("GPT1_CACHE_DIR", str(tmp_path / "cache"))
+    recorded: list[DictConfig] = []
+
+    def recorder(cfg: DictConfig, *args, **kwargs):
+        check_ranges(cfg)
+        OmegaConf.to_container(cfg, resolve=True)  # every interpolation resolves
+        recorded.append(cfg)
+        score = collections.defaultdict(lambda: 0.5)  # what finetune's and zeroshot's apps return a sweeper
+        return {**score, "checkpoints": [score]} if "ckpts" in cfg else score
+
+    for command, body in BODIES.items():
+        monkeypatch.setattr(importlib.import_module(f"gpt1.commands.{command}"), body, recorder)
+    Plugins.instance()  # Hydra's first plugin scan re-executes the plugins' modules: patch the classes it keeps
+    from hydra_plugins.hydra_submitit_launcher.submitit_launcher import BaseSubmititLauncher
+
+    monkeypatch.setattr(BaseSubmititLauncher, "launch", BasicLauncher.launch)  # here, not through sbatch
+
+    def run(line: str) -> list[DictConfig]:
+        argv = shlex.split(re.sub(r"<(run|time)>", "2025-01-01_12-00-00", line))  # the placeholders of run dirs
+        assert argv[0] == "gpt1", line
+        if "hparams_search=optuna" in argv:
+            argv.append("hydra.sweeper.n_trials=2")  # the budget
+        make_inputs(argv, tmp_path)
+        monkeypatch.setattr(sys, "argv", [f"gpt1 {argv[1]}", *argv[2:]])
+        main = importlib.import_module(f"gpt1.commands.{argv[1]}").main
+        root = logging.getLogger()
+        handlers, level = root.handlers[:], root.level
+        try:
+            main()
+        except SystemExit as e:
+            assert e.code in (0, None), f"{line}: exit status {e.code}"
+        finally:  # Hydra's job logging (handlers on the root logger) ends with the command
+            GlobalHydra.instance().clear()
+            for handler in root.handlers[:]:
+                if handler not in handlers:
+                    root.removeHandler(handler)
+                    handler.close()
+            root.setLevel(level)
+        return recorded
+
+    return run
+
+
+def make_inputs(argv: list[str], root: Path) -> None:
+    """The files a command reads before its job starts: a --config-dir's task (the README's own task YAML), the
+    sweep and run directories given to gpt1 report (two fake jobs each)."""
+    if "--config-dir" in argv:
+        task = re.search(r"```yaml\n(.*?)```", README.read_text(), re.S).group(1)
+        (root / argv[argv.index("--config-dir") + 1] / "task").mkdir(parents=True, exist_ok=True)
+        (root / argv[argv.index("--config-dir") + 1] / "task" / "mine.yaml").write_text(task)
+    if argv[1] == "report":
+        out = argv[argv.index("--out") + 1] if "--out" in argv else None
+        for arg in (a for a in argv[2:] if not a.startswith("-") and a != out):
+            for seed in (1, 2):
+                job = root / arg / str(seed)
+                (job / ".hydra").mkdir(parents=True, exist_ok=True)
+                (job / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(["task=sentiment", f"seed={seed}"]))
+                (job / "metrics.json").write_text(json.dumps({"task": "sentiment", "val/accuracy": 0.6 + seed / 100}))
+
+
+def _marks(line: str) -> list[pytest.MarkDecorator]:
+    """The paper's sweeps (an experiment of 6 to 39 jobs, an Optuna search) are slow: a second or more per job."""
+    return [pytest.mark.slow] if re.search(r"-m experiment=|hparams_search=", line) else []
+
+
+@pytest.mark.parametrize("line", [pytest.param(c, marks=_marks(c)) for c in COMMANDS
+                                  if not c.startswith("gpt1 bench") and c not in FAILING])
+def test_a_readme_command_runs_as_written(run_as_written, line, capsys):
+    configs = run_as_written(line)
+    out, err = capsys.readouterr()
+    assert "error:" not in err, err
+    if "--cfg" in line:
+        assert "run_name:" in out  # the config, printed
+    elif not line.startswith("gpt1 report"):
+        assert configs, f"{line}: no job started\n{out}\n{err}"
+
+
+@pytest.mark.parametrize("line", list(FAILING))
+def test_a_readme_command_shown_failing_fails_as_it_says(run_as_written, line, capsys):
+    with pytest.raises(AssertionError, match="exit status 2"):
+        run_as_written(line)
+    err = capsys.readouterr().err.strip().splitlines()
+    said = re.search(r"(Key .*)", FAILING[line]).group(1)  # fails at once: Key 'n_layr' not in 'GPTConfig'
+    assert err[-1].startswith("error: ") and said in err[-1], err
