@@ -24,6 +24,7 @@ from hydra.core.global_hydra import GlobalHydra
 from hydra.core.plugins import Plugins
 from omegaconf import DictConfig, OmegaConf
 
+from gpt1.cli import TOOLS
 from gpt1.config import check_ranges
 
 README = Path(__file__).resolve().parents[1] / "README.md"
@@ -85,7 +86,8 @@ def run_as_written(tmp_path, monkeypatch):
             argv.append("hydra.sweeper.n_trials=2")  # the budget
         make_inputs(argv, tmp_path)
         monkeypatch.setattr(sys, "argv", [f"gpt1 {argv[1]}", *argv[2:]])
-        main = importlib.import_module(f"gpt1.commands.{argv[1]}").main
+        package = "tools" if argv[1] in TOOLS else "commands"
+        main = importlib.import_module(f"gpt1.{package}.{argv[1]}").main
         root = logging.getLogger()
         handlers, level = root.handlers[:], root.level
         try:
