@@ -40,6 +40,7 @@ from gpt1.data.tasks import Collate, TaskConfig, TaskDataModule
 from gpt1.errors import CheckpointError, ConfigError
 from gpt1.io import atomic_file
 from gpt1.module import GPT1Module, TaskModule, build_metric
+from gpt1.slurm import slurm_environment
 
 
 def build_loggers(cfg: LoggerConfig, output_dir: Path, run_name: str) -> list[Logger]:
@@ -151,7 +152,7 @@ def build_trainer(
         logger=loggers or False,
         callbacks=callbacks,
         enable_model_summary=False,  # SummaryWithoutZeroFlops instead of Lightning's
-        plugins=[AtomicCheckpointIO()],
+        plugins=[AtomicCheckpointIO(), *slurm_environment()],  # submitit requeues, not Lightning
     )
 
 
