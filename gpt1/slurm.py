@@ -43,7 +43,10 @@ class SubmititCallback(Callback):
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         if config.hydra.launcher.get("_target_") == SLURM_LAUNCHER:
-            watch_with_squeue_without_accounting()
+            try:
+                watch_with_squeue_without_accounting()
+            except ImportError:  # no plugin: the launcher says to install it
+                pass
 
 
 def watch_with_squeue_without_accounting() -> None:
@@ -78,7 +81,8 @@ def failed_job_message(error: BaseException) -> Optional[str]:
     folder, job_id, task = Path(found.group(1)), found.group(2), found.group(3)
     log = folder / f"{job_id}_{task}_log.err"
     lines = [line.strip() for line in log.read_text(errors="replace").splitlines()] if log.is_file() else []
-    last = next((line for line in reversed(lines) if line and not line.startswith("srun: ")), "no error output")
+    written = [line for line in lines if line and not line.startswith("srun: ")]  # (a killed task wrote none)
+    last = (written or [line for line in lines if line] or ["no error output"])[-1]
     which = f"SLURM job {job_id}"
     jobs = _submitted(folder.parent)
     if job_id in jobs:

@@ -31,11 +31,12 @@ SLURM = ["hydra/launcher=submitit_slurm", "trainer.accelerator=cpu", "trainer.pr
 
 needs_sbatch = pytest.mark.skipif(shutil.which("sbatch") is None, reason="no SLURM here (tools/local_slurm.sh start)")
 
-LONG = [*TINY_RUN, "trainer.max_steps=600", "trainer.val_check_interval=600", "trainer.check_val_every_n_epoch=null",
-        "trainer.limit_val_batches=2", "callbacks.checkpoint.every_n_steps=50", "callbacks.samples.every_n_steps=0",
-        "trainer.log_every_n_steps=50"]
-"""600 updates of the tiny model; in a SLURM job each takes at least STEP_S (tests/slurm_app.py): over a minute."""
-STEP_S = "0.1"
+LONG = [*TINY_RUN, "trainer.max_steps=100", "trainer.val_check_interval=100", "trainer.check_val_every_n_epoch=null",
+        "trainer.limit_val_batches=2", "callbacks.checkpoint.every_n_steps=10", "callbacks.samples.every_n_steps=0",
+        "trainer.log_every_n_steps=10"]
+"""100 updates of the tiny model; in a SLURM job each takes at least STEP_S seconds (tests/slurm_app.py), so that
+the job trains for over 90 s on any machine, yet its steps are few where the machine is slow."""
+STEP_S = "0.9"
 
 
 def run(*args: str, cwd: Path, env: dict | None = None, timeout: float = 420) -> subprocess.CompletedProcess:
@@ -141,13 +142,14 @@ def test_a_two_node_job_runs_two_ranks_into_one_run_directory(tmp_path, cache_di
 
 
 @pytest.fixture(scope="module")
-def uninterrupted(tmp_path_factory, cache_dir):
-    """LONG run in this process, without the sleeps: the weights every interrupted job must end with."""
-    run_dir = tmp_path_factory.mktemp("uninterrupted")
+def tiny_checkpoint(tmp_path_factory, cache_dir) -> Path:
+    """2 updates of the tiny model, in this process (which also fills the data cache the jobs share)."""
+    run_dir = tmp_path_factory.mktemp("tiny")
     with initialize_config_module(config_module="gpt1.conf", version_base="1.3"):
         train(compose(config_name="pretrain", overrides=[f"paths.output_dir={run_dir}", f"paths.cache_dir={cache_dir}",
-                                                         *LONG]))
-    return weights(run_dir)
+                                                         *TINY_RUN, "trainer.max_steps=2",
+                                                         "callbacks.samples.every_n_steps=0"]))
+    return run_dir / "checkpoints" / "last.ckpt"
 
 
 def start_long(tmp_path: Path, cache_dir: Path, *overrides: str) -> tuple[subprocess.Popen, Path]:
@@ -161,6 +163,37 @@ def start_long(tmp_path: Path, cache_dir: Path, *overrides: str) -> tuple[subpro
     return proc, sweep
 
 
+def preempt(proc: subprocess.Popen, sweep: Path, done: dict) -> None:
+    """`scontrol requeue` the job once its first periodic checkpoint is written (what a partition that pre-empts by
+    requeueing does)."""
+    ckpt = sweep / "0" / "checkpoints" / "step0000010.ckpt"
+    deadline = time.monotonic() + 300
+    while not ckpt.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    if ckpt.exists():
+        done["requeue"] = subprocess.run(["scontrol", "requeue", slurm_jobs(sweep)[0]], capture_output=True, text=True)
+
+
+@pytest.fixture(scope="module")
+def long_jobs(tmp_path_factory, cache_dir, tiny_checkpoint):
+    """Both LONG jobs at once, one a node: one with a 2-minute time limit and the warning 60 s before it, and one
+    pre-empted by a thread once its first checkpoint is written; meanwhile this process trains the uninterrupted run,
+    without the sleeps. -> {"timeout": (proc, sweep), "preempt": (proc, sweep), "requeue": scontrol's result,
+    "uninterrupted": weights}"""
+    jobs = {"timeout": start_long(tmp_path_factory.mktemp("timeout"), cache_dir, "hydra.launcher.timeout_min=2",
+                                  "hydra.launcher.signal_delay_s=60"),
+            "preempt": start_long(tmp_path_factory.mktemp("preempt"), cache_dir, "hydra.launcher.timeout_min=10")}
+    threading.Thread(target=preempt, args=(*jobs["preempt"], jobs), daemon=True).start()
+    run_dir = tmp_path_factory.mktemp("uninterrupted")
+    with initialize_config_module(config_module="gpt1.conf", version_base="1.3"):
+        train(compose(config_name="pretrain", overrides=[f"paths.output_dir={run_dir}", f"paths.cache_dir={cache_dir}",
+                                                         *LONG]))
+    jobs["uninterrupted"] = weights(run_dir)
+    yield jobs
+    for proc, _ in (jobs["timeout"], jobs["preempt"]):
+        proc.kill()
+
+
 def stops_and_resumes(text: str) -> tuple[list[int], list[int]]:
     stops = [int(s) for s in re.findall(r"^stopped by SIG\w+ .*?at step (\d+): saved", text, re.M)]
     resumes = [int(s) for s in re.findall(r"^resumed from \S+last\.ckpt at step (\d+)$", text, re.M)]
@@ -168,58 +201,45 @@ def stops_and_resumes(text: str) -> tuple[list[int], list[int]]:
 
 
 def finish(proc: subprocess.Popen, sweep: Path, uninterrupted) -> tuple[list[int], list[int]]:
-    out, err = proc.communicate(timeout=480)
+    """Wait for the job; check that it ended as the uninterrupted run did; its (stops, resumes) steps."""
+    out, err = proc.communicate(timeout=600)
     assert proc.returncode == 0, f"{out}\n{err}\n{log(sweep).read_text()}"
     assert_quiet(err)
-    assert json.loads((sweep / "0" / "metrics.json").read_text())["steps"] == 600
+    assert json.loads((sweep / "0" / "metrics.json").read_text())["steps"] == 100
     got = weights(sweep / "0")
     assert got.keys() == uninterrupted.keys()
     for name, tensor in uninterrupted.items():
-        assert torch.equal(tensor, got[name]), name
+        assert torch.equal(tensor, got[name]), name  # bit for bit
     return stops_and_resumes(log(sweep).read_text())
 
 
 @pytest.mark.slurm
 @needs_sbatch
-def test_a_job_at_its_time_limit_saves_is_requeued_and_resumes_exactly(tmp_path, cache_dir, uninterrupted):
-    """A minute's limit, the warning 30 s before it (SLURM sends it within 30 s after that, as its clock ticks):
-    the job saves last.ckpt at the update it is at, submitit requeues it, and it goes on from that update."""
-    proc, sweep = start_long(tmp_path, cache_dir, "hydra.launcher.timeout_min=1", "hydra.launcher.signal_delay_s=30")
-    stops, resumes = finish(proc, sweep, uninterrupted)
-    print(f"timeout: stopped at {stops}, resumed at {resumes}")
-    assert stops and resumes == stops  # each leg resumes at the update the last one stopped at: none done twice
-    assert all(0 < s < 600 for s in stops)
+def test_a_job_at_its_time_limit_saves_is_requeued_and_resumes_exactly(long_jobs):
+    """The warning comes 60-90 s into the job (SLURM checks limits as its clock ticks, every 30 s; by then the job
+    trains, and a tick before the time limit), and the job saves last.ckpt at the update it is at and exits; submitit
+    requeues it, and it goes on from that update (a leg that reaches the limit again does the same)."""
+    proc, sweep = long_jobs["timeout"]
+    stops, resumes = finish(proc, sweep, long_jobs["uninterrupted"])
+    print(f"\ntimeout: stopped at steps {stops}, resumed at steps {resumes}; weights equal to the uninterrupted run's")
+    assert stops and resumes == stops  # each leg goes on at the update the last one stopped at: none done twice
+    assert all(0 < s < 100 for s in stops)
     assert "stopped by SIGUSR2 (the job's time limit is near)" in log(sweep).read_text()
     assert "Requeued job" in log(sweep, kind="out").read_text()  # by submitit
 
 
 @pytest.mark.slurm
 @needs_sbatch
-def test_a_preempted_job_saves_is_requeued_and_resumes_exactly(tmp_path, cache_dir, uninterrupted):
-    """`scontrol requeue` once the job's first periodic checkpoint is written: SLURM sends it SIGTERM, it saves
-    last.ckpt at the update under way and exits; SLURM requeues it and it goes on from that update."""
-    proc, sweep = start_long(tmp_path, cache_dir, "hydra.launcher.timeout_min=10")
-    ckpt = sweep / "0" / "checkpoints" / "step0000050.ckpt"
-    deadline = time.monotonic() + 300
-    while not ckpt.exists():
-        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
-        time.sleep(0.2)
-    (job,) = slurm_jobs(sweep)
-    ok(run("scontrol", "requeue", job, cwd=tmp_path))
-    stops, resumes = finish(proc, sweep, uninterrupted)
-    print(f"pre-emption: stopped at {stops}, resumed at {resumes}")
-    assert len(stops) == 1 and resumes == stops and 50 <= stops[0] < 600
+def test_a_preempted_job_saves_is_requeued_and_resumes_exactly(long_jobs):
+    """`scontrol requeue`: SLURM sends the job SIGTERM, it saves last.ckpt at the update under way and exits; SLURM
+    requeues it and it goes on from that update."""
+    proc, sweep = long_jobs["preempt"]
+    stops, resumes = finish(proc, sweep, long_jobs["uninterrupted"])
+    assert long_jobs["requeue"].returncode == 0, long_jobs["requeue"].stderr
+    print(f"\npre-emption: stopped at steps {stops}, resumed at steps {resumes}; weights equal to the uninterrupted "
+          "run's")
+    assert len(stops) == 1 and resumes == stops and 10 <= stops[0] < 100
     assert "stopped by SIGTERM at step" in log(sweep).read_text()
-
-
-@pytest.fixture(scope="module")
-def tiny_checkpoint(tmp_path_factory, cache_dir) -> Path:
-    run_dir = tmp_path_factory.mktemp("tiny")
-    with initialize_config_module(config_module="gpt1.conf", version_base="1.3"):
-        train(compose(config_name="pretrain", overrides=[f"paths.output_dir={run_dir}", f"paths.cache_dir={cache_dir}",
-                                                         *TINY_RUN, "trainer.max_steps=2",
-                                                         "callbacks.samples.every_n_steps=0"]))
-    return run_dir / "checkpoints" / "last.ckpt"
 
 
 @pytest.mark.slurm

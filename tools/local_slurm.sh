@@ -31,8 +31,16 @@ install() {
         exit 2
     fi
     echo "installing slurm-wlm and munge"
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends slurm-wlm munge >/dev/null
+    local try
+    for try in 1 2 3; do  # a mirror's hiccup is retried
+        if apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+            slurm-wlm munge >/dev/null; then
+            return
+        fi
+        sleep $((10 * try))
+    done
+    echo "error: apt-get could not install slurm-wlm and munge" >&2
+    exit 1
 }
 
 write_conf() {
@@ -41,7 +49,7 @@ write_conf() {
         exit 2
     fi
     local host
-    host=$(hostname -s)
+    host=$(hostname -s 2>/dev/null || cut -d. -f1 /proc/sys/kernel/hostname)
     cat >"$CONF" <<EOF
 $MARK
 ClusterName=gpt1local
