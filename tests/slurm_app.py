@@ -1,7 +1,8 @@
-"""``gpt1 pretrain`` whose updates take at least ``GPT1_TEST_STEP_S`` seconds (a sleep after each, which changes no
-number): a tiny run that lasts long enough for SLURM's time-limit warning, whose timing has a resolution of 30 s,
-to come mid-run on any machine. For tests/test_slurm.py: ``python -c "from tests.slurm_app import main; main()"``
-with the repository on PYTHONPATH, so that the SLURM job unpickles this module by name."""
+"""``gpt1 pretrain`` whose updates take at least ``GPT1_TEST_STEP_S`` seconds each until it is first stopped (a sleep
+after each update, which changes no number): a tiny run still training when SLURM's time-limit warning comes, on any
+machine (the warning's timing has a resolution of 30 s); once resumed it runs at full speed. For tests/test_slurm.py:
+``python -c "from tests.slurm_app import main; main()"`` with the repository on PYTHONPATH, so that the SLURM job
+unpickles this module by name."""
 
 import os
 import time
@@ -14,10 +15,14 @@ from gpt1.errors import command
 
 class Throttle(Callback):
     def __init__(self, seconds: float) -> None:
-        self.seconds = seconds
+        self.seconds, self.fresh = seconds, True
+
+    def on_train_start(self, trainer, pl_module) -> None:
+        self.fresh = trainer.global_step == 0  # not resumed
 
     def on_train_batch_end(self, *args) -> None:
-        time.sleep(self.seconds)
+        if self.fresh:
+            time.sleep(self.seconds)
 
 
 @command("pretrain")

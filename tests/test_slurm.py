@@ -26,16 +26,17 @@ from tests.conftest import FEW, FEW_FINETUNE, REPO, TINY_RUN
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "PYTHONUNBUFFERED": "1",
        "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
 ENV.pop("HYDRA_FULL_ERROR", None)
-SLURM = ["hydra/launcher=submitit_slurm", "trainer.accelerator=cpu", "trainer.precision=32-true"]
+CPU = ["trainer.accelerator=cpu", "trainer.precision=32-true"]
+SLURM = ["hydra/launcher=submitit_slurm", *CPU]
 """CPU jobs: no other launcher key (no GPUs, a task per trainer.devices)."""
 
 needs_sbatch = pytest.mark.skipif(shutil.which("sbatch") is None, reason="no SLURM here (tools/local_slurm.sh start)")
 
-LONG = [*TINY_RUN, "trainer.max_steps=100", "trainer.val_check_interval=100", "trainer.check_val_every_n_epoch=null",
+LONG = [*TINY_RUN, *CPU, "trainer.max_steps=100", "trainer.val_check_interval=100", "trainer.check_val_every_n_epoch=null",
         "trainer.limit_val_batches=2", "callbacks.checkpoint.every_n_steps=10", "callbacks.samples.every_n_steps=0",
         "trainer.log_every_n_steps=10"]
-"""100 updates of the tiny model; in a SLURM job each takes at least STEP_S seconds (tests/slurm_app.py), so that
-the job trains for over 90 s on any machine, yet its steps are few where the machine is slow."""
+"""100 updates of the tiny model; in a SLURM job each takes at least STEP_S seconds until the job is first stopped
+(tests/slurm_app.py): it trains for over 90 s on any machine, then, resumed, at full speed."""
 STEP_S = "0.9"
 
 
@@ -156,7 +157,7 @@ def start_long(tmp_path: Path, cache_dir: Path, *overrides: str) -> tuple[subpro
     """A LONG job submitted by `gpt1 pretrain -m` (tests/slurm_app.py: the sleeps), which waits for it."""
     sweep = tmp_path / "sweep"
     proc = subprocess.Popen(
-        [sys.executable, "-c", "from tests.slurm_app import main; main()", "-m", *LONG, *SLURM, "resume=auto",
+        [sys.executable, "-c", "from tests.slurm_app import main; main()", "-m", *LONG, "hydra/launcher=submitit_slurm", "resume=auto",
          f"hydra.sweep.dir={sweep}", f"paths.cache_dir={cache_dir}", *overrides],
         cwd=tmp_path, env={**ENV, "GPT1_TEST_STEP_S": STEP_S}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         text=True)
