@@ -142,7 +142,7 @@ start() {
 
 stop() {
     need_root stop
-    local node pid
+    local pidfile pid
     for pidfile in /run/slurmd-n1.pid /run/slurmd-n2.pid /run/slurmctld.pid; do
         if running "$pidfile"; then
             pid=$(cat "$pidfile")
