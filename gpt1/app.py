@@ -30,6 +30,9 @@ _LIBRARY_USER_ERRORS = {
     # submitit, when hydra/launcher=submitit_slurm starts on a machine without SLURM
     'Could not detect "srun"': "hydra/launcher=submitit_slurm submits to SLURM, but this machine has no srun: run the "
     "command on the cluster's login node, or here with hydra/launcher=submitit_local (or no launcher)",
+    # Hydra, when hydra/launcher=submitit_slurm or submitit_local names the plugin's launcher and it is not installed
+    "Unknown plugin class : 'hydra_plugins.hydra_submitit_launcher.": "hydra/launcher=submitit_slurm and "
+    "submitit_local need Hydra's submitit launcher, which is not installed: pip install 'gpt1[slurm]'",
 }
 """A library's error message (its start) -> the one line that says what to do."""
 
@@ -41,6 +44,10 @@ def user_message(e: BaseException) -> str | None:
     for start, message in _LIBRARY_USER_ERRORS.items():
         if str(e).startswith(start):
             return message
+    if type(e).__module__.startswith("submitit."):  # a job of a -m run on SLURM failed: which, and its error
+        from gpt1.slurm import failed_job_message
+
+        return failed_job_message(e)
     hint = config_hint(e)  # a misspelt key or name, a group this command lacks, a swept group's override
     if hint is not None:
         return hint

@@ -26,6 +26,7 @@ from gpt1.data.corpus import DataConfig
 from gpt1.errors import ConfigError, ranged
 from gpt1.lstm import LSTMConfig
 from gpt1.model import PRESETS, GPTConfig
+from gpt1.slurm import on_cpu
 from gpt1.tasks.spec import TaskConfig
 from gpt1.tokenizer import TokenizerConfig
 
@@ -448,6 +449,8 @@ def register() -> None:
         OmegaConf.register_new_resolver("gpt1.default_sample_data", default_sample_data)
     if not OmegaConf.has_resolver("gpt1.choice"):  # ${gpt1.choice:task}: the group's option, else the group's name
         OmegaConf.register_new_resolver("gpt1.choice", _choice)
+    if not OmegaConf.has_resolver("gpt1.on_cpu"):  # ${gpt1.on_cpu:${trainer.accelerator},A,B} (the SLURM launcher)
+        OmegaConf.register_new_resolver("gpt1.on_cpu", on_cpu)
     cs = ConfigStore.instance()
     for name, schema in [
         ("pretrain_schema", PretrainConfig),

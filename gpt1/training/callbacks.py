@@ -1,8 +1,9 @@
-"""Callbacks of a gpt1 run: periodic checkpoints (written atomically), a checkpoint on SIGTERM or Ctrl-C, text
-samples, throughput."""
+"""Callbacks of a gpt1 run: periodic checkpoints (written atomically), a checkpoint on SIGTERM, Ctrl-C or a SLURM
+job's time-limit warning, text samples, throughput."""
 
 from __future__ import annotations
 
+import atexit
 import math
 import os
 import signal
@@ -52,6 +53,11 @@ class SafeStop(Callback):
     is skipped on resume, as after a periodic checkpoint). With gradient accumulation it waits for the update.
     A SIGTERM before training starts, or after it ends (the final validation), ends the run with 143 too, saving
     nothing.
+
+    In a SLURM job submitted by submitit (hydra/launcher=submitit_slurm), SLURM's warning before the time limit
+    (USR2, ``signal_delay_s`` before it) stops training the same way (exit status 140), and then, as the process
+    exits, submitit's own handler of the signal requeues the job: the requeued job, with ``resume=auto``, goes on
+    from the update the warning came at.
     """
 
     SIGNALS = (signal.SIGTERM, signal.SIGINT)
@@ -68,8 +74,10 @@ class SafeStop(Callback):
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self.received = self.stopped = None
         self._step = trainer.global_step
+        if trainer.global_step:
+            _say(trainer, f"resumed from {trainer.ckpt_path} at step {trainer.global_step}")
         if threading.current_thread() is threading.main_thread():  # Python handles signals there only
-            for signum in self.SIGNALS:
+            for signum in (*self.SIGNALS, *_requeue_signal()):
                 if signal.getsignal(signum) is not signal.SIG_IGN:  # e.g. SIGINT in a background job stays ignored
                     self._previous[signum] = signal.signal(signum, self._handle)
 
@@ -99,6 +107,7 @@ class SafeStop(Callback):
         self._restore_handlers()
 
     def on_exception(self, trainer: L.Trainer, pl_module: L.LightningModule, exception: BaseException) -> None:
+        requeue = {s: h for s, h in self._previous.items() if s not in self.SIGNALS}  # submitit's handler
         self._restore_handlers()
         if isinstance(exception, KeyboardInterrupt) and self.received == signal.SIGINT:
             _say(trainer, f"stopped by a second Ctrl-C without saving; {self._resume_hint()}")
@@ -110,6 +119,12 @@ class SafeStop(Callback):
             return
         trainer.save_checkpoint(self.last)  # every rank: under DDP it synchronises them
         name = signal.Signals(self.stopped).name
+        if self.stopped in requeue:
+            atexit.register(_requeue, requeue[self.stopped], self.stopped)
+            _say(trainer, f"stopped by {name} (the job's time limit is near) at step {trainer.global_step}: saved "
+                          f"{self.last}; submitit requeues the job, which goes on from it with resume=auto "
+                          f"(exit status {exception.code})")
+            return
         _say(trainer, f"stopped by {name} at step {trainer.global_step}: saved {self.last}; continue with "
                       f"resume=auto hydra.run.dir={self.last.parent.parent} (exit status {exception.code})")
 
@@ -117,6 +132,26 @@ class SafeStop(Callback):
         if self.last.is_file():
             return f"resume=auto hydra.run.dir={self.last.parent.parent} continues from {self.last}"
         return "no checkpoint had been saved"
+
+
+def _requeue_signal() -> tuple[int, ...]:
+    """submitit's signal (USR2, or the one SUBMITIT_PREEMPT_SIGNAL names), when this process is a task of a SLURM job
+    submitted by submitit, which handles it: SLURM sends it ``signal_delay_s`` before the job's time limit."""
+    signum = getattr(signal, "SIG" + os.environ.get("SUBMITIT_PREEMPT_SIGNAL", "USR2"), None)
+    if os.environ.get("SUBMITIT_EXECUTOR") != "slurm" or signum is None or not callable(signal.getsignal(signum)):
+        return ()
+    return (signum,)
+
+
+def _requeue(handler: Any, signum: int) -> None:
+    """At exit, training stopped and saved: submitit's handler of its signal requeues the job (task 0 does) and
+    exits, which it may not do in an exit handler."""
+    try:
+        handler(signum, None)
+    except SystemExit:
+        pass
+    except Exception as e:  # noqa: BLE001  (e.g. "Job not requeued because: timed-out too many times.")
+        print(f"not requeued: {e}", file=sys.stderr, flush=True)
 
 
 def _say(trainer: L.Trainer, message: str) -> None:

@@ -19,6 +19,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from gpt1.config import group_choice
 from gpt1.errors import ConfigError
+from gpt1.slurm import slurm_environment
 from gpt1.training.callbacks import AtomicCheckpointIO
 from gpt1.training.console import ProgressBarWithoutNegativeEpochs, SummaryWithoutZeroFlops, quiet_library_noise
 
@@ -51,7 +52,7 @@ def build_trainer(
         logger=loggers or False,
         callbacks=callbacks,
         enable_model_summary=False,  # SummaryWithoutZeroFlops instead of Lightning's
-        plugins=[AtomicCheckpointIO()],
+        plugins=[AtomicCheckpointIO(), *slurm_environment()],  # submitit requeues, not Lightning
     )
 
 

@@ -1,0 +1,33 @@
+"""``gpt1 pretrain`` whose updates take at least ``GPT1_TEST_STEP_S`` seconds each until it is first stopped (a sleep
+after each update, which changes no number): a tiny run still training when SLURM's time-limit warning comes, on any
+machine (the warning's timing has a resolution of 30 s); once resumed it runs at full speed. For tests/test_slurm.py:
+``python -c "from tests.slurm_app import main; main()"`` with the repository on PYTHONPATH, so that the SLURM job
+unpickles this module by name."""
+
+import os
+import time
+
+from lightning.pytorch.callbacks import Callback
+
+import gpt1.commands.pretrain
+from gpt1.app import command
+
+
+class Throttle(Callback):
+    def __init__(self, seconds: float) -> None:
+        self.seconds, self.fresh = seconds, True
+
+    def on_train_start(self, trainer, pl_module) -> None:
+        self.fresh = trainer.global_step == 0  # not resumed
+
+    def on_train_batch_end(self, *args) -> None:
+        if self.fresh:
+            time.sleep(self.seconds)
+
+
+@command("pretrain")
+def main(cfg) -> None:
+    build = gpt1.commands.pretrain.build_callbacks
+    throttle = Throttle(float(os.environ["GPT1_TEST_STEP_S"]))
+    gpt1.commands.pretrain.build_callbacks = lambda *a, **k: [throttle, *build(*a, **k)]
+    gpt1.commands.pretrain.train(cfg)
