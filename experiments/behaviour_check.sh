@@ -8,6 +8,8 @@ mkdir -p "$out"
 runs="$out/runs"
 cache="$out/cache"
 export GPT1_CACHE_DIR="$cache"
+# the same fp32 kernels on both sides of a comparison (gpt1.cpu.configure would otherwise measure and choose)
+export GPT1_CPU_MATMUL="${GPT1_CPU_MATMUL:-onednn}"
 quiet=(logger=csv trainer.enable_progress_bar=false)
 
 gpt1 pretrain debug=fast "${quiet[@]}" hydra.run.dir="$runs/pretrain" > "$out/pretrain.log" 2>&1
