@@ -28,7 +28,7 @@ def test_default_pretrain_is_the_quickstart(make_cfg, sample_data):
     obj = OmegaConf.to_object(cfg)
     assert isinstance(obj, PretrainConfig) and isinstance(obj.model, GPTConfig)
     assert cfg.run_name == "quickstart" and obj.model == replace(
-        PRESETS["small"], init_std=0.05, embd_pdrop=0.0, attn_pdrop=0.0, resid_pdrop=0.0
+        PRESETS["small"], n_layer=2, init_std=0.05, embd_pdrop=0.0, attn_pdrop=0.0, resid_pdrop=0.0
     )
     assert obj.trainer.accelerator == "cpu"
     assert Path(obj.data.train_files[0]).parent == sample_data / "books" / "train"

@@ -4,7 +4,10 @@ every update, Story Cloze's split; and the fourth zero-shot heuristic (Winograd)
 
 import csv
 import json
+import os
 import shutil
+import subprocess
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -26,6 +29,7 @@ from gpt1.heads import MultipleChoiceHead
 from gpt1.model import GPT, PRESETS, GPTConfig
 from gpt1.tasks.registry import get_task_type
 from gpt1.tasks.spec import task_from_dict
+from tests.conftest import REPO
 from tests.test_finetune import FAST, pretrained  # noqa: F401  (the tiny pre-trained checkpoint)
 
 
@@ -330,3 +334,21 @@ def test_zeroshot_scores_winograd_over_several_checkpoints(make_cfg, pretrained,
     cfg.task.dataset = cfg.task.dataset_config = None
     cfg.task.data_files = {"test": str(wsc)}
     assert zeroshot(cfg)["examples"] == 2
+
+
+def test_the_sample_winograd_task_scores_its_24_schemas_from_the_command_line(pretrained, cache_dir, tmp_path):
+    """experiments/conf/task/winograd_sample.yaml, run as its comment says (from the checkout, --config-dir): the
+    paper's Winograd task on the repository's sample file, twin sentences whose labels alternate."""
+    rows = [json.loads(line) for line in (REPO / "experiments" / "winograd_sample.jsonl").read_text().splitlines()]
+    assert len(rows) == 24 and [r["label"] for r in rows[:4]] == [0, 1, 0, 1]
+    assert all(r["pronoun"] in r["sentence"].split() or r["pronoun"] + "," in r["sentence"] for r in rows)
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "gpt1.commands.zeroshot", "--config-dir", "experiments/conf", "task=winograd_sample",
+         f"ckpts=[{pretrained}]", f"paths.cache_dir={cache_dir}", f"hydra.run.dir={tmp_path / 'run'}"],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    (scored,) = metrics["checkpoints"]
+    assert metrics["heuristic"] == "winograd" and metrics["examples"] == 24 and 0 <= scored["accuracy"] <= 1
