@@ -6,11 +6,13 @@ allocates anything; a Python user may call it too. Importing gpt1 changes nothin
 - ``GPT1_SYSTEM_MALLOC=1`` leaves glibc's allocator and torch's page size alone; otherwise freed memory is kept for
   reuse and torch is asked for huge pages (``THP_MEM_ALLOC_ENABLE=1`` unless set; torch reads it at its first CPU
   allocation, so call ``configure()`` before any): ``gpt1.allocator``.
-- ``GPT1_CPU_MATMUL``: ``auto`` (the default) runs each kind of fp32 product (``gpt1.ops.KINDS``: training GEMMs,
-  the tied head's, decoding, batched inference) on whichever of oneDNN and torch's matmuls ``measure_matmuls`` found
-  faster on this machine: measured once (about a second), then read from ``cache_path()``, one entry per CPU model
-  and flags, torch version, thread count and ISA override (measured again where it was taken while every core was
-  busy and the machine is quiet now); ``onednn`` or ``torch`` forces one kernel for every kind.
+- ``GPT1_CPU_MATMUL``: ``auto`` (the default) runs each kind of fp32 product (``gpt1.ops.KINDS``: the forward,
+  input-gradient and weight-gradient products of the blocks and of the tied head, decoding, batched inference) on
+  whichever of its kernels (``gpt1.ops.KERNELS``: oneDNN, torch's matmuls, decoding's row blocks)
+  ``measure_matmuls`` found fastest on this machine: measured once (about a second), then read from
+  ``cache_path()``, one entry per CPU model and flags, torch version, thread count and ISA override (measured again
+  where it was taken while every core was busy and the machine is quiet now); ``onednn`` or ``torch`` forces one
+  kernel for every kind.
 """
 
 from __future__ import annotations
@@ -32,10 +34,11 @@ import torch
 from gpt1 import ops
 from gpt1.allocator import request_huge_pages, tune_cpu_allocator
 
-KERNELS = ("onednn", "torch")
+FORCED = ("onednn", "torch")
+"""The kernels ``GPT1_CPU_MATMUL`` can force on every kind."""
 MARGIN = 0.03
-"""oneDNN is chosen for a kind only where it is faster than torch's matmuls by more than this fraction: on a tie
-(within the measurement's noise) torch's own, public kernels."""
+"""Another kernel is chosen for a kind only where it is faster than torch's matmuls by more than this fraction: on a
+tie (within the measurement's noise) torch's own."""
 
 ISA_VARIABLES = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA", "MKL_ENABLE_INSTRUCTIONS")
 """Variables that change which kernels torch, oneDNN and MKL dispatch to: part of the cache key."""
@@ -50,7 +53,7 @@ class CpuSettings:
     huge_pages: bool
     """``THP_MEM_ALLOC_ENABLE`` asks torch for huge pages (effective if set before torch's first CPU allocation)."""
     matmuls: dict[str, str]
-    """Kind of product -> "onednn" or "torch" (``gpt1.ops.CPU_MATMULS``)."""
+    """Kind of product -> its kernel (``gpt1.ops.CPU_MATMULS``)."""
     source: str
     """How the matmuls were chosen: "GPT1_CPU_MATMUL=onednn" (or torch), "measured", "cached" or "no oneDNN"."""
     timings: dict[str, dict[str, float]] = field(default_factory=dict)
@@ -63,7 +66,7 @@ def configure() -> CpuSettings:
     huge_pages = request_huge_pages()  # first: before anything below allocates
     tuned = tune_cpu_allocator()
     choice = os.environ.get("GPT1_CPU_MATMUL", "auto")
-    if choice not in ("auto", *KERNELS):
+    if choice not in ("auto", *FORCED):
         warnings.warn(f"GPT1_CPU_MATMUL={choice!r} is not auto, onednn or torch: using auto", stacklevel=2)
         choice = "auto"
     timings: dict[str, dict[str, float]] = {}
@@ -79,8 +82,12 @@ def configure() -> CpuSettings:
 
 
 def choose(timings: dict[str, dict[str, float]]) -> dict[str, str]:
-    """Kind -> the kernel to run: oneDNN where its median beat torch's by more than ``MARGIN``, else torch."""
-    return {kind: "onednn" if t["onednn"] < (1 - MARGIN) * t["torch"] else "torch" for kind, t in timings.items()}
+    """Kind -> the kernel to run: the fastest where its median beat torch's by more than ``MARGIN``, else torch."""
+    choices = {}
+    for kind, t in timings.items():
+        fastest = min(t, key=t.__getitem__)
+        choices[kind] = fastest if t[fastest] < (1 - MARGIN) * t["torch"] else "torch"
+    return choices
 
 
 def cpu_model() -> str:
@@ -153,15 +160,16 @@ def _load() -> float | None:
 def _busy_then_quiet_now(load_then: object) -> bool:
     """Whether timings taken at load average ``load_then`` are worth re-taking now: taken while other work held
     every core, and now at most half of them are busy (other processes slow the kernels unevenly: under load,
-    oneDNN's row-block products lose to torch's that win on a quiet machine)."""
+    decoding's row-block products lose to torch's that win on a quiet machine)."""
     cores, now = os.cpu_count() or 1, _load()
     return isinstance(load_then, (int, float)) and now is not None and load_then >= cores and now <= cores / 2
 
 
 def _valid(timings: object) -> bool:
     return isinstance(timings, dict) and set(timings) == set(ops.KINDS) and all(
-        isinstance(t, dict) and all(isinstance(t.get(k), (int, float)) and t[k] > 0 for k in KERNELS)
-        for t in timings.values()
+        isinstance(t, dict) and set(t) == set(ops.KERNELS[kind])
+        and all(isinstance(v, (int, float)) and v > 0 for v in t.values())
+        for kind, t in timings.items()
     )
 
 
@@ -189,56 +197,56 @@ def _locked(path: Path) -> Iterator[None]:
         yield
 
 
-def measure_matmuls(rounds: int = 5) -> dict[str, dict[str, float]]:
-    """Kind -> kernel -> median seconds of a probe of that kind of product at GPT-1's width (768), through
-    ``gpt1.ops.linear`` with the kind set to each kernel in turn (onednn, torch, onednn, ...: both under the same
-    conditions), after one untimed round. Probes: "train", forward and backward of the MLP's two products at
-    128 rows; "head", of a 6,144-row weight at 256 rows (sliced as the tied head's); "decode" and "batched", two
-    blocks' eight weight matrices (57 MB, more than a cache holds) times 1 and 8 rows."""
-    C = 768
+def measure_matmuls(rounds: int = 3) -> dict[str, dict[str, float]]:
+    """Kind (``gpt1.ops.KINDS``) -> kernel (``gpt1.ops.KERNELS``) -> median seconds of a probe of that kind of product
+    at GPT-1's width (768), its kernels taken in turn (onednn, torch, onednn, ...: each under the same conditions)
+    after one untimed round. Probes: "train.*", the MLP's two weights (3,072 x 768 and 768 x 3,072) at 256 rows;
+    "head.*", a 6,144-row weight (sliced as the tied head's) at 256 rows; "decode" and "batched", two blocks' eight
+    weight matrices (57 MB, more than a cache holds) times 1 and 8 rows, through ``gpt1.ops.linear``."""
+    C, M = 768, 256
     gen = torch.Generator().manual_seed(0)
 
-    def randn(*shape: int, grad: bool = False) -> torch.Tensor:
-        return (torch.randn(*shape, generator=gen) * 0.02).requires_grad_(grad)
+    def randn(*shape: int) -> torch.Tensor:
+        return torch.randn(*shape, generator=gen) * 0.02
 
-    mlp = [randn(4 * C, C, grad=True), randn(C, 4 * C, grad=True)]
-    x_train, g_train = randn(128, C, grad=True), randn(128, C)
-    head, x_head, g_head = randn(6144, C, grad=True), randn(256, C, grad=True), randn(256, 6144)
+    # (weight (out, in), x (M, in), grad (M, out)) of each training product's probe
+    layers = {"train": [(randn(4 * C, C), randn(M, C), randn(M, 4 * C)), (randn(C, 4 * C), randn(M, 4 * C), randn(M, C))],
+              "head": [(randn(6144, C), randn(M, C), randn(M, 6144))]}  # fmt: skip
+    products = {
+        "forward": lambda w, x, g, kernel: ops.linear_forward(x, w, None, kernel),
+        "input_grad": lambda w, x, g, kernel: ops.linear_input_grad(g, w, kernel),
+        "weight_grad": lambda w, x, g, kernel: ops.linear_weight_grad(g, x, w, kernel),
+    }
     blocks = [randn(n, k) for _ in range(2) for n, k in ((3 * C, C), (C, C), (4 * C, C), (C, 4 * C))]
     rows = {r: {w.size(1): randn(r, w.size(1)) for w in blocks} for r in (1, 8)}
 
-    def train() -> None:
-        for t in (*mlp, x_train):
-            t.grad = None
-        ops.linear(ops.linear(x_train, mlp[0]), mlp[1]).backward(g_train)
+    def training(kind: str, product: str) -> Callable[[str], None]:
+        return lambda kernel: [products[product](*layer, kernel) for layer in layers[kind]]
 
-    def head_step() -> None:
-        head.grad = x_head.grad = None
-        ops.linear(x_head, head).backward(g_head)
-
-    def products(r: int) -> Callable[[], None]:
-        def run() -> None:
+    def inference(kind: str, r: int) -> Callable[[str], None]:
+        def run(kernel: str) -> None:
+            ops.CPU_MATMULS[kind] = kernel
             with torch.no_grad():
                 for w in blocks:
                     ops.linear(rows[r][w.size(1)], w)
 
         return run
 
-    probes = {"train": train, "head": head_step, "decode": products(1), "batched": products(8)}
+    probes = {f"{kind}.{product}": training(kind, product) for kind in layers for product in products}
+    probes |= {"decode": inference("decode", 1), "batched": inference("batched", 8)}
     saved = dict(ops.CPU_MATMULS)
     try:
-        return {kind: _interleaved(kind, probe, rounds) for kind, probe in probes.items()}
+        return {kind: _interleaved(probes[kind], ops.KERNELS[kind], rounds) for kind in ops.KINDS}
     finally:
         ops.CPU_MATMULS.update(saved)
 
 
-def _interleaved(kind: str, probe: Callable[[], None], rounds: int) -> dict[str, float]:
-    times: dict[str, list[float]] = {k: [] for k in KERNELS}
+def _interleaved(probe: Callable[[str], None], kernels: tuple[str, ...], rounds: int) -> dict[str, float]:
+    times: dict[str, list[float]] = {k: [] for k in kernels}
     for i in range(rounds + 1):
-        for kernel in KERNELS:
-            ops.CPU_MATMULS[kind] = kernel
+        for kernel in kernels:
             start = time.perf_counter()
-            probe()
+            probe(kernel)
             if i:  # the first round is untimed
                 times[kernel].append(time.perf_counter() - start)
     return {kernel: statistics.median(ts) for kernel, ts in times.items()}

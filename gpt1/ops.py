@@ -1,10 +1,11 @@
 """The decoder's primitive ops, with faster paths for fp32 on CPU (pure torch; the same math as torch's own ops).
 
 - ``linear``: fp32 products on x86 CPUs can run on oneDNN instead of torch's matmuls (MKL's, whose fast kernels are
-  Intel's only). Which one each kind of product uses (``KINDS``) is ``CPU_MATMULS``: torch's everywhere until
-  ``gpt1.cpu.configure()`` (which every gpt1 command calls) sets what it measured to be faster on this CPU. On
-  oneDNN, the tied head's input gradient is summed over slices of its rows, and a single row without autograd is
-  split into one block of weight rows per thread, multiplied in one ``bmm``.
+  Intel's only), and a single row without autograd can be split into one block of weight rows per thread,
+  multiplied in one ``bmm``. Which kernel each kind of product uses (``KINDS``: the forward, input-gradient and
+  weight-gradient products of the blocks and of the tied head, decoding's and batched inference's) is
+  ``CPU_MATMULS``: torch's everywhere until ``gpt1.cpu.configure()`` (which every gpt1 command calls) sets what it
+  measured to be faster on this CPU. On oneDNN, the tied head's input gradient is summed over slices of its rows.
 - ``dropout``: masks from 16-bit integers cut from 64-bit draws (P(drop) = p to within 2^-17), written as floats by
   the comparison itself; ``bernoulli_`` draws a float per element.
 - ``embedding``: on CPU with autograd, the token table's gradient is sparse (one row per id), which the tied LM
@@ -29,24 +30,43 @@ from torch import nn
 from torch.nn import functional as F
 
 
-KINDS = ("train", "head", "decode", "batched")
-"""The kinds of fp32 CPU products ``linear`` chooses a kernel for: with autograd, "train" (the blocks' GEMMs) and
-"head" (a weight of more than two ``SLICE_BYTES`` slices: the tied head); without autograd, "decode" (fewer than
-``BATCHED_MIN_ROWS`` rows: decoding) and "batched" (batched decoding, evaluation)."""
+PRODUCTS = ("forward", "input_grad", "weight_grad")
+"""The three products of a linear layer in training: x @ W.T, its input gradient g @ W and its weight gradient
+g.T @ x."""
+
+KINDS = (*(f"{k}.{p}" for k in ("train", "head") for p in PRODUCTS), "decode", "batched")
+"""The kinds of fp32 CPU products ``linear`` chooses a kernel for: with autograd, each of ``PRODUCTS`` of "train"
+(the blocks' GEMMs) and of "head" (a weight of more than two ``SLICE_BYTES`` slices: the tied head); without
+autograd, "decode" (fewer than ``BATCHED_MIN_ROWS`` rows: decoding) and "batched" (batched decoding, evaluation)."""
+
+KERNELS: dict[str, tuple[str, ...]] = {kind: ("onednn", "torch") for kind in KINDS} | {
+    "decode": ("onednn", "row_blocks", "torch")
+}
+"""Kind -> the kernels it can run on: "onednn" (oneDNN's fp32 matmul), "torch" (torch's own matmuls: MKL's on x86)
+and, for decoding, "row_blocks" (a single row times one block of weight rows per thread, as one torch ``bmm``;
+torch's matmul for more rows, one thread or a strided weight)."""
 
 CPU_MATMULS: dict[str, str] = dict.fromkeys(KINDS, "torch")
-"""Kind -> "onednn" or "torch": which kernel ``linear`` runs. Torch's until ``set_cpu_matmuls`` (``gpt1.cpu``)."""
+"""Kind -> the kernel ``linear`` runs it on. Torch's until ``set_cpu_matmuls`` (``gpt1.cpu``)."""
 
 BATCHED_MIN_ROWS = 4
 """Products without autograd of at least this many rows are of kind "batched"."""
 
 
+def available_kernels(kind: str) -> tuple[str, ...]:
+    """The kernels of ``kind`` that this machine runs: all of ``KERNELS[kind]`` but oneDNN where it is missing."""
+    return tuple(k for k in KERNELS[kind] if k != "onednn" or onednn_available())
+
+
 def set_cpu_matmuls(choices: dict[str, str]) -> None:
-    """Set the kernel of each kind in ``choices`` ("onednn" or "torch"); oneDNN only where ``onednn_available()``."""
-    for kind, choice in choices.items():
-        if kind not in KINDS or choice not in ("onednn", "torch"):
-            raise ValueError(f"{kind}={choice}: kinds are {', '.join(KINDS)}, kernels onednn or torch")
-        CPU_MATMULS[kind] = choice if onednn_available() else "torch"
+    """Set the kernel of each kind in ``choices`` (one of ``KERNELS[kind]``); torch's where the kernel named is not
+    available here (oneDNN off x86)."""
+    for kind, kernel in choices.items():
+        if kind not in KINDS or kernel not in KERNELS[kind]:
+            raise ValueError(
+                f"{kind}={kernel}: kinds are {', '.join(KINDS)}; kernels onednn or torch (decode: also row_blocks)"
+            )
+        CPU_MATMULS[kind] = kernel if kernel in available_kernels(kind) else "torch"
 
 
 def onednn_available() -> bool:
@@ -75,8 +95,8 @@ def _onednn(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) ->
 
 
 SLICE_BYTES = 6 * 2**20
-"""A weight of more than twice this many bytes (the tied head) gets its input gradient in slices of its rows of
-about this size, and its weight gradient's transposed copy made on every thread."""
+"""A weight of more than twice this many bytes (the tied head) gets its oneDNN input gradient in slices of its rows
+of about this size, and its weight gradient's transposed copy made on every thread."""
 
 
 def _slice_rows(weight: torch.Tensor) -> int | None:
@@ -86,10 +106,17 @@ def _slice_rows(weight: torch.Tensor) -> int | None:
     return rows if weight.size(0) > 2 * rows else None
 
 
-def _input_grad(grad: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-    """grad (..., out) @ weight (out, in) -> (..., in). oneDNN reorders the transposed weight on every call, which for
-    the tied head's is slow from memory: summed over slices of its rows, each slice is reordered and used while
-    still in cache."""
+def linear_forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, kernel: str) -> torch.Tensor:
+    """x (..., in) @ weight (out, in).T + bias -> (..., out) on ``kernel`` ("onednn" or "torch")."""
+    return _onednn(x, weight, bias) if kernel == "onednn" else F.linear(x, weight, bias)
+
+
+def linear_input_grad(grad: torch.Tensor, weight: torch.Tensor, kernel: str) -> torch.Tensor:
+    """grad (..., out) @ weight (out, in) -> (..., in) on ``kernel``. oneDNN reorders the transposed weight on every
+    call, which for the tied head's is slow from memory: summed over slices of its rows, each slice is reordered and
+    used while still in cache."""
+    if kernel != "onednn":
+        return grad @ weight
     rows = _slice_rows(weight)
     if rows is None:
         return _onednn(grad, weight.t(), None)
@@ -102,13 +129,15 @@ def _input_grad(grad: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
 
 
 TRANSPOSE_ROWS = 512
-"""The tied head's gradient is transposed this many of its rows at a time."""
+"""The tied head's gradient is transposed this many of its rows at a time for oneDNN's weight gradient."""
 
 
-def _weight_grad(grad: torch.Tensor, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-    """grad (M, out).T @ x (M, in) -> (out, in). oneDNN takes its source contiguous, so grad is transposed first, a
-    copy torch makes on one thread for a 2-D tensor; the tied head's is copied through 3-D views of
-    ``TRANSPOSE_ROWS`` rows, which torch copies on every thread."""
+def linear_weight_grad(grad: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, kernel: str) -> torch.Tensor:
+    """grad (M, out).T @ x (M, in) -> (out, in) on ``kernel``. oneDNN takes its source contiguous, so grad is
+    transposed first, a copy torch makes on one thread for a 2-D tensor; the tied head's is copied through 3-D views
+    of ``TRANSPOSE_ROWS`` rows, which torch copies on every thread."""
+    if kernel != "onednn":
+        return grad.t() @ x
     if _slice_rows(weight) is None:
         return _onednn(grad.t(), x.t(), None)
     M, N = grad.shape
@@ -119,22 +148,25 @@ def _weight_grad(grad: torch.Tensor, x: torch.Tensor, weight: torch.Tensor) -> t
     return _onednn(grad_t, x.t(), None)
 
 
-class _OneDNNLinear(torch.autograd.Function):
+class _Linear(torch.autograd.Function):
+    """A linear layer whose three products each run on their own kernel (kernels: forward, input_grad,
+    weight_grad)."""
+
     @staticmethod
-    def forward(ctx, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    def forward(ctx, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, kernels: tuple[str, ...]):
         ctx.save_for_backward(x, weight)
-        ctx.has_bias = bias is not None
-        return _onednn(x, weight, bias)
+        ctx.has_bias, ctx.kernels = bias is not None, kernels
+        return linear_forward(x, weight, bias, kernels[0])
 
     @staticmethod
     def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
         x, weight = ctx.saved_tensors
-        grad_x = _input_grad(grad, weight) if ctx.needs_input_grad[0] else None
+        grad_x = linear_input_grad(grad, weight, ctx.kernels[1]) if ctx.needs_input_grad[0] else None
         grad_2d = grad.reshape(-1, grad.size(-1))  # (M, out)
         x_2d = x.reshape(-1, x.size(-1))  # (M, in)
-        grad_w = _weight_grad(grad_2d, x_2d, weight) if ctx.needs_input_grad[1] else None
+        grad_w = linear_weight_grad(grad_2d, x_2d, weight, ctx.kernels[2]) if ctx.needs_input_grad[1] else None
         grad_b = grad_2d.sum(0) if ctx.has_bias and ctx.needs_input_grad[2] else None
-        return grad_x, grad_w, grad_b
+        return grad_x, grad_w, grad_b, None
 
 
 def _row_blocks_mv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, blocks: int) -> torch.Tensor:
@@ -162,19 +194,21 @@ def _row_blocks_mv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | N
 
 
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
-    """``F.linear``: x (..., in) @ weight (out, in).T + bias. For fp32 in eager mode on CPU, without autocast, the
+    """``F.linear``: x (..., in) @ weight (out, in).T + bias. For fp32 in eager mode on CPU, without autocast, each
     product runs on the kernel ``CPU_MATMULS`` names for its kind (``KINDS``)."""
     if x.dtype == weight.dtype == torch.float32 and _eager_cpu(x) and not torch.is_autocast_enabled("cpu"):
-        rows = x.numel() // x.size(-1)
         if torch.is_grad_enabled():
-            if CPU_MATMULS["head" if _slice_rows(weight) else "train"] == "onednn":
-                return _OneDNNLinear.apply(x, weight, bias)
-        elif rows < BATCHED_MIN_ROWS:
-            if CPU_MATMULS["decode"] == "onednn":
-                threads = torch.get_num_threads()
-                if rows == 1 and 1 < threads <= weight.size(0) and weight.is_contiguous() and x.is_contiguous():
-                    return _row_blocks_mv(x, weight, bias, threads)
+            kind = "head" if _slice_rows(weight) else "train"
+            kernels = tuple(CPU_MATMULS[f"{kind}.{product}"] for product in PRODUCTS)
+            if kernels != ("torch",) * len(PRODUCTS):
+                return _Linear.apply(x, weight, bias, kernels)
+        elif x.numel() // x.size(-1) < BATCHED_MIN_ROWS:
+            kernel = CPU_MATMULS["decode"]
+            if kernel == "onednn":
                 return _onednn(x, weight, bias)
+            threads = torch.get_num_threads() if kernel == "row_blocks" and x.numel() == x.size(-1) else 1
+            if 1 < threads <= weight.size(0) and weight.is_contiguous() and x.is_contiguous():
+                return _row_blocks_mv(x, weight, bias, threads)
         elif CPU_MATMULS["batched"] == "onednn":
             return _onednn(x, weight, bias)
     return F.linear(x, weight, bias)

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 import gpt1.cpu
+import gpt1.model
 import gpt1.ops
 import gpt1.tools.bench
 from gpt1.tools.bench import DENSE_PEAK_TFLOPS, device_peak, main, report
@@ -41,8 +42,8 @@ def stubbed(monkeypatch):
     monkeypatch.setattr(gpt1.tools.bench, "gemm_peak", lambda *args: 1e9)
     monkeypatch.setattr(gpt1.tools.bench, "memory_bandwidth", lambda device: 1e9)
     monkeypatch.setattr(gpt1.tools.bench, "gemv_bandwidth", lambda model: 1e9)
-    both = {"onednn": 1e-3, "torch": 2e-3}
-    monkeypatch.setattr(gpt1.tools.bench, "measure_matmuls", lambda: dict.fromkeys(gpt1.ops.KINDS, both))
+    times = {kind: dict(zip(kernels, (1e-3, 2e-3, 3e-3))) for kind, kernels in gpt1.ops.KERNELS.items()}
+    monkeypatch.setattr(gpt1.tools.bench, "measure_matmuls", lambda: times)
     monkeypatch.setattr(gpt1.tools.bench, "hf_generation", lambda hf, args, device: {"generate_batch1_ms_per_token": 40.0})
     monkeypatch.setattr(gpt1.tools.bench, "mc_note", lambda: None)
     return calls
@@ -92,10 +93,14 @@ def test_the_matmul_choices_and_both_kernels_times_are_shown(stubbed, monkeypatc
     out = main([*TINY, "--mc-batch", "0", "--device", "cpu"])
     assert out["cpu_matmuls"] == dict.fromkeys(gpt1.ops.KINDS, "torch")
     assert out["cpu_matmuls_source"] == "GPT1_CPU_MATMUL=torch"
-    assert out["cpu_matmul_times"]["decode"] == {"onednn": 1e-3, "torch": 2e-3}
+    assert out["cpu_matmul_times"]["decode"] == {"onednn": 1e-3, "row_blocks": 2e-3, "torch": 3e-3}
     printed = capsys.readouterr().out
-    assert "CPU matmuls (GPT1_CPU_MATMUL=torch): train torch, head torch, decode torch, batched torch" in printed
-    assert "oneDNN / torch: train 1.0 / 2.0; head 1.0 / 2.0; decode 1.0 / 2.0; batched 1.0 / 2.0" in printed
+    assert ("CPU matmuls (GPT1_CPU_MATMUL=torch): train.forward torch, train.input_grad torch, train.weight_grad "
+            "torch, head.forward torch, head.input_grad torch, head.weight_grad torch, decode torch, batched torch") in printed
+    assert ("measured now, ms: train.forward onednn 1.0, torch 2.0; train.input_grad onednn 1.0, torch 2.0; "
+            "train.weight_grad onednn 1.0, torch 2.0; head.forward onednn 1.0, torch 2.0; head.input_grad onednn 1.0, "
+            "torch 2.0; head.weight_grad onednn 1.0, torch 2.0; decode onednn 1.0, row_blocks 2.0, torch 3.0; batched "
+            "onednn 1.0, torch 2.0") in printed
 
 
 @pytest.mark.parametrize("model, seq, new_tokens", [("gpt1", 256, 256), ("small", 128, 112), ("tiny", 32, 16)])
@@ -123,7 +128,7 @@ def test_each_phase_says_on_stderr_when_it_starts(stubbed, monkeypatch, capsys):
     main([*TINY, "--mc-batch", "2", "--device", "cpu", "--compare", "hf"])
     err = capsys.readouterr().err.splitlines()
     assert [line.split(",")[0].split(" ...")[0] for line in err] == [
-        "gpt1 bench: timing oneDNN's and torch's matmuls on each kind of product",
+        "gpt1 bench: timing each kind of product on each of its kernels",
         "gpt1 bench: measuring the GEMM peak",
         "gpt1 bench: training steps 2x16",
         "gpt1 bench: greedy generation",
@@ -141,14 +146,22 @@ def test_bench_runs_every_measurement_end_to_end(capsys, caplog):
     assert "MFU" in printed and "vs HF" in printed
 
 
-def test_the_ceilings_try_onednn_whatever_kernel_was_chosen(monkeypatch):
-    """The GEMM peak and the matrix-vector rate take the faster of torch's and oneDNN's products, also where
-    gpt1.cpu chose torch's for that kind; the choice is restored afterwards."""
+def test_the_ceilings_try_every_kernel_whatever_was_chosen(monkeypatch):
+    """The GEMM peak and the matrix-vector rate take the fastest of the kernels of their kind, also where gpt1.cpu
+    chose torch's; the choice is restored afterwards, and a kernel this CPU lacks leaves the choice as it is."""
     monkeypatch.setattr(gpt1.ops, "CPU_MATMULS", dict.fromkeys(gpt1.ops.KINDS, "torch"))
     monkeypatch.setattr(gpt1.ops, "onednn_available", lambda: True)
-    seen = gpt1.tools.bench.on_onednn("decode", lambda: dict(gpt1.ops.CPU_MATMULS))()
-    assert seen == {**dict.fromkeys(gpt1.ops.KINDS, "torch"), "decode": "onednn"}
+    for kernel in ("onednn", "row_blocks"):
+        seen = gpt1.tools.bench.on_kernel("decode", kernel, lambda: dict(gpt1.ops.CPU_MATMULS))()
+        assert seen == {**dict.fromkeys(gpt1.ops.KINDS, "torch"), "decode": kernel}
     assert gpt1.ops.CPU_MATMULS == dict.fromkeys(gpt1.ops.KINDS, "torch")
+    monkeypatch.setattr(gpt1.ops, "onednn_available", lambda: False)
+    assert gpt1.tools.bench.on_kernel("batched", "onednn", lambda: gpt1.ops.CPU_MATMULS["batched"])() == "torch"
+    rates = []
+    monkeypatch.setattr(gpt1.tools.bench, "median_seconds", lambda fn, **kw: (fn(), rates.append(1), 1.0)[-1])
+    model = gpt1.model.GPT(gpt1.model.PRESETS["tiny"])
+    gpt1.tools.bench.gemv_bandwidth(model)
+    assert len(rates) == 2  # F.linear and the row blocks (no oneDNN here)
 
 
 def test_a_cpu_peak_is_measured_in_the_steps_precision(monkeypatch):

@@ -15,9 +15,14 @@ import gpt1.ops
 
 FAST = {"onednn": 1.0, "torch": 2.0}
 SLOW = {"onednn": 2.0, "torch": 1.0}
-TIMINGS = {"train": FAST, "head": SLOW, "decode": FAST, "batched": {"onednn": 0.99, "torch": 1.0}}
-"""Stubbed measurements: oneDNN twice as fast for training and decoding, half as fast for the head, 1% faster
-(within the margin: a tie) for batched products."""
+TIMINGS = {"train.forward": FAST, "train.input_grad": SLOW, "train.weight_grad": SLOW, "head.forward": FAST,
+           "head.input_grad": SLOW, "head.weight_grad": {"onednn": 0.99, "torch": 1.0},
+           "decode": {"onednn": 1.5, "row_blocks": 1.0, "torch": 2.0}, "batched": {"onednn": 0.99, "torch": 1.0}}
+"""Stubbed measurements: oneDNN twice as fast for the forward products, half as fast for the input gradients, 1%
+faster (within the margin: a tie) for the head's weight gradient and batched products; decoding's row blocks the
+fastest of three."""
+CHOSEN = {"train.forward": "onednn", "train.input_grad": "torch", "train.weight_grad": "torch", "head.forward": "onednn",
+          "head.input_grad": "torch", "head.weight_grad": "torch", "decode": "row_blocks", "batched": "torch"}
 
 
 @pytest.fixture
@@ -70,13 +75,16 @@ def test_forced_matmuls_are_not_measured(cpu, monkeypatch):
 
 def test_auto_picks_the_measured_faster_kernel_per_kind_torch_on_a_tie(cpu, monkeypatch):
     settings = cpu.configure()
-    assert settings.matmuls == {"train": "onednn", "head": "torch", "decode": "onednn", "batched": "torch"}
+    assert settings.matmuls == CHOSEN
     assert gpt1.ops.CPU_MATMULS == settings.matmuls and settings.source == "measured"
     assert settings.timings == TIMINGS and cpu.calls == [1]
     monkeypatch.setenv("GPT1_CPU_MATMUL", "mkl")
     with pytest.warns(UserWarning, match="GPT1_CPU_MATMUL='mkl' is not auto, onednn or torch: using auto"):
         assert cpu.configure().matmuls == settings.matmuls
-    assert cpu.choose({"train": {"onednn": 0.96, "torch": 1.0}}) == {"train": "onednn"}  # beyond the 3% margin
+    assert cpu.choose({"batched": {"onednn": 0.96, "torch": 1.0}}) == {"batched": "onednn"}  # beyond the 3% margin
+    # the fastest of three, where it beats torch's by the margin; else torch's, however the other two compare
+    assert cpu.choose({"decode": {"onednn": 0.9, "row_blocks": 0.8, "torch": 1.0}}) == {"decode": "row_blocks"}
+    assert cpu.choose({"decode": {"onednn": 0.98, "row_blocks": 0.99, "torch": 1.0}}) == {"decode": "torch"}
 
 
 def test_configure_is_idempotent_and_reads_the_environment_when_called(cpu, monkeypatch):
@@ -94,7 +102,7 @@ def test_measurements_are_cached_per_machine_torch_and_thread_count(cpu, monkeyp
     assert cpu.cache_path() == path
     entries = json.loads(path.read_text())
     entry = entries[cpu.machine_key()]
-    assert entry["timings"] == TIMINGS and entry["choices"]["train"] == "onednn"
+    assert entry["timings"] == TIMINGS and entry["choices"] == CHOSEN
     assert cpu.torch.__version__ in cpu.machine_key() and cpu.cpu_model() in cpu.machine_key()
     monkeypatch.setattr(cpu, "_MEASURED", {})  # a new process: read from the file, not measured
     assert cpu.configure().source == "cached" and cpu.calls == [1]
@@ -119,7 +127,12 @@ def test_timings_taken_on_a_busy_machine_are_taken_again_once_it_is_quiet(cpu, m
     assert cpu.configure().source == "cached" and cpu.calls == [1, 1]
 
 
-@pytest.mark.parametrize("content", ["not json", "[]", '{"KEY": {"timings": {"train": {"onednn": 1}}}}'])
+OLD_KINDS = {"train": FAST, "head": SLOW, "decode": FAST, "batched": FAST}
+"""A cache entry of the kinds before the products were told apart: measured again."""
+
+
+@pytest.mark.parametrize("content", ["not json", "[]", '{"KEY": {"timings": {"train": {"onednn": 1}}}}',
+                                     json.dumps({"KEY": {"timings": OLD_KINDS}})])
 def test_an_unreadable_or_incomplete_cache_is_measured_again(cpu, monkeypatch, tmp_path, content):
     path = tmp_path / "gpt1" / "cpu-matmuls.json"
     path.parent.mkdir()
@@ -131,16 +144,18 @@ def test_an_unreadable_or_incomplete_cache_is_measured_again(cpu, monkeypatch, t
 def test_an_unwritable_cache_only_costs_a_measurement(cpu, monkeypatch, tmp_path):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "file"))
     (tmp_path / "file").write_text("")  # a file where the cache directory would be
-    assert cpu.configure().matmuls["train"] == "onednn"
+    assert cpu.configure().matmuls == CHOSEN
 
 
-def test_the_real_measurement_times_both_kernels_of_every_kind(monkeypatch):
-    """measure_matmuls (shrunk: two rounds) returns a positive median per kind and kernel and leaves the choices."""
+def test_the_real_measurement_times_every_kernel_of_every_kind(monkeypatch):
+    """measure_matmuls (shrunk: one round after the untimed one) returns a positive median per kind and kernel and
+    leaves the choices."""
     monkeypatch.setattr(gpt1.ops, "CPU_MATMULS", dict.fromkeys(gpt1.ops.KINDS, "torch"))
     if not gpt1.ops.onednn_available():
         pytest.skip("no oneDNN linear on this CPU")
     timings = gpt1.cpu.measure_matmuls(rounds=1)
-    assert set(timings) == set(gpt1.ops.KINDS) and all(t[k] > 0 for t in timings.values() for k in ("onednn", "torch"))
+    assert {kind: set(t) for kind, t in timings.items()} == {kind: set(k) for kind, k in gpt1.ops.KERNELS.items()}
+    assert all(seconds > 0 for t in timings.values() for seconds in t.values())
     assert gpt1.ops.CPU_MATMULS == dict.fromkeys(gpt1.ops.KINDS, "torch")
 
 

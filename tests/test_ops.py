@@ -17,13 +17,16 @@ from gpt1.ops import Dropout, Embedding, attention, dropout, embedding, linear
 
 ONEDNN = dict.fromkeys(gpt1.ops.KINDS, "onednn")
 BATCHED_ONLY = {**dict.fromkeys(gpt1.ops.KINDS, "torch"), "batched": "onednn"}
+FORWARD_ONLY = {**dict.fromkeys(gpt1.ops.KINDS, "torch"), "train.forward": "onednn", "head.forward": "onednn"}
+BACKWARD_ONLY = {**ONEDNN, "train.forward": "torch", "head.forward": "torch"}
 
 
 @pytest.mark.parametrize("shape", [(5, 7), (2, 3, 7)])
-@pytest.mark.parametrize(("matmuls", "slice_rows"), [(ONEDNN, None), (ONEDNN, 3), (BATCHED_ONLY, None)])
+@pytest.mark.parametrize(("matmuls", "slice_rows"), [(ONEDNN, None), (ONEDNN, 3), (BATCHED_ONLY, None),
+                                                     (FORWARD_ONLY, 3), (BACKWARD_ONLY, 3)])
 def test_linear_matches_f_linear_in_value_and_gradients(shape, matmuls, slice_rows, monkeypatch):
-    """gpt1's linear on oneDNN (forward, input and weight gradients; or only for 4 rows or more without autograd)
-    computes F.linear, also the path of the tied head's large weight (here 13 rows in slices
+    """gpt1's linear on oneDNN (forward, input and weight gradients, each on its own kernel; or only for 4 rows or
+    more without autograd) computes F.linear, also the path of the tied head's large weight (here 13 rows in slices
     of 3, the last 1): the input gradient summed over slices of its rows, the weight gradient through copies made on
     every thread."""
     monkeypatch.setattr(gpt1.ops, "CPU_MATMULS", matmuls)  # whatever this CPU would choose
@@ -52,7 +55,7 @@ def test_single_row_products_split_across_threads_match_f_linear(out_features, t
     """Batch-1 decoding's row-block bmm (one block per thread, the last blocks overlapping when the thread count
     does not divide the rows; x over each block's transposed view where rows are longer than the matrix is tall:
     12 x 24) computes F.linear for every row of the weight."""
-    monkeypatch.setattr(gpt1.ops, "CPU_MATMULS", ONEDNN)  # the row blocks are decoding's oneDNN choice
+    monkeypatch.setattr(gpt1.ops, "CPU_MATMULS", {**ONEDNN, "decode": "row_blocks"})
     monkeypatch.setattr(torch, "get_num_threads", lambda: threads)  # the blocks follow the thread count
     w, b = torch.randn(out_features, 24), torch.randn(out_features)
     rows = torch.randn(3, 24)
@@ -68,33 +71,42 @@ def test_single_row_products_split_across_threads_match_f_linear(out_features, t
 
 
 def test_each_kind_of_product_runs_on_its_chosen_kernel(monkeypatch):
-    """CPU_MATMULS picks per kind: with autograd "train" (a small weight) or "head" (more than two slices), without
-    it "decode" (under BATCHED_MIN_ROWS rows) or "batched"; torch's kind runs F.linear, even where oneDNN would do."""
+    """CPU_MATMULS picks per kind: with autograd each of the forward, input-gradient and weight-gradient products of
+    "train" (a small weight) or "head" (more than two slices), without it "decode" (under BATCHED_MIN_ROWS rows; the
+    row blocks for a single row) or "batched"; the other kinds' choices do not matter to a product, and where all
+    three of a layer's are torch's, autograd runs F.linear itself."""
     monkeypatch.setattr(gpt1.ops, "SLICE_BYTES", 3 * 8 * 4)  # a weight of 7+ rows of 8 is the "head"
-    calls = []
-    monkeypatch.setattr(gpt1.ops, "_onednn", lambda x, w, b: calls.append(x.shape) or F.linear(x, w, b))
-    monkeypatch.setattr(gpt1.ops, "_row_blocks_mv", lambda x, w, b, n: calls.append(("rows", n)) or F.linear(x, w, b))
     monkeypatch.setattr(torch, "get_num_threads", lambda: 2)
+    calls = []
+    for product in gpt1.ops.PRODUCTS:
+        real = getattr(gpt1.ops, f"linear_{product}")
+        monkeypatch.setattr(gpt1.ops, f"linear_{product}",
+                            lambda *args, product=product, real=real: calls.append((product, args[-1])) or real(*args))
+    monkeypatch.setattr(gpt1.ops, "_onednn", lambda x, w, b: calls.append("onednn") or F.linear(x, w, b))
+    monkeypatch.setattr(gpt1.ops, "_row_blocks_mv", lambda x, w, b, n: calls.append(("rows", n)) or F.linear(x, w, b))
     small, large = torch.randn(5, 8, requires_grad=True), torch.randn(13, 8, requires_grad=True)
-    cases = [("train", small, torch.randn(3, 8), True), ("head", large, torch.randn(3, 8), True),
-             ("decode", small, torch.randn(1, 8), False), ("decode", small, torch.randn(3, 8), False),
-             ("batched", small, torch.randn(4, 8), False)]
-    for kind, w, x, grad in cases:
-        for choice in ("torch", "onednn"):
-            monkeypatch.setattr(gpt1.ops, "CPU_MATMULS", {**dict.fromkeys(gpt1.ops.KINDS, "torch"), kind: choice})
-            calls.clear()
-            with torch.set_grad_enabled(grad):
-                torch.testing.assert_close(linear(x, w), F.linear(x, w))
-            if choice == "torch":
-                assert calls == [], (kind, x.shape)
-            else:
-                assert calls == ([("rows", 2)] if x.size(0) == 1 else [x.shape]), (kind, x.shape)
-            # the other kinds' choices do not matter to this product
-            monkeypatch.setattr(gpt1.ops, "CPU_MATMULS", {**dict.fromkeys(gpt1.ops.KINDS, "onednn"), kind: "torch"})
-            calls.clear()
-            with torch.set_grad_enabled(grad):
-                linear(x, w)
-            assert calls == [], (kind, x.shape)
+    for layer, w in (("train", small), ("head", large)):
+        for product in gpt1.ops.PRODUCTS:
+            for kernel in ("torch", "onednn"):
+                for others in ("torch", "onednn"):
+                    kind = f"{layer}.{product}"
+                    monkeypatch.setattr(gpt1.ops, "CPU_MATMULS", {**dict.fromkeys(gpt1.ops.KINDS, others), kind: kernel})
+                    calls.clear()
+                    x = torch.randn(3, 8, requires_grad=True)
+                    linear(x, w).sum().backward()
+                    ran = dict(c for c in calls if isinstance(c, tuple) and c[0] in gpt1.ops.PRODUCTS)
+                    assert ran == ({} if kernel == others == "torch" else {**dict.fromkeys(ran, others), product: kernel})
+                    assert len(ran) in (0, 3)
+    for kind, rows in (("decode", 1), ("decode", 3), ("batched", 4)):
+        for kernel in gpt1.ops.KERNELS[kind]:
+            for others in ("torch", "onednn"):
+                monkeypatch.setattr(gpt1.ops, "CPU_MATMULS", {**dict.fromkeys(gpt1.ops.KINDS, others), kind: kernel})
+                calls.clear()
+                with torch.no_grad():
+                    x = torch.randn(rows, 8)
+                    torch.testing.assert_close(linear(x, small), F.linear(x, small))
+                expected = {"torch": [], "onednn": ["onednn"], "row_blocks": [("rows", 2)] if rows == 1 else []}
+                assert calls == expected[kernel], (kind, rows, kernel, others)
 
 
 def test_until_configured_every_product_is_torchs_own(monkeypatch):
@@ -102,18 +114,20 @@ def test_until_configured_every_product_is_torchs_own(monkeypatch):
     code = "import gpt1.ops; print(sorted(set(gpt1.ops.CPU_MATMULS.values())), len(gpt1.ops.CPU_MATMULS))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env={**os.environ, "GPT1_CPU_MATMUL": "onednn"}).stdout
-    assert out.split() == ["['torch']", "4"]
+    assert out.split() == ["['torch']", str(len(gpt1.ops.KINDS))]
 
 
 def test_set_cpu_matmuls_refuses_unknown_kinds_and_kernels_and_keeps_torch_without_onednn(monkeypatch):
     monkeypatch.setattr(gpt1.ops, "CPU_MATMULS", dict.fromkeys(gpt1.ops.KINDS, "torch"))
-    with pytest.raises(ValueError, match="kinds are train, head, decode, batched"):
+    with pytest.raises(ValueError, match="kinds are train.forward, train.input_grad, .*, decode, batched"):
         gpt1.ops.set_cpu_matmuls({"training": "onednn"})
     with pytest.raises(ValueError, match="kernels onednn or torch"):
-        gpt1.ops.set_cpu_matmuls({"train": "mkl"})
+        gpt1.ops.set_cpu_matmuls({"train.forward": "mkl"})
+    with pytest.raises(ValueError, match=r"decode: also row_blocks"):
+        gpt1.ops.set_cpu_matmuls({"batched": "row_blocks"})  # the row blocks are decoding's only
     monkeypatch.setattr(gpt1.ops, "onednn_available", lambda: False)
-    gpt1.ops.set_cpu_matmuls({"train": "onednn"})
-    assert gpt1.ops.CPU_MATMULS["train"] == "torch"
+    gpt1.ops.set_cpu_matmuls({"train.forward": "onednn", "decode": "row_blocks"})
+    assert gpt1.ops.CPU_MATMULS["train.forward"] == "torch" and gpt1.ops.CPU_MATMULS["decode"] == "row_blocks"
     monkeypatch.undo()
     monkeypatch.setattr(gpt1.ops.platform, "machine", lambda: "aarch64")
     assert not gpt1.ops.onednn_available()  # Arm keeps torch's BLAS

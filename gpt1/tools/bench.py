@@ -10,8 +10,8 @@ the multiple-choice steps, run in turn (gpt1, HF, gpt1, HF, ...), and gpt1's bat
 after HF's, so that each ratio compares timings taken under the same conditions on a machine whose speed drifts.
 Each phase says on stderr when it starts.
 
-- CPU matmul kernels: the choice in effect (``gpt1.cpu.configure``, as every gpt1 command applies it) and both
-  kernels' times on each kind of product, measured afresh (``gpt1.cpu.measure_matmuls``).
+- CPU matmul kernels: the choice in effect (``gpt1.cpu.configure``, as every gpt1 command applies it) and every
+  kernel's time on each kind of product, measured afresh (``gpt1.cpu.measure_matmuls``).
 
 - MFU = achieved training FLOP/s / peak. FLOPs per trained token = 6 N + 12 L C T (PaLM appendix B; N counts the
   parameters without the position table), so a step of B x T tokens costs B T (6 N + 12 L C T).
@@ -121,12 +121,12 @@ def progress(message: str) -> None:
     print(f"gpt1 bench: {message} ...", file=sys.stderr, flush=True)
 
 
-def on_onednn(kind: str, fn: Callable[[], Any]) -> Callable[[], Any]:
-    """``fn`` with gpt1's products of ``kind`` on oneDNN where this CPU has it (whatever ``gpt1.cpu`` chose)."""
+def on_kernel(kind: str, kernel: str, fn: Callable[[], Any]) -> Callable[[], Any]:
+    """``fn`` with gpt1's products of ``kind`` on ``kernel`` where this CPU has it (whatever ``gpt1.cpu`` chose)."""
 
     def run() -> Any:
         saved = gpt1.ops.CPU_MATMULS[kind]
-        gpt1.ops.CPU_MATMULS[kind] = "onednn" if gpt1.ops.onednn_available() else saved
+        gpt1.ops.CPU_MATMULS[kind] = kernel if kernel in gpt1.ops.available_kernels(kind) else saved
         try:
             return fn()
         finally:
@@ -146,7 +146,7 @@ def gemm_peak(config: GPTConfig, tokens: int, device: torch.device, dtype: torch
         c, w = torch.empty(tokens, n, device=device, dtype=dtype), b.t().contiguous()  # c: time the multiply only
         with torch.no_grad():
             secs += min(median_seconds(f, warmup=2, iters=5, device=device)
-                        for f in (lambda: torch.mm(a, b, out=c), on_onednn("batched", lambda: linear(a, w))))  # fmt: skip
+                        for f in (lambda: torch.mm(a, b, out=c), on_kernel("batched", "onednn", lambda: linear(a, w))))  # fmt: skip
         flops += 2.0 * tokens * k * n
     return flops / secs
 
@@ -154,8 +154,8 @@ def gemm_peak(config: GPTConfig, tokens: int, device: torch.device, dtype: torch
 def gemv_bandwidth(model: GPT) -> float:
     """Bytes/s of the matrix-vector products of one decoded token, without the rest of the model: every block's four
     weight matrices and the tied head, multiplied by a (1, in) vector in model order (so they stream from memory as
-    in decoding, not from cache), by the faster of ``F.linear`` and gpt1's ``linear`` on oneDNN (its row-block bmm
-    on CPUs that have it)."""
+    in decoding, not from cache), by the fastest of ``F.linear`` and gpt1's ``linear`` on each of decoding's other
+    kernels this CPU has (oneDNN, the row blocks)."""
     matrices = [m.weight for m in model.modules() if isinstance(m, torch.nn.Linear)] + [model.tokens_embed.weight]
     inputs = {w.size(1): torch.randn(1, w.size(1), device=w.device, dtype=w.dtype) for w in matrices}
 
@@ -163,9 +163,10 @@ def gemv_bandwidth(model: GPT) -> float:
         return lambda: [fn(inputs[w.size(1)], w) for w in matrices]
 
     nbytes = sum(w.numel() * w.element_size() for w in matrices)
+    others = [on_kernel("decode", k, products(linear)) for k in gpt1.ops.available_kernels("decode") if k != "torch"]
     with torch.no_grad():
         secs = min(median_seconds(f, warmup=2, iters=7, device=matrices[0].device)
-                   for f in (products(F.linear), on_onednn("decode", products(linear))))  # fmt: skip
+                   for f in (products(F.linear), *others))  # fmt: skip
     return nbytes / secs
 
 
@@ -297,7 +298,7 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
         out.update(cpu_model=cpu_model(), cpu_isa=isa, cpu_matmuls=settings.matmuls,
                    cpu_matmuls_source=settings.source)  # fmt: skip
         if onednn_available():
-            progress("timing oneDNN's and torch's matmuls on each kind of product")
+            progress("timing each kind of product on each of its kernels")
             out["cpu_matmul_times"] = measure_matmuls()
 
     # -- ceilings of this device -------------------------------------------------------------------------------
@@ -452,15 +453,15 @@ def _ms(seconds: float, spread: list[float]) -> str:
 
 
 def matmul_lines(out: dict[str, Any]) -> list[str]:
-    """The CPU matmul kernels in effect per kind, and both kernels' times where measured."""
+    """The CPU matmul kernels in effect per kind, and every kernel's time where measured."""
     if "cpu_matmuls" not in out:
         return []
     line = f"CPU matmuls ({out['cpu_matmuls_source']}): " + ", ".join(f"{k} {v}" for k, v in out["cpu_matmuls"].items())
     times = out.get("cpu_matmul_times")
     if not times:
         return [line]
-    each = "; ".join(f"{k} {t['onednn'] * 1e3:.1f} / {t['torch'] * 1e3:.1f}" for k, t in times.items())
-    return [line, f"  measured now, ms, oneDNN / torch: {each}"]
+    each = "; ".join(f"{k} " + ", ".join(f"{kernel} {s * 1e3:.1f}" for kernel, s in t.items()) for k, t in times.items())
+    return [line, f"  measured now, ms: {each}"]
 
 
 def report(out: dict[str, Any]) -> str:
