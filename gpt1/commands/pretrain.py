@@ -8,7 +8,6 @@
 from __future__ import annotations
 
 import time
-import warnings
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -71,9 +70,6 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     log_config(trainer, cfg)
     print(f"run directory: {output_dir.resolve()}")
     print(f"model: {model.num_params():,} parameters, vocab {vocab_size}, context {model.config.n_ctx}")
-    # Lightning warns that a mid-epoch resume replays data unless the loader is stateful; ours resumes exactly
-    # (PretrainDataModule.train_dataloader continues the epoch's draws from Lightning's restored counters).
-    warnings.filterwarnings("ignore", message="You're resuming from a checkpoint that ended before the epoch ended")
     trainer.fit(module, datamodule=data, ckpt_path=check_resume_fits(resume, module))
 
     train_metrics = {k: float(v) for k, v in trainer.callback_metrics.items() if k.startswith("train/")}

@@ -103,6 +103,10 @@ _NOISE_WARNINGS = [
     # srun on the PATH (a SLURM login node or workstation): gpt1 reaches SLURM through hydra/launcher=submitit_slurm,
     # which starts its tasks with srun itself; a run started by hand there is meant to run where it is
     (r"The `srun` command is available on your system but is not used", UserWarning),
+    # a mid-epoch resume: Lightning warns that it replays the epoch's data unless the loader is stateful; gpt1's
+    # training loaders continue the epoch's draws from Lightning's restored counters (PretrainDataModule's windows,
+    # the fine-tuning EpochSampler), so the run resumes exactly
+    (r"You're resuming from a checkpoint that ended before the epoch ended", UserWarning),
 ]
 """(message regex, category) of the warnings that say nothing to a user."""
 
