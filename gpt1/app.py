@@ -33,6 +33,10 @@ _LIBRARY_USER_ERRORS = {
     # Hydra, when hydra/launcher=submitit_slurm or submitit_local names the plugin's launcher and it is not installed
     "Unknown plugin class : 'hydra_plugins.hydra_submitit_launcher.": "hydra/launcher=submitit_slurm and "
     "submitit_local need Hydra's submitit launcher, which is not installed: pip install 'gpt1[slurm]'",
+    # Hydra, when -m (--multirun) is given with --cfg, --info or --shell-completion, or two of those together
+    "Only one of --run, --multirun, --cfg, --info and --shell_completion can be specified": "-m (--multirun), --cfg, "
+    "--info and --shell-completion cannot be combined: --cfg job without -m prints a job's config (with one value "
+    "of each swept key); -m alone runs the sweep",
 }
 """A library's error message (its start) -> the one line that says what to do."""
 
@@ -120,7 +124,7 @@ def command(config_name: str) -> Callable[[Callable[[Any], Any]], Callable[[], N
             configure_cpu()  # before the first large allocation
             register()
             with _one_line_config_errors():
-                hydra_main()
+                user_errors(hydra_main)()  # the flags' own errors, before Hydra composes anything
 
         return main
 

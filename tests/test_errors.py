@@ -218,6 +218,12 @@ def test_every_command_refuses_a_value_out_of_range_first(gpt1, tmp_path, comman
     one_line_error(gpt1(command, *overrides, cwd=tmp_path), *names, "out of range")
 
 
+@pytest.mark.parametrize("flags", [["-m", "--cfg", "job"], ["--multirun", "--info", "config"]])
+def test_flags_that_cannot_be_combined_are_named_in_one_line(gpt1, tmp_path, flags):
+    proc = gpt1("finetune", *flags, "task=sentiment", "init_from=x.ckpt", "seed=1,2", cwd=tmp_path)
+    one_line_error(proc, "-m (--multirun), --cfg, --info and --shell-completion cannot be combined", "--cfg job without -m")
+
+
 def test_the_slurm_launcher_without_slurm_is_named_in_one_line(gpt1, tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path))  # no srun here: submitit's own check refuses the launch
     proc = gpt1("pretrain", "-m", *PRETRAIN, "hydra/launcher=submitit_slurm", cwd=tmp_path)
