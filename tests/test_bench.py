@@ -172,6 +172,29 @@ def test_a_cpu_peak_is_measured_in_the_steps_precision(monkeypatch):
     assert out["peak_source"] == "measured bfloat16 GEMM on the model's shapes" and set(dtypes) == {torch.bfloat16}
 
 
+@pytest.mark.parametrize("onednn", [False, True])
+def test_the_cpu_peak_counts_each_weights_three_products_by_their_fastest_way(monkeypatch, onednn):
+    """gemm_peak times every weight's forward, input-gradient and weight-gradient products (3 x 2 M k n FLOPs), each
+    by the fastest of its ways: torch's matmul on two layouts (one for the input gradient), and oneDNN's in fp32."""
+    monkeypatch.setattr(gpt1.tools.bench, "onednn_available", lambda: onednn)
+    ways = []
+
+    def seconds(fn, warmup, iters, device):
+        fn()
+        ways.append(fn)
+        return float(len(ways))  # each way slower than the one before: a product's first way is its fastest
+
+    monkeypatch.setattr(gpt1.tools.bench, "median_seconds", seconds)
+    config = gpt1.model.PRESETS["tiny"]
+    C, V, M = config.n_embd, config.vocab_size, 8
+    peak = gpt1.tools.bench.gemm_peak(config, M, torch.device("cpu"), torch.float32)
+    flops = sum(3 * 2 * M * C * n for n in (3 * C, C, config.n_inner, config.n_inner, V))
+    f, i, w = (3, 2, 3) if onednn else (2, 1, 2)  # the ways of the forward, the input and the weight gradient
+    assert len(ways) == 5 * (f + i + w)
+    firsts = sum(s * (f + i + w) * 3 + 3 + f + (f + i) for s in range(5))  # the first way's call number, per product
+    assert peak == pytest.approx(flops / firsts)
+
+
 @pytest.mark.parametrize("name, row", [
     ("NVIDIA H100 80GB HBM3", "H100 SXM"),  # torch's name for the SXM part
     ("NVIDIA H100 PCIe", "H100 PCIe"),

@@ -17,8 +17,9 @@ Each phase says on stderr when it starts.
   parameters without the position table), so a step of B x T tokens costs B T (6 N + 12 L C T).
 - Peak: on GPUs the dense (no sparsity) rate of ``DENSE_PEAK_TFLOPS`` for the device and precision (``--peak-tflops``
   overrides); on CPU the matmul rate measured here in the step's compute precision (fp32, or autocast's bf16 or
-  fp16) on the model's own GEMM shapes (M = B T), by the faster of torch.mm and gpt1's ``linear`` (on the kernel
-  ``gpt1.ops`` chose) per shape, before and after the training steps: the higher counts.
+  fp16) on the model's own GEMM products (each weight's forward, input gradient and weight gradient at M = B T
+  rows), each by the fastest of torch's matmul and, in fp32, oneDNN's (``gemm_peak``), before and after the training
+  steps: the higher counts.
 - Decoding one token reads every weight once, so its ceiling is (weight bytes) / (memory bandwidth), the bandwidth
   measured here by summing a 512 MiB tensor (on GPUs too), or the matrix-vector products' rate below where that is
   higher (memory that streamed the weights that fast can). A second, reachable ceiling: the same bytes at the rate
@@ -136,18 +137,29 @@ def on_kernel(kind: str, kernel: str, fn: Callable[[], Any]) -> Callable[[], Any
 
 
 def gemm_peak(config: GPTConfig, tokens: int, device: torch.device, dtype: torch.dtype) -> float:
-    """FLOP/s of plain matmuls on the shapes a training step multiplies: (M = tokens) x C x {3C, C, 4C}, 4C x C and
-    the C x V head, each by the faster of torch.mm and gpt1's ``linear`` on oneDNN (on CPUs that have it); the
+    """FLOP/s of plain matmuls on the products a training step multiplies: for each weight (out, in) of the model's
+    shapes ((3C, C), (C, C), (4C, C), (C, 4C) and the (V, C) head), its forward x @ W.T, input gradient g @ W and
+    weight gradient g.T @ x at M = ``tokens`` rows, each by the fastest of torch's matmul (on contiguous operands
+    and on the layouts autograd hands it) and, in fp32 on CPUs that have it, oneDNN's (``gpt1.ops``); the
     FLOP-weighted rate."""
     C, V = config.n_embd, config.vocab_size
+    onednn = device.type == "cpu" and dtype == torch.float32 and onednn_available()
     flops = secs = 0.0
-    for k, n in [(C, 3 * C), (C, C), (C, config.n_inner), (config.n_inner, C), (C, V)]:
-        a, b = torch.randn(tokens, k, device=device, dtype=dtype), torch.randn(k, n, device=device, dtype=dtype)
-        c, w = torch.empty(tokens, n, device=device, dtype=dtype), b.t().contiguous()  # c: time the multiply only
+    for n, k in [(3 * C, C), (C, C), (config.n_inner, C), (C, config.n_inner), (V, C)]:
+        x, w, g = (torch.randn(*shape, device=device, dtype=dtype) for shape in ((tokens, k), (n, k), (tokens, n)))
+        w_t, g_t = w.t().contiguous(), g.t().contiguous()
+        products = [  # forward, input gradient, weight gradient: the ways to compute each
+            [lambda: torch.mm(x, w_t), lambda: F.linear(x, w)],
+            [lambda: torch.mm(g, w)],
+            [lambda: torch.mm(g_t, x), lambda: torch.mm(g.t(), x)],
+        ]
+        if onednn:
+            products[0].append(lambda: gpt1.ops.linear_forward(x, w, None, "onednn"))
+            products[1].append(lambda: gpt1.ops.linear_input_grad(g, w, "onednn"))
+            products[2].append(lambda: gpt1.ops.linear_weight_grad(g, x, w, "onednn"))
         with torch.no_grad():
-            secs += min(median_seconds(f, warmup=2, iters=5, device=device)
-                        for f in (lambda: torch.mm(a, b, out=c), on_kernel("batched", "onednn", lambda: linear(a, w))))  # fmt: skip
-        flops += 2.0 * tokens * k * n
+            secs += sum(min(median_seconds(f, warmup=1, iters=3, device=device) for f in ways) for ways in products)
+        flops += 3 * 2.0 * tokens * k * n
     return flops / secs
 
 
