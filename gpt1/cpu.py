@@ -200,7 +200,8 @@ def _locked(path: Path) -> Iterator[None]:
 def measure_matmuls(rounds: int = 3) -> dict[str, dict[str, float]]:
     """Kind (``gpt1.ops.KINDS``) -> kernel (``gpt1.ops.KERNELS``) -> median seconds of a probe of that kind of product
     at GPT-1's width (768), its kernels taken in turn (onednn, torch, onednn, ...: each under the same conditions)
-    after one untimed round. Probes: "train.*", the MLP's two weights (3,072 x 768 and 768 x 3,072) at 512 rows
+    after one untimed round; ``rounds`` rounds of the training products, five times as many of the inference ones
+    (a few milliseconds each, whose near-ties a few rounds decide by chance). Probes: "train.*", the MLP's two weights (3,072 x 768 and 768 x 3,072) at 512 rows
     (fewer favour oneDNN's forward, which loses from 512 on); "head.*", a 6,144-row weight (sliced as the tied
     head's) at 256 rows; "decode" and "batched", two blocks' eight weight matrices (57 MB, more than a cache holds)
     times 1 and 8 rows, through ``gpt1.ops.linear``."""
@@ -237,7 +238,8 @@ def measure_matmuls(rounds: int = 3) -> dict[str, dict[str, float]]:
     probes |= {"decode": inference("decode", 1), "batched": inference("batched", 8)}
     saved = dict(ops.CPU_MATMULS)
     try:
-        return {kind: _interleaved(probes[kind], ops.KERNELS[kind], rounds) for kind in ops.KINDS}
+        return {kind: _interleaved(probes[kind], ops.KERNELS[kind], rounds if "." in kind else 5 * rounds)
+                for kind in ops.KINDS}  # fmt: skip
     finally:
         ops.CPU_MATMULS.update(saved)
 
