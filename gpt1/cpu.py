@@ -9,7 +9,7 @@ allocates anything; a Python user may call it too. Importing gpt1 changes nothin
 - ``GPT1_CPU_MATMUL``: ``auto`` (the default) runs each kind of fp32 product (``gpt1.ops.KINDS``: the forward,
   input-gradient and weight-gradient products of the blocks and of the tied head, decoding, batched inference) on
   whichever of its kernels (``gpt1.ops.KERNELS``: oneDNN, torch's matmuls, decoding's row blocks)
-  ``measure_matmuls`` found fastest on this machine: measured once (about a second), then read from
+  ``measure_matmuls`` found fastest on this machine: measured once (about two seconds), then read from
   ``cache_path()``, one entry per CPU model and flags, torch version, thread count and ISA override (measured again
   where it was taken while every core was busy and the machine is quiet now); ``onednn`` or ``torch`` forces one
   kernel for every kind.
@@ -200,11 +200,12 @@ def _locked(path: Path) -> Iterator[None]:
 def measure_matmuls(rounds: int = 3) -> dict[str, dict[str, float]]:
     """Kind (``gpt1.ops.KINDS``) -> kernel (``gpt1.ops.KERNELS``) -> median seconds of a probe of that kind of product
     at GPT-1's width (768), its kernels taken in turn (onednn, torch, onednn, ...: each under the same conditions)
-    after one untimed round; ``rounds`` rounds of the training products, five times as many of the inference ones
-    (a few milliseconds each, whose near-ties a few rounds decide by chance). Probes: "train.*", the MLP's two weights (3,072 x 768 and 768 x 3,072) at 512 rows
-    (fewer favour oneDNN's forward, which loses from 512 on); "head.*", a 6,144-row weight (sliced as the tied
-    head's) at 256 rows; "decode" and "batched", two blocks' eight weight matrices (57 MB, more than a cache holds)
-    times 1 and 8 rows, through ``gpt1.ops.linear``."""
+    after one untimed round: ``rounds`` rounds of the training products, five times as many of the inference ones (a
+    few milliseconds each, whose near-ties fewer rounds decide by chance). Probes: "train.*", the MLP's two weights
+    (3,072 x 768 and 768 x 3,072) at 512 rows (at fewer, oneDNN's forward wins a probe that it loses in real steps:
+    experiments/benchmarks.md); "head.*", a 6,144-row weight (sliced as the tied head's) at 256 rows; "decode" and
+    "batched", two blocks' eight weight matrices (57 MB, more than a cache holds) times 1 and 8 rows, through
+    ``gpt1.ops.linear``."""
     C, M = 768, 512
     gen = torch.Generator().manual_seed(0)
 
@@ -212,8 +213,10 @@ def measure_matmuls(rounds: int = 3) -> dict[str, dict[str, float]]:
         return torch.randn(*shape, generator=gen) * 0.02
 
     # (weight (out, in), x (M, in), grad (M, out)) of each training product's probe
-    layers = {"train": [(randn(4 * C, C), randn(M, C), randn(M, 4 * C)), (randn(C, 4 * C), randn(M, 4 * C), randn(M, C))],
-              "head": [(randn(6144, C), randn(M // 2, C), randn(M // 2, 6144))]}  # fmt: skip
+    layers = {
+        "train": [(randn(4 * C, C), randn(M, C), randn(M, 4 * C)), (randn(C, 4 * C), randn(M, 4 * C), randn(M, C))],
+        "head": [(randn(6144, C), randn(M // 2, C), randn(M // 2, 6144))],
+    }
     products = {
         "forward": lambda w, x, g, kernel: ops.linear_forward(x, w, None, kernel),
         "input_grad": lambda w, x, g, kernel: ops.linear_input_grad(g, w, kernel),
@@ -234,12 +237,12 @@ def measure_matmuls(rounds: int = 3) -> dict[str, dict[str, float]]:
 
         return run
 
-    probes = {f"{kind}.{product}": training(kind, product) for kind in layers for product in products}
-    probes |= {"decode": inference("decode", 1), "batched": inference("batched", 8)}
+    # kind -> (probe, rounds)
+    probes = {f"{kind}.{product}": (training(kind, product), rounds) for kind in layers for product in products}
+    probes |= {"decode": (inference("decode", 1), 5 * rounds), "batched": (inference("batched", 8), 5 * rounds)}
     saved = dict(ops.CPU_MATMULS)
     try:
-        return {kind: _interleaved(probes[kind], ops.KERNELS[kind], rounds if "." in kind else 5 * rounds)
-                for kind in ops.KINDS}  # fmt: skip
+        return {kind: _interleaved(probe, ops.KERNELS[kind], n) for kind, (probe, n) in probes.items()}
     finally:
         ops.CPU_MATMULS.update(saved)
 

@@ -96,7 +96,8 @@ def test_the_matmul_choices_and_both_kernels_times_are_shown(stubbed, monkeypatc
     assert out["cpu_matmul_times"]["decode"] == {"onednn": 1e-3, "row_blocks": 2e-3, "torch": 3e-3}
     printed = capsys.readouterr().out
     assert ("CPU matmuls (GPT1_CPU_MATMUL=torch): train.forward torch, train.input_grad torch, train.weight_grad "
-            "torch, head.forward torch, head.input_grad torch, head.weight_grad torch, decode torch, batched torch") in printed
+            "torch, head.forward torch, head.input_grad torch, head.weight_grad torch, decode torch, batched "
+            "torch") in printed
     assert ("measured now, ms: train.forward onednn 1.0, torch 2.0; train.input_grad onednn 1.0, torch 2.0; "
             "train.weight_grad onednn 1.0, torch 2.0; head.forward onednn 1.0, torch 2.0; head.input_grad onednn 1.0, "
             "torch 2.0; head.weight_grad onednn 1.0, torch 2.0; decode onednn 1.0, row_blocks 2.0, torch 3.0; batched "

@@ -21,8 +21,9 @@ TIMINGS = {"train.forward": FAST, "train.input_grad": SLOW, "train.weight_grad":
 """Stubbed measurements: oneDNN twice as fast for the forward products, half as fast for the input gradients, 1%
 faster (within the margin: a tie) for the head's weight gradient and batched products; decoding's row blocks the
 fastest of three."""
-CHOSEN = {"train.forward": "onednn", "train.input_grad": "torch", "train.weight_grad": "torch", "head.forward": "onednn",
-          "head.input_grad": "torch", "head.weight_grad": "torch", "decode": "row_blocks", "batched": "torch"}
+CHOSEN = {"train.forward": "onednn", "train.input_grad": "torch", "train.weight_grad": "torch",
+          "head.forward": "onednn", "head.input_grad": "torch", "head.weight_grad": "torch", "decode": "row_blocks",
+          "batched": "torch"}
 
 
 @pytest.fixture
