@@ -11,7 +11,8 @@ import gpt1.cpu
 import gpt1.model
 import gpt1.ops
 import gpt1.tools.bench
-from gpt1.tools.bench import DENSE_PEAK_TFLOPS, device_peak, main, report
+from gpt1.tools.bench import DENSE_PEAK_TFLOPS, device_peak, main
+from gpt1.tools.bench_report import report
 
 pytest.importorskip("transformers", reason="--compare hf builds HF's models")
 
