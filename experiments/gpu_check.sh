@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# The GPU checks of a lent machine in one call (experiments/benchmarks.md, "GPU"): the full GPT-1 bench at 64 x 512,
+# bf16-mixed, compiled and eager, this checkout against a baseline commit in turn, then the GPU tests.
+#
+#   bash experiments/gpu_check.sh prepare [BASELINE]   # here, with pip's registry: fills .gpu/ (git-excluded)
+#   bash experiments/gpu_check.sh run                  # on the GPU machine, .gpu/ carried; results under $OUT
+#
+# .gpu/ holds what the workplace's CUDA image lacks (wheels of hydra-core, omegaconf, antlr4, datasets, dill,
+# multiprocess), the sample data (../shared/data does not travel) and the baseline's gpt1/ and conf/ (default 68a8f8a,
+# the commit of the first GPU figures).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+prepare() {
+    local baseline=${1:-68a8f8a}
+    grep -qsx "/.gpu/" .git/info/exclude || echo "/.gpu/" >> .git/info/exclude
+    rm -rf .gpu && mkdir -p .gpu/whl .gpu/old
+    python -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+        --platform manylinux_2_28_x86_64 --platform manylinux2014_x86_64 -d .gpu/whl \
+        hydra-core==1.3.8 omegaconf==2.3.1 datasets==5.2.0 dill==0.4.1 multiprocess==0.70.19
+    python -m pip wheel -q --no-deps -w .gpu/whl antlr4-python3-runtime==4.9.3  # sdist only on PyPI
+    cp -r "${GPT1_SAMPLE_DATA:-../shared/data}" .gpu/data
+    git archive "$baseline" gpt1 conf | tar -x -C .gpu/old
+    echo "$baseline" > .gpu/old/COMMIT
+    du -sh .gpu
+}
+
+bench() {  # bench TREE NAME SECONDS ARGS...: one gpt1 bench of the full model at 64 x 512 from TREE's gpt1 package
+    local tree=$1 name=$2 limit=$3; shift 3
+    echo "== $name ($tree)"
+    (cd "$tree" && timeout "$limit" python -c "import sys; from ${BENCH_MODULE[$tree]} import main; main(sys.argv[1:])" \
+        --batch 64 --seq 512 --precision bf16-mixed --mc-batch 0 --json "$OUT/$name.json" "$@") 2>&1 \
+        | tee "$OUT/$name.log" | grep -v "^\s*$" | tail -25 || echo "$name failed"
+}
+
+run() {
+    OUT=${OUT:-outputs/gpu_check}; mkdir -p "$OUT"
+    python -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .gpu/whl/*.whl
+    export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1 GPT1_SAMPLE_DATA=$PWD/.gpu/data
+    python -m pip install -q --no-index --no-deps --no-build-isolation -e . >/dev/null || echo "gpt1 not installed: the tests will fail"
+    nvidia-smi -L
+    python -c "import torch, transformers, lightning, datasets; print('torch', torch.__version__, '| transformers', \
+transformers.__version__, '| lightning', lightning.__version__, '| datasets', datasets.__version__)" || true
+    declare -gA BENCH_MODULE=([.]=gpt1.tools.bench [.gpu/old]=gpt1.bench)
+    bench . new-compiled 150 --compile --compare hf
+    bench .gpu/old old-compiled 120 --compile
+    echo "== tests"
+    timeout 200 python -m pytest -m gpu tests/test_gpu.py -q -p no:cacheprovider 2>&1 | tee "$OUT/tests.log" | tail -15 || true
+    bench . new-eager 50
+    bench .gpu/old old-eager 50
+    python - "$OUT" <<'EOF'
+import json, pathlib, sys
+print(f"{'run':<14}{'step ms':>9}{'tokens/s':>11}{'MFU':>7}{'vs HF':>7}{'GiB':>6}{'ms/token b1':>13}")
+for name in ("new-compiled", "old-compiled", "new-eager", "old-eager"):
+    path = pathlib.Path(sys.argv[1]) / f"{name}.json"
+    if not path.exists():
+        print(f"{name:<14} (no result)"); continue
+    r = json.loads(path.read_text()); t = r["train"]; g = r.get("generate", {})
+    hf = r.get("hf", {}).get("speedup_train")
+    print(f"{name:<14}{1000 * t.get('step_s', float('nan')):>9.1f}{t.get('tokens_per_s', float('nan')):>11,.0f}"
+          f"{100 * t.get('mfu', float('nan')):>6.1f}%{(f'{hf:.2f}x' if hf else '-'):>7}"
+          f"{t.get('peak_memory_gib', float('nan')):>6.1f}{g.get('batch1_ms_per_token', float('nan')):>13.2f}")
+EOF
+}
+
+"$@"
