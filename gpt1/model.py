@@ -19,6 +19,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from gpt1.decoding import TokenStep
 from gpt1.errors import ConfigError, ranged
 from gpt1.ops import Dropout, Embedding, Linear, attention, linear
 
@@ -260,14 +261,18 @@ class GPT(nn.Module):
         use_cache: bool = True,
         generator: torch.Generator | None = None,
     ) -> torch.Tensor:
-        """Continue idx (B, T) by max_new_tokens sampled tokens; temperature 0 decodes greedily."""
+        """Continue idx (B, T) by max_new_tokens sampled tokens; temperature 0 decodes greedily. A single sequence on
+        the CPU decodes its tokens after the prompt through ``gpt1.decoding.TokenStep`` (the same math, fewer ops)."""
         cache = self.new_cache() if use_cache else None
         cached = 0  # how many tokens of idx the cache holds
+        step = TokenStep(self) if use_cache and TokenStep.applies(self, idx) else None
         for _ in range(max_new_tokens):
             if idx.size(1) > self.config.n_ctx:
                 cache = None  # positions are absolute: past the context a sliding window must be recomputed
             if cache is None:
                 hidden = self(idx[:, -self.config.n_ctx :])
+            elif step is not None and cached == idx.size(1) - 1:
+                hidden, cached = step(idx[:, -1:], cache), idx.size(1)
             else:
                 hidden, cached = self(idx[:, cached:], cache), idx.size(1)
             logits = self.lm_logits(hidden[:, -1]).float()  # (B, V)

@@ -6,6 +6,7 @@
   weight-gradient products of the blocks and of the tied head, decoding's and batched inference's) is
   ``CPU_MATMULS``: torch's everywhere until ``gpt1.cpu.configure()`` (which every gpt1 command calls) sets what it
   measured to be faster on this CPU. On oneDNN, the tied head's input gradient is summed over slices of its rows.
+  ``row_linear`` is decoding's product as a function of the row, its weight's views made once.
 - ``dropout``: masks from 16-bit integers cut from 64-bit draws (P(drop) = p to within 2^-17), written as floats by
   the comparison itself; ``bernoulli_`` draws a float per element.
 - ``embedding``: on CPU with autograd, the token table's gradient is sparse (one row per id), which the tied LM
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import math
 import platform
+from collections.abc import Callable
 
 import torch
 from torch import nn
@@ -169,10 +171,12 @@ class _Linear(torch.autograd.Function):
         return grad_x, grad_w, grad_b, None
 
 
-def _row_blocks_mv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, blocks: int) -> torch.Tensor:
-    """One contiguous row x (..., in) @ weight (out, in).T + bias as a bmm of ``blocks`` row blocks of weight (views,
-    no copy), which torch's CPU bmm runs one block per thread. Decoding calls it 49 times a token: every op saved
-    here is 49 dispatches saved."""
+def _row_blocks(
+    weight: torch.Tensor, bias: torch.Tensor | None, blocks: int
+) -> Callable[[torch.Tensor], torch.Tensor]:
+    """A function of one contiguous row x (..., in) -> x @ weight (out, in).T + bias, as a bmm of ``blocks`` row blocks
+    of weight (views, no copy, made here once), which torch's CPU bmm runs one block per thread. Decoding calls each
+    product once a token: every op saved here is saved 49 times a token."""
     N, K = weight.shape
     step = N // blocks
     rows = N - (blocks - 1) * step  # block i holds rows i*step .. i*step+rows-1: rows > step where blocks don't divide N
@@ -180,17 +184,41 @@ def _row_blocks_mv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | N
         # rows longer than the matrix is tall (the MLP's output projection, 768 x 3072) stream faster as
         # x (1, K) @ each block's transposed view (K, rows)
         w = weight.as_strided((blocks, K, rows), (step * K, 1, K))  # (blocks, K, rows)
-        xs = x.as_strided((blocks, 1, K), (0, K, 1))
-        y = torch.bmm(xs, w) if bias is None else torch.baddbmm(bias.view(blocks, 1, rows), xs, w)
-        return y.view(*x.shape[:-1], N)
+        b = bias.view(blocks, 1, rows) if bias is not None else None
+
+        def over_columns(x: torch.Tensor) -> torch.Tensor:
+            xs = x.as_strided((blocks, 1, K), (0, K, 1))
+            return (torch.bmm(xs, w) if b is None else torch.baddbmm(b, xs, w)).view(*x.shape[:-1], N)
+
+        return over_columns
     w = weight.as_strided((blocks, rows, K), (step * K, K, 1))  # (blocks, rows, K)
-    xs = x.as_strided((blocks, K, 1), (0, 1, K))  # x in every block, strides (0, 1, K): the layout bmm streams fastest
     if rows == step:  # (blocks, rows, 1) is (N,) in order
-        y = torch.bmm(w, xs) if bias is None else torch.baddbmm(bias.reshape(blocks, rows, 1), w, xs)
-        return y.view(*x.shape[:-1], N)
-    y = torch.bmm(w, xs)  # the first step rows of each block, all rows of the last
-    y = torch.cat([y[:-1, :step].reshape(-1), y[-1].view(-1)]).view(*x.shape[:-1], N)
-    return y + bias if bias is not None else y
+        b = bias.reshape(blocks, rows, 1) if bias is not None else None
+
+        def over_rows(x: torch.Tensor) -> torch.Tensor:
+            xs = x.as_strided((blocks, K, 1), (0, 1, K))  # x in every block, strides (0, 1, K): bmm streams it fastest
+            return (torch.bmm(w, xs) if b is None else torch.baddbmm(b, w, xs)).view(*x.shape[:-1], N)
+
+        return over_rows
+
+    def overlapping(x: torch.Tensor) -> torch.Tensor:
+        y = torch.bmm(w, x.as_strided((blocks, K, 1), (0, 1, K)))  # the first step rows of each block, all of the last
+        y = torch.cat([y[:-1, :step].reshape(-1), y[-1].view(-1)]).view(*x.shape[:-1], N)
+        return y + bias if bias is not None else y
+
+    return overlapping
+
+
+def row_linear(weight: torch.Tensor, bias: torch.Tensor | None = None) -> Callable[[torch.Tensor], torch.Tensor]:
+    """``linear`` for one contiguous row without autograd (decoding's kind) as a function of x (..., in), with what
+    depends on the weight alone made once: for a decoding step that runs each weight's product once a token."""
+    kernel = CPU_MATMULS["decode"] if weight.dtype == torch.float32 and _eager_cpu(weight) else "torch"
+    threads = torch.get_num_threads() if kernel == "row_blocks" else 1
+    if 1 < threads <= weight.size(0) and weight.is_contiguous():
+        return _row_blocks(weight, bias, threads)
+    if kernel == "onednn":
+        return lambda x: _onednn(x, weight, bias)
+    return lambda x: F.linear(x, weight, bias)
 
 
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
@@ -208,7 +236,7 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
                 return _onednn(x, weight, bias)
             threads = torch.get_num_threads() if kernel == "row_blocks" and x.numel() == x.size(-1) else 1
             if 1 < threads <= weight.size(0) and weight.is_contiguous() and x.is_contiguous():
-                return _row_blocks_mv(x, weight, bias, threads)
+                return _row_blocks(weight, bias, threads)(x)
         elif CPU_MATMULS["batched"] == "onednn":
             return _onednn(x, weight, bias)
     return F.linear(x, weight, bias)

@@ -6,10 +6,12 @@ from dataclasses import replace
 import pytest
 import torch
 
+import gpt1.ops
+from gpt1.decoding import TokenStep
 from gpt1.heads import pack_choices, pack_sequences
 from gpt1.lstm import LSTM, LSTMConfig
 from gpt1.model import GPT, PRESETS, GPTConfig, LayerCache
-from gpt1.ops import Embedding
+from gpt1.ops import KERNELS, Embedding
 
 TINY = PRESETS["tiny"]
 
@@ -107,16 +109,64 @@ def test_kv_cache_gives_the_same_hidden_states_as_a_full_pass():
     assert isinstance(cache[0], LayerCache) and cache[0].length == 12
 
 
-def test_greedy_generation_is_identical_with_and_without_the_cache():
+@pytest.mark.parametrize("batch", [3, 1])  # one sequence decodes through TokenStep
+def test_greedy_generation_is_identical_with_and_without_the_cache(batch):
     torch.manual_seed(0)
     model = GPT(TINY).eval()
-    prompt = torch.randint(0, TINY.vocab_size, (3, 5))
+    prompt = torch.randint(0, TINY.vocab_size, (batch, 5))
     # 40 new tokens run past n_ctx = 32, so the cached path must also switch to a sliding window correctly
     with_cache = model.generate(prompt, 40, temperature=0, use_cache=True)
     without = model.generate(prompt, 40, temperature=0, use_cache=False)
-    assert with_cache.shape == (3, 45)
+    assert with_cache.shape == (batch, 45)
     assert torch.equal(with_cache, without)
     assert torch.equal(with_cache[:, :5], prompt)
+
+
+@pytest.mark.parametrize("kernel", KERNELS["decode"])
+@pytest.mark.parametrize("config", [
+    replace(TINY, vocab_size=50, pad_vocab_to_multiple=16),
+    replace(TINY, activation="relu", layer_norm_eps=1e-3, n_head=2),
+], ids=["padded", "relu"])
+def test_a_token_step_gives_the_forwards_hidden_states_to_the_bit(config, kernel, monkeypatch):
+    """TokenStep (one sequence's token without module calls) is GPT.forward with a cache, op for op: the hidden
+    states and the cache are equal to the last bit, on each of decoding's kernels."""
+    monkeypatch.setitem(gpt1.ops.CPU_MATMULS, "decode", kernel)
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 2)  # the row blocks run one block per thread
+    torch.manual_seed(0)
+    model = GPT(config).eval()
+    ids = torch.randint(0, config.vocab_size, (1, 9))
+    ours, theirs = model.new_cache(), model.new_cache()
+    with torch.no_grad():
+        model(ids[:, :4], ours), model(ids[:, :4], theirs)
+        step = TokenStep(model)
+        for t in range(4, 9):
+            assert torch.equal(step(ids[:, t : t + 1], ours), model(ids[:, t : t + 1], theirs))
+    for a, b in zip(ours, theirs):  # the buffers hold room for n_ctx tokens: compare the 9 written
+        assert a.length == b.length == 9
+        assert torch.equal(a.k[:, :, :9], b.k[:, :, :9]) and torch.equal(a.v[:, :, :9], b.v[:, :, :9])
+
+
+def test_generate_takes_the_token_step_for_one_sequence_in_fp32_inference(monkeypatch):
+    """Only where TokenStep is the same math on the same kernels: one sequence, eval mode, fp32 on the CPU, no
+    autocast; the prompt itself (and any batch) goes through the model."""
+    steps = []
+    monkeypatch.setattr(TokenStep, "__call__", lambda self, token, cache: steps.append(token.shape) or
+                        GPT.forward(model, token, cache))
+    model = GPT(TINY).eval()
+    prompt = torch.randint(0, TINY.vocab_size, (1, 5))
+    model.generate(prompt, 4, temperature=0)
+    assert steps == [(1, 1)] * 3  # the first token comes from the prompt's pass
+    for ids, mode, autocast, dtype in (
+        (prompt.repeat(2, 1), "eval", False, torch.float32),
+        (prompt, "train", False, torch.float32),
+        (prompt, "eval", True, torch.float32),
+        (prompt, "eval", False, torch.float64),
+    ):
+        steps.clear()
+        model = GPT(TINY).to(dtype).train(mode == "train")
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+            model.generate(ids, 4, temperature=0)
+        assert steps == [], (ids.shape, mode, autocast, dtype)
 
 
 def test_sampling_is_reproducible_with_a_seeded_generator_and_respects_top_k():

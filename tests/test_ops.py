@@ -62,12 +62,30 @@ def test_single_row_products_split_across_threads_match_f_linear(out_features, t
     for x in (torch.randn(24), torch.randn(1, 24), torch.randn(1, 1, 24), rows[2], rows[1:2]):  # views at an offset too
         with torch.no_grad():
             for bias in (b, None, torch.randn(2 * out_features)[::2]):  # a strided bias too
-                y = linear(x, w, bias)
-                assert y.shape == (*x.shape[:-1], out_features)
-                torch.testing.assert_close(y, F.linear(x, w, bias), rtol=1e-5, atol=1e-5)
+                for y in (linear(x, w, bias), gpt1.ops.row_linear(w, bias)(x)):  # decoding's, its views made once
+                    assert y.shape == (*x.shape[:-1], out_features)
+                    torch.testing.assert_close(y, F.linear(x, w, bias), rtol=1e-5, atol=1e-5)
     transposed = torch.randn(24, out_features).t()  # a view: the row blocks need a row-major weight
     with torch.no_grad():
         torch.testing.assert_close(linear(x, transposed), F.linear(x, transposed), rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(gpt1.ops.row_linear(transposed)(x), F.linear(x, transposed), rtol=1e-5, atol=1e-5)
+
+
+def test_decodings_row_product_runs_on_decodings_kernel(monkeypatch):
+    """``row_linear`` (a decoding step's products, set up once) runs each kernel that ``linear`` runs for one row
+    without autograd, and torch's for a weight that is not fp32."""
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 2)
+    calls = []
+    monkeypatch.setattr(gpt1.ops, "_onednn", lambda x, w, b: calls.append("onednn") or F.linear(x, w, b))
+    monkeypatch.setattr(gpt1.ops, "_row_blocks",
+                        lambda w, b, n: lambda x: calls.append(("rows", n)) or F.linear(x, w, b))
+    for weight, x in ((torch.randn(5, 8), torch.randn(1, 8)), (torch.randn(5, 8).double(), torch.randn(1, 8).double())):
+        for kernel in gpt1.ops.KERNELS["decode"]:
+            monkeypatch.setattr(gpt1.ops, "CPU_MATMULS", {**ONEDNN, "decode": kernel})
+            calls.clear()
+            torch.testing.assert_close(gpt1.ops.row_linear(weight)(x), F.linear(x, weight))
+            expected = {"torch": [], "onednn": ["onednn"], "row_blocks": [("rows", 2)]}[kernel]
+            assert calls == (expected if weight.dtype == torch.float32 else []), (kernel, weight.dtype)
 
 
 def test_each_kind_of_product_runs_on_its_chosen_kernel(monkeypatch):
@@ -83,7 +101,8 @@ def test_each_kind_of_product_runs_on_its_chosen_kernel(monkeypatch):
         monkeypatch.setattr(gpt1.ops, f"linear_{product}",
                             lambda *args, product=product, real=real: calls.append((product, args[-1])) or real(*args))
     monkeypatch.setattr(gpt1.ops, "_onednn", lambda x, w, b: calls.append("onednn") or F.linear(x, w, b))
-    monkeypatch.setattr(gpt1.ops, "_row_blocks_mv", lambda x, w, b, n: calls.append(("rows", n)) or F.linear(x, w, b))
+    monkeypatch.setattr(gpt1.ops, "_row_blocks",
+                        lambda w, b, n: lambda x: calls.append(("rows", n)) or F.linear(x, w, b))
     small, large = torch.randn(5, 8, requires_grad=True), torch.randn(13, 8, requires_grad=True)
     for layer, w in (("train", small), ("head", large)):
         for product in gpt1.ops.PRODUCTS:

@@ -1,0 +1,70 @@
+"""One token of one sequence through the decoder with a KV cache, without module calls (pure torch).
+
+``GPT.generate`` decodes a single sequence in fp32 on the CPU through ``TokenStep``: the same math as ``GPT.forward``
+with a cache in eval mode (a test checks its hidden states equal to the bit), with each weight's product set up once
+per ``generate`` (``gpt1.ops.row_linear``) and no module, dropout or kernel-choice overhead between the ops. At
+GPT-1's size that overhead was about 3.4 of 19.8 ms a token on a 2-core CPU (experiments/benchmarks.md). Forward
+hooks of the blocks do not run in it.
+
+Shapes as in ``gpt1.model``: C = n_embd, H = n_head, D = C // H.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import torch
+from torch.nn import functional as F
+
+from gpt1.ops import row_linear
+
+if TYPE_CHECKING:
+    from gpt1.model import GPT, LayerCache
+
+
+class TokenStep:
+    """``model(token, cache)`` for one token (1, 1) of one sequence in eval mode: the hidden state (1, 1, C) after
+    the last block, the token's keys and values appended to ``cache``. Build it after the model's weights are final
+    (it keeps views of them)."""
+
+    def __init__(self, model: GPT) -> None:
+        config = model.config
+        self.C, self.H, self.eps = config.n_embd, config.n_head, config.layer_norm_eps
+        self.act = model.h[0].mlp.act
+        self.tokens, self.positions = model.tokens_embed.weight, model.positions_embed.weight
+        self.blocks = [
+            (
+                row_linear(b.attn.c_attn.weight, b.attn.c_attn.bias),
+                row_linear(b.attn.c_proj.weight, b.attn.c_proj.bias),
+                row_linear(b.mlp.c_fc.weight, b.mlp.c_fc.bias),
+                row_linear(b.mlp.c_proj.weight, b.mlp.c_proj.bias),
+                (b.ln_1.weight, b.ln_1.bias),
+                (b.ln_2.weight, b.ln_2.bias),
+            )
+            for b in model.h
+        ]
+
+    @staticmethod
+    def applies(model: GPT, idx: torch.Tensor) -> bool:
+        """Whether ``generate`` decodes idx (B, T) through a ``TokenStep``: one sequence, eval mode, fp32 weights on
+        the CPU, no autocast, no graph being compiled."""
+        weight = model.tokens_embed.weight
+        return (
+            idx.size(0) == 1
+            and not model.training
+            and weight.is_cpu
+            and weight.dtype == torch.float32
+            and not torch.is_autocast_enabled("cpu")
+            and not torch.compiler.is_compiling()
+        )
+
+    def __call__(self, token: torch.Tensor, cache: list[LayerCache]) -> torch.Tensor:
+        C, H = self.C, self.H
+        x = (self.tokens[token[0, 0]] + self.positions[cache[0].length]).view(1, 1, C)
+        for (qkv, proj, fc, out, ln_1, ln_2), layer_cache in zip(self.blocks, cache):
+            q, k, v = qkv(x).view(1, 1, 3, H, C // H).permute(2, 0, 3, 1, 4).unbind(0)  # 3 x (1, H, 1, D)
+            k, v = layer_cache.update(k, v)  # (1, H, past + 1, D)
+            y = F.scaled_dot_product_attention(q, k, v)  # one query sees every cached key: no mask
+            n = F.layer_norm(x + proj(y.reshape(1, 1, C)), (C,), *ln_1, self.eps)
+            x = F.layer_norm(n + out(self.act(fc(n))), (C,), *ln_2, self.eps)
+        return x
