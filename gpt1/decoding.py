@@ -2,9 +2,9 @@
 
 ``GPT.generate`` decodes a single sequence in fp32 on the CPU through ``TokenStep``: the same math as ``GPT.forward``
 with a cache in eval mode (a test checks its hidden states equal to the bit), with each weight's product set up once
-per ``generate`` (``gpt1.ops.row_linear``) and no module, dropout or kernel-choice overhead between the ops. At
-GPT-1's size that overhead was about 3.4 of 19.8 ms a token on a 2-core CPU (experiments/benchmarks.md). Forward
-hooks of the blocks do not run in it.
+per ``generate`` (``gpt1.ops.row_linear``) and no module, dropout or kernel-choice overhead between the ops, which
+on a small CPU is a sizeable part of a token (experiments/benchmarks.md). Forward hooks of the blocks do not run in
+it.
 
 Shapes as in ``gpt1.model``: C = n_embd, H = n_head, D = C // H.
 """
