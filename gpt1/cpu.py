@@ -108,12 +108,17 @@ def _cpuinfo(name: str) -> str:
         return ""
 
 
+PROBES = 2
+"""The version of ``measure_matmuls``'s probes: timings cached by other probes are measured again."""
+
+
 def machine_key() -> str:
-    """What the matmul timings depend on: the CPU (model and a hash of its flags), torch's version, the thread count
-    and any ISA override (``ISA_VARIABLES``)."""
+    """What the matmul timings depend on: the CPU (model and a hash of its flags), torch's version, the thread count,
+    any ISA override (``ISA_VARIABLES``) and the probes (``PROBES``)."""
     flags = hashlib.sha1(" ".join(cpu_flags()).encode()).hexdigest()[:12]
     isa = "".join(f", {v}={os.environ[v]}" for v in ISA_VARIABLES if os.environ.get(v))
-    return f"{cpu_model()} (flags {flags}), torch {torch.__version__}, {torch.get_num_threads()} threads{isa}"
+    return (f"{cpu_model()} (flags {flags}), torch {torch.__version__}, {torch.get_num_threads()} threads{isa}, "
+            f"probes {PROBES}")
 
 
 def cache_path() -> Path:
@@ -203,10 +208,11 @@ def measure_matmuls(rounds: int = 3) -> dict[str, dict[str, float]]:
     after one untimed round: ``rounds`` rounds of the training products, five times as many of the inference ones (a
     few milliseconds each, whose near-ties fewer rounds decide by chance). Probes: "train.*", the MLP's two weights
     (3,072 x 768 and 768 x 3,072) at 512 rows (at fewer, oneDNN's forward wins a probe that it loses in real steps:
-    experiments/benchmarks.md); "head.*", a 6,144-row weight (sliced as the tied head's) at 256 rows; "decode" and
+    experiments/benchmarks.md); "head.*", a 24,576-row weight (75 MB, more than a cache holds, as the tied head's;
+    with 6,144 rows its forward's choice came out either way in fresh processes) at 128 rows; "decode" and
     "batched", two blocks' eight weight matrices (57 MB, more than a cache holds) times 1 and 8 rows, through
     ``gpt1.ops.linear``."""
-    C, M = 768, 512
+    C, M, V = 768, 512, 24576  # V: the head probe's rows
     gen = torch.Generator().manual_seed(0)
 
     def randn(*shape: int) -> torch.Tensor:
@@ -215,7 +221,7 @@ def measure_matmuls(rounds: int = 3) -> dict[str, dict[str, float]]:
     # (weight (out, in), x (M, in), grad (M, out)) of each training product's probe
     layers = {
         "train": [(randn(4 * C, C), randn(M, C), randn(M, 4 * C)), (randn(C, 4 * C), randn(M, 4 * C), randn(M, C))],
-        "head": [(randn(6144, C), randn(M // 2, C), randn(M // 2, 6144))],
+        "head": [(randn(V, C), randn(M // 4, C), randn(M // 4, V))],
     }
     products = {
         "forward": lambda w, x, g, kernel: ops.linear_forward(x, w, None, kernel),

@@ -97,7 +97,7 @@ def test_configure_is_idempotent_and_reads_the_environment_when_called(cpu, monk
     assert cpu.configure() == first and cpu.calls == [1]
 
 
-def test_measurements_are_cached_per_machine_torch_and_thread_count(cpu, monkeypatch, tmp_path):
+def test_measurements_are_cached_per_machine_torch_thread_count_and_probes(cpu, monkeypatch, tmp_path):
     cpu.configure()
     path = tmp_path / "gpt1" / "cpu-matmuls.json"
     assert cpu.cache_path() == path
@@ -112,6 +112,9 @@ def test_measurements_are_cached_per_machine_torch_and_thread_count(cpu, monkeyp
     monkeypatch.setenv("ATEN_CPU_CAPABILITY", "avx2")  # an ISA override too
     cpu.configure()
     assert cpu.calls == [1, 1, 1] and len(json.loads(path.read_text())) == 3
+    monkeypatch.setattr(cpu, "PROBES", cpu.PROBES + 1)  # other probes
+    cpu.configure()
+    assert cpu.calls == [1, 1, 1, 1] and len(json.loads(path.read_text())) == 4
 
 
 def test_timings_taken_on_a_busy_machine_are_taken_again_once_it_is_quiet(cpu, monkeypatch):
