@@ -209,7 +209,7 @@ def measure_matmuls(rounds: int = 3) -> dict[str, dict[str, float]]:
     few milliseconds each, whose near-ties fewer rounds decide by chance). Probes: "train.*", the MLP's two weights
     (3,072 x 768 and 768 x 3,072) at 512 rows (at fewer, oneDNN's forward wins a probe that it loses in real steps:
     experiments/benchmarks.md); "head.*", a 24,576-row weight (75 MB, more than a cache holds, as the tied head's;
-    with 6,144 rows its forward's choice came out either way in fresh processes) at 128 rows; "decode" and
+    a shorter one leaves the forward's choice to chance: experiments/benchmarks.md) at 128 rows; "decode" and
     "batched", two blocks' eight weight matrices (57 MB, more than a cache holds) times 1 and 8 rows, through
     ``gpt1.ops.linear``."""
     C, M, V = 768, 512, 24576  # V: the head probe's rows
