@@ -9,10 +9,10 @@ allocates anything; a Python user may call it too. Importing gpt1 changes nothin
 - ``GPT1_CPU_MATMUL``: ``auto`` (the default) runs each kind of fp32 product (``gpt1.ops.KINDS``: the forward,
   input-gradient and weight-gradient products of the blocks and of the tied head, decoding, batched inference) on
   whichever of its kernels (``gpt1.ops.KERNELS``: oneDNN, torch's matmuls, decoding's row blocks)
-  ``measure_matmuls`` found fastest on this machine: measured once (about two seconds), then read from
-  ``cache_path()``, one entry per CPU model and flags, torch version, thread count and ISA override (measured again
-  where it was taken while every core was busy and the machine is quiet now); ``onednn`` or ``torch`` forces one
-  kernel for every kind.
+  ``measure_matmuls`` found fastest on this machine: measured once (two or three seconds), then read from
+  ``cache_path()``, one entry per CPU model and flags, torch version, thread count, ISA override and version of
+  the probes (measured again where it was taken while every core was busy and the machine is quiet now); ``onednn``
+  or ``torch`` forces one kernel for every kind.
 """
 
 from __future__ import annotations

@@ -230,13 +230,11 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
             kernels = tuple(CPU_MATMULS[f"{kind}.{product}"] for product in PRODUCTS)
             if kernels != ("torch",) * len(PRODUCTS):
                 return _Linear.apply(x, weight, bias, kernels)
+        elif x.numel() == x.size(-1) and x.is_contiguous():  # one row
+            return row_linear(weight, bias)(x)
         elif x.numel() // x.size(-1) < BATCHED_MIN_ROWS:
-            kernel = CPU_MATMULS["decode"]
-            if kernel == "onednn":
+            if CPU_MATMULS["decode"] == "onednn":
                 return _onednn(x, weight, bias)
-            threads = torch.get_num_threads() if kernel == "row_blocks" and x.numel() == x.size(-1) else 1
-            if 1 < threads <= weight.size(0) and weight.is_contiguous() and x.is_contiguous():
-                return _row_blocks(weight, bias, threads)(x)
         elif CPU_MATMULS["batched"] == "onednn":
             return _onednn(x, weight, bias)
     return F.linear(x, weight, bias)

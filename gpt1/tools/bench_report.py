@@ -7,7 +7,7 @@ from typing import Any
 
 
 def _ms(seconds: float, spread: list[float]) -> str:
-    """A time in ms with its range: "1,600 ms (1,580-1,640)"."""
+    """A time in ms with its range: "<median> ms (<fastest>-<slowest>)"."""
     return f"{seconds * 1e3:,.0f} ms ({spread[0] * 1e3:,.0f}-{spread[1] * 1e3:,.0f})"
 
 
