@@ -4,6 +4,7 @@
 #
 #   bash experiments/gpu_check.sh prepare [BASELINE]   # here, with pip's registry: fills .gpu/ (git-excluded)
 #   bash experiments/gpu_check.sh run                  # on the GPU machine, .gpu/ carried; results under $OUT
+#   bash experiments/gpu_check.sh decode [ROUNDS]      # there: batch-1 decoding, baseline and this tree alternating
 #
 # .gpu/ holds what the workplace's CUDA image lacks (wheels of hydra-core, omegaconf, antlr4, datasets, dill,
 # multiprocess), the sample data (../shared/data does not travel) and the baseline's gpt1/ and conf/ (default 68a8f8a,
@@ -33,7 +34,7 @@ bench() {  # bench TREE NAME SECONDS ARGS...: one gpt1 bench of the full model a
         | tee "$OUT/$name.log" | grep -v "^\s*$" | tail -25 || echo "$name failed"
 }
 
-run() {
+setup() {  # what the image lacks, and gpt1 itself (editable)
     OUT=${OUT:-outputs/gpu_check}; mkdir -p "$OUT"
     python -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .gpu/whl/*.whl
     export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1 GPT1_SAMPLE_DATA=$PWD/.gpu/data
@@ -41,6 +42,20 @@ run() {
     nvidia-smi -L
     python -c "import torch, transformers, lightning, datasets; print('torch', torch.__version__, '| transformers', \
 transformers.__version__, '| lightning', lightning.__version__, '| datasets', datasets.__version__)" || true
+}
+
+decode() {  # the decoding probe (experiments/gpu_decode_probe.py), the baseline's tree and this one in turn
+    setup
+    for round in $(seq "${1:-3}"); do
+        for tree in .gpu/old .; do
+            PYTHONPATH=$PWD/$tree:/tmp/site timeout 120 python experiments/gpu_decode_probe.py \
+                "$([ "$tree" = . ] && echo new || echo "old-$(cat .gpu/old/COMMIT)")" | grep RESULT || echo "$tree failed"
+        done
+    done
+}
+
+run() {
+    setup
     declare -gA BENCH_MODULE=([.]=gpt1.tools.bench [.gpu/old]=gpt1.bench)
     bench . new-compiled 150 --compile --compare hf
     bench .gpu/old old-compiled 120 --compile

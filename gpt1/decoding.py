@@ -1,10 +1,10 @@
 """One token of one sequence through the decoder with a KV cache, without module calls (pure torch).
 
-``GPT.generate`` decodes a single sequence in fp32 on the CPU through ``TokenStep``: the same math as ``GPT.forward``
-with a cache in eval mode (a test checks its hidden states equal to the bit), with each weight's product set up once
-per ``generate`` (``gpt1.ops.row_linear``) and no module, dropout or kernel-choice overhead between the ops, which
-on a small CPU is a sizeable part of a token (experiments/benchmarks.md). Forward hooks of the blocks do not run in
-it.
+``GPT.generate`` decodes a single sequence in fp32 on the CPU or a CUDA GPU through ``TokenStep``: the same math as
+``GPT.forward`` with a cache in eval mode (tests check its hidden states equal to the bit on both), with each weight's
+product set up once per ``generate`` (``gpt1.ops.row_linear``) and no module, dropout or kernel-choice overhead
+between the ops: on a small CPU a sizeable part of a token, on a GPU most of it (one token is a few hundred kernel
+launches; experiments/benchmarks.md). Forward hooks of the blocks do not run in it.
 
 Shapes as in ``gpt1.model``: C = n_embd, H = n_head, D = C // H.
 """
@@ -47,20 +47,20 @@ class TokenStep:
     @staticmethod
     def applies(model: GPT, idx: torch.Tensor) -> bool:
         """Whether ``generate`` decodes idx (B, T) through a ``TokenStep``: one sequence, eval mode, fp32 weights on
-        the CPU, no autocast, no graph being compiled."""
+        the CPU or a CUDA GPU, no autocast there, no graph being compiled."""
         weight = model.tokens_embed.weight
         return (
             idx.size(0) == 1
             and not model.training
-            and weight.is_cpu
+            and weight.device.type in ("cpu", "cuda")
             and weight.dtype == torch.float32
-            and not torch.is_autocast_enabled("cpu")
+            and not torch.is_autocast_enabled(weight.device.type)
             and not torch.compiler.is_compiling()
         )
 
     def __call__(self, token: torch.Tensor, cache: list[LayerCache]) -> torch.Tensor:
         C, H = self.C, self.H
-        x = (self.tokens[token[0, 0]] + self.positions[cache[0].length]).view(1, 1, C)
+        x = F.embedding(token, self.tokens) + self.positions[cache[0].length]  # (1, 1, C); no sync on a GPU
         for (qkv, proj, fc, out, ln_1, ln_2), layer_cache in zip(self.blocks, cache):
             q, k, v = qkv(x).view(1, 1, 3, H, C // H).permute(2, 0, 3, 1, 4).unbind(0)  # 3 x (1, H, 1, D)
             k, v = layer_cache.update(k, v)  # (1, H, past + 1, D)

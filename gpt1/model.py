@@ -261,8 +261,9 @@ class GPT(nn.Module):
         use_cache: bool = True,
         generator: torch.Generator | None = None,
     ) -> torch.Tensor:
-        """Continue idx (B, T) by max_new_tokens sampled tokens; temperature 0 decodes greedily. A single sequence on
-        the CPU decodes its tokens after the prompt through ``gpt1.decoding.TokenStep`` (the same math, fewer ops)."""
+        """Continue idx (B, T) by max_new_tokens sampled tokens; temperature 0 decodes greedily. A single fp32
+        sequence on the CPU or a CUDA GPU decodes its tokens after the prompt through ``gpt1.decoding.TokenStep`` (the
+        same math, fewer ops)."""
         cache = self.new_cache() if use_cache else None
         cached = 0  # how many tokens of idx the cache holds
         step = TokenStep(self) if use_cache and TokenStep.applies(self, idx) else None

@@ -10,6 +10,7 @@ from gpt1.tools.bench import main as bench
 from gpt1.checkpoint import load_checkpoint
 from gpt1.commands.finetune import finetune
 from gpt1.commands.generate import generate
+from gpt1.decoding import TokenStep
 from gpt1.model import GPT, PRESETS
 from gpt1.commands.pretrain import train
 from tests.conftest import FEW, FEW_FINETUNE
@@ -45,6 +46,22 @@ def test_greedy_generation_on_the_gpu_is_the_argmax_of_full_passes():
     with torch.no_grad():
         for t in range(5, out.size(1)):
             assert torch.equal(model.lm_logits(model(out[:, :t]))[:, -1].argmax(-1), out[:, t])
+
+
+def test_a_token_step_on_the_gpu_gives_the_forwards_hidden_states_to_the_bit():
+    """TokenStep on CUDA (generate's step for one fp32 sequence there too) is GPT.forward with a cache, op for op."""
+    torch.manual_seed(0)
+    model = GPT(PRESETS["tiny"]).cuda().eval()
+    ids = torch.randint(0, model.config.vocab_size, (1, 9), device="cuda")
+    ours, theirs = model.new_cache(), model.new_cache()
+    with torch.no_grad():
+        model(ids[:, :4], ours), model(ids[:, :4], theirs)
+        step = TokenStep(model)
+        assert TokenStep.applies(model, ids)
+        for t in range(4, 9):
+            assert torch.equal(step(ids[:, t : t + 1], ours), model(ids[:, t : t + 1], theirs))
+    for a, b in zip(ours, theirs):
+        assert torch.equal(a.k[:, :, :9], b.k[:, :, :9]) and torch.equal(a.v[:, :, :9], b.v[:, :, :9])
 
 
 @pytest.mark.parametrize("trainer", [

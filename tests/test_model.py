@@ -147,8 +147,8 @@ def test_a_token_step_gives_the_forwards_hidden_states_to_the_bit(config, kernel
 
 
 def test_generate_takes_the_token_step_for_one_sequence_in_fp32_inference(monkeypatch):
-    """Only where TokenStep is the same math on the same kernels: one sequence, eval mode, fp32 on the CPU, no
-    autocast; the prompt itself (and any batch) goes through the model."""
+    """Only where TokenStep is the same math on the same kernels: one sequence, eval mode, fp32 on the CPU (or a
+    CUDA GPU: tests/test_gpu.py), no autocast; the prompt itself (and any batch) goes through the model."""
     steps = []
     monkeypatch.setattr(TokenStep, "__call__", lambda self, token, cache: steps.append(token.shape) or
                         GPT.forward(model, token, cache))
