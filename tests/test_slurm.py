@@ -1,7 +1,7 @@
 """hydra/launcher=submitit_slurm on a real SLURM: the two-node cluster of tools/local_slurm.sh (`tools/local_slurm.sh
-start`, as root; .ci/run starts it). A pre-training job on 2 nodes; a job that reaches its time limit and one that is
-pre-empted (`scontrol requeue`), both requeued and resumed to the uninterrupted run's weights, bit for bit; a
-fine-tuning sweep of 4 jobs, 2 at a time, and its report; a job that fails on a bad override. Marked `slurm`
+start`, as root; .ci/run starts it). A pre-training job on 2 nodes; a job that reaches its time limit, one that is
+pre-empted (`scontrol requeue`) and a DDP job over both nodes that reaches its time limit, each requeued and resumed
+to the uninterrupted run's weights, bit for bit; a fine-tuning sweep of 4 jobs, 2 at a time, and its report; a job that fails on a bad override. Marked `slurm`
 (`python -m pytest -m slurm`), skipped without sbatch. Also, without the cluster: the launcher's keys on CPU and the
 one line when the plugin is missing."""
 
@@ -38,6 +38,8 @@ LONG = [*TINY_RUN, *CPU, "trainer.max_steps=100", "trainer.val_check_interval=10
 """100 updates of the tiny model; in a SLURM job each takes at least STEP_S seconds until the job is first stopped
 (tests/slurm_app.py): it trains for over 90 s on any machine, then, resumed, at full speed."""
 STEP_S = "0.9"
+TWO_NODES = ["trainer=ddp", "trainer.devices=1", "trainer.num_nodes=2"]
+"""DDP over both nodes of the cluster, a rank each."""
 
 
 def run(*args: str, cwd: Path, env: dict | None = None, timeout: float = 420) -> subprocess.CompletedProcess:
@@ -125,8 +127,8 @@ def test_a_launcher_without_the_plugin_says_to_install_it(tmp_path, launcher):
 @needs_sbatch
 def test_a_two_node_job_runs_two_ranks_into_one_run_directory(tmp_path, cache_dir):
     sweep = tmp_path / "sweep"
-    proc = ok(run("gpt1", "pretrain", "-m", *FEW, *SLURM, "trainer=ddp", "trainer.devices=1", "trainer.num_nodes=2",
-                  f"hydra.sweep.dir={sweep}", f"paths.cache_dir={cache_dir}", cwd=tmp_path))
+    proc = ok(run("gpt1", "pretrain", "-m", *FEW, *SLURM, *TWO_NODES, f"hydra.sweep.dir={sweep}",
+                  f"paths.cache_dir={cache_dir}", cwd=tmp_path))
     assert_quiet(proc.stderr)
     assert sorted(p.name for p in sweep.iterdir()) == [".submitit", "0", "multirun.yaml"]  # one run directory
     metrics = json.loads((sweep / "0" / "metrics.json").read_text())
@@ -178,21 +180,31 @@ def preempt(proc: subprocess.Popen, sweep: Path, done: dict) -> None:
 
 @pytest.fixture(scope="module")
 def long_jobs(tmp_path_factory, cache_dir, tiny_checkpoint):
-    """Both LONG jobs at once, one a node: one with a 2-minute time limit and the warning 60 s before it, and one
-    pre-empted by a thread once its first checkpoint is written; meanwhile this process trains the uninterrupted run,
-    without the sleeps. -> {"timeout": (proc, sweep), "preempt": (proc, sweep), "requeue": scontrol's result,
-    "uninterrupted": weights}"""
+    """Two LONG jobs at once, one a node: one with a 2-minute time limit and the warning 60 s before it, and one
+    pre-empted by a thread once its first checkpoint is written; then a LONG DDP job over both nodes with the same
+    limit. Meanwhile this process trains the uninterrupted runs, without the sleeps: one process, and DDP over two.
+    -> {"timeout", "preempt", "ddp_timeout": (proc, sweep), "requeue": scontrol's result, "uninterrupted",
+    "ddp_uninterrupted": weights}"""
     jobs = {"timeout": start_long(tmp_path_factory.mktemp("timeout"), cache_dir, "hydra.launcher.timeout_min=2",
                                   "hydra.launcher.signal_delay_s=60"),
-            "preempt": start_long(tmp_path_factory.mktemp("preempt"), cache_dir, "hydra.launcher.timeout_min=10")}
+            "preempt": start_long(tmp_path_factory.mktemp("preempt"), cache_dir, "hydra.launcher.timeout_min=10"),
+            # both nodes: it starts when the two above have ended
+            "ddp_timeout": start_long(tmp_path_factory.mktemp("ddp_timeout"), cache_dir, *TWO_NODES,
+                                      "hydra.launcher.timeout_min=2", "hydra.launcher.signal_delay_s=60")}
     threading.Thread(target=preempt, args=(*jobs["preempt"], jobs), daemon=True).start()
     run_dir = tmp_path_factory.mktemp("uninterrupted")
     with initialize_config_module(config_module="gpt1.conf", version_base="1.3"):
         train(compose(config_name="pretrain", overrides=[f"paths.output_dir={run_dir}", f"paths.cache_dir={cache_dir}",
                                                          *LONG]))
     jobs["uninterrupted"] = weights(run_dir)
+    # DDP in 2 processes on this machine, each with as many threads as a job's rank has (Lightning would give each
+    # one thread of this machine's, and the weights would differ in the last bits)
+    ddp_dir = tmp_path_factory.mktemp("ddp_uninterrupted")
+    ok(run("gpt1", "pretrain", *LONG, "trainer=ddp", "trainer.devices=2", f"hydra.run.dir={ddp_dir}",
+           f"paths.cache_dir={cache_dir}", cwd=ddp_dir, env={**ENV, "OMP_NUM_THREADS": str(torch.get_num_threads())}))
+    jobs["ddp_uninterrupted"] = weights(ddp_dir)
     yield jobs
-    for proc, _ in (jobs["timeout"], jobs["preempt"]):
+    for proc, _ in (jobs["timeout"], jobs["preempt"], jobs["ddp_timeout"]):
         proc.kill()
 
 
@@ -228,6 +240,21 @@ def test_a_job_at_its_time_limit_saves_is_requeued_and_resumes_exactly(long_jobs
     assert all(0 < s < 100 for s in stops)
     assert "stopped by SIGUSR2 (the job's time limit is near)" in log(sweep).read_text()
     assert "Requeued job" in log(sweep, kind="out").read_text()  # by submitit
+
+
+@pytest.mark.slurm
+@needs_sbatch
+def test_a_two_node_ddp_job_at_its_time_limit_saves_is_requeued_and_resumes_exactly(long_jobs):
+    """Both ranks get the warning; they stop at the same update (the first after either saw it), rank 0 saves
+    last.ckpt, submitit requeues the job, and both ranks go on from that update to the uninterrupted DDP run's
+    weights, bit for bit."""
+    proc, sweep = long_jobs["ddp_timeout"]
+    stops, resumes = finish(proc, sweep, long_jobs["ddp_uninterrupted"])
+    print(f"\ntwo-node DDP timeout: stopped at steps {stops}, resumed at steps {resumes}; weights equal to the "
+          "uninterrupted DDP run's")
+    assert stops and resumes == stops and all(0 < s < 100 for s in stops)
+    assert "stopped by SIGUSR2 (the job's time limit is near)" in log(sweep).read_text()
+    assert "Starting with 2 processes" in log(sweep).read_text()
 
 
 @pytest.mark.slurm
