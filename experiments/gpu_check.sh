@@ -5,6 +5,7 @@
 #   bash experiments/gpu_check.sh prepare [BASELINE]   # here, with pip's registry: fills .gpu/ (git-excluded)
 #   bash experiments/gpu_check.sh run                  # on the GPU machine, .gpu/ carried; results under $OUT
 #   bash experiments/gpu_check.sh decode [ROUNDS]      # there: batch-1 decoding, baseline and this tree alternating
+#   bash experiments/gpu_check.sh setup                # there: only what the image lacks, and gpt1 (for a probe)
 #
 # .gpu/ holds what the workplace's CUDA image lacks (wheels of hydra-core, omegaconf, antlr4, datasets, dill,
 # multiprocess), the sample data (../shared/data does not travel) and the baseline's gpt1/ and conf/ (default 68a8f8a,
