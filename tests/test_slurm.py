@@ -1,9 +1,9 @@
 """hydra/launcher=submitit_slurm on a real SLURM: the two-node cluster of tools/local_slurm.sh (`tools/local_slurm.sh
 start`, as root; .ci/run starts it). A pre-training job on 2 nodes; a job that reaches its time limit, one that is
 pre-empted (`scontrol requeue`) and a DDP job over both nodes that reaches its time limit, each requeued and resumed
-to the uninterrupted run's weights, bit for bit; a fine-tuning sweep of 4 jobs, 2 at a time, and its report; a job that fails on a bad override. Marked `slurm`
-(`python -m pytest -m slurm`), skipped without sbatch. Also, without the cluster: the launcher's keys on CPU and the
-one line when the plugin is missing."""
+to the uninterrupted run's weights, bit for bit; a fine-tuning sweep of 4 jobs, 2 at a time, and its report; a job
+that fails on a bad override. Marked `slurm` (`python -m pytest -m slurm`), skipped without sbatch. Also, without the
+cluster: the launcher's keys on CPU and the one line when the plugin is missing."""
 
 import json
 import os
