@@ -25,6 +25,7 @@ from typing import Any, Optional
 import torch
 from omegaconf import DictConfig, OmegaConf
 from torch import nn
+from torch.overrides import TorchFunctionMode
 
 from gpt1.errors import CheckpointError
 from gpt1.io import atomic_file
@@ -39,6 +40,23 @@ HEADS_PREFIX = "heads."
 MODELS: dict[str, tuple[type[nn.Module], type]] = {"gpt": (GPT, GPTConfig), "lstm": (LSTM, LSTMConfig)}
 """model_type -> (model class, its config dataclass). A model class takes its config as its only argument and
 keeps it as ``.config``."""
+
+
+class _NoInit(TorchFunctionMode):
+    """Leaves a tensor as it is where a module's init would fill it (``torch.nn.init``'s functions): on the meta device
+    there is nothing to fill, and torch's meta ``normal_`` imports its compiler (1-2 s) the first time."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if getattr(func, "__module__", None) == "torch.nn.init":
+            return args[0] if args else kwargs["tensor"]  # each fills its first argument, ``tensor``, and returns it
+        return func(*args, **(kwargs or {}))
+
+
+def empty_model(cls: type[nn.Module], config: Any) -> nn.Module:
+    """``cls(config)`` with its weights on the meta device, undrawn: for a state dict to be assigned to it
+    (``load_state_dict(state, assign=True)``)."""
+    with torch.device("meta"), _NoInit():
+        return cls(config)
 
 
 def model_type(model: nn.Module) -> str:
@@ -191,8 +209,7 @@ def load_checkpoint(path: str | os.PathLike, map_location: str | torch.device = 
             state[key.removeprefix(MODEL_PREFIX)] = value
         elif key.startswith(HEADS_PREFIX):
             heads[key.removeprefix(HEADS_PREFIX)] = value
-    with torch.device("meta"):  # no random init of weights about to be overwritten
-        model = cls(config)
+    model = empty_model(cls, config)
     misfit = state_mismatch(state, model.state_dict())
     if misfit:
         raise CheckpointError(f"{path}: its weights do not fit its model config: {misfit}: {DAMAGED}")

@@ -22,7 +22,7 @@ from hydra.core.config_store import ConfigStore
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import MISSING, DictConfig, ListConfig, OmegaConf
 
-from gpt1.data.corpus import DataConfig
+from gpt1.data.config import DataConfig
 from gpt1.errors import ConfigError, ranged
 from gpt1.lstm import LSTMConfig
 from gpt1.model import PRESETS, GPTConfig

@@ -22,7 +22,7 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 import tokenizers
 
-from gpt1.checkpoint import load_checkpoint, save_checkpoint
+from gpt1.checkpoint import empty_model, load_checkpoint, save_checkpoint
 from gpt1.errors import CheckpointError
 from gpt1.heads import MultipleChoiceHead
 from gpt1.model import GPT, GPTConfig
@@ -231,8 +231,7 @@ def import_hf(src: str | os.PathLike, dst: str | os.PathLike, tokenizer: str | o
         state = from_hf_state_dict(weights)
     tok = _read_tokenizer(src, tokenizer)
 
-    with torch.device("meta"):  # skip the random init that the checkpoint's weights replace anyway
-        model = GPT(config)
+    model = empty_model(GPT, config)
     expected = model.state_dict().keys()
     missing, unexpected = sorted(expected - state.keys()), sorted(state.keys() - expected)
     if missing or unexpected:  # e.g. a checkpoint of another architecture, or one with other heads (not imported)

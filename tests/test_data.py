@@ -14,7 +14,8 @@ import pytest
 import torch
 
 import gpt1.data.pretrain as pretrain
-from gpt1.data.corpus import DataConfig, pack
+from gpt1.data.config import DataConfig
+from gpt1.data.corpus import pack
 from gpt1.data.pretrain import PretrainDataModule, unigram_perplexity
 from gpt1.data.sources import file_columns, load_files, load_hub, resolve_files
 from gpt1.data.windows import WindowSampler

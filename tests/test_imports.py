@@ -56,3 +56,37 @@ print(len(names))
     proc = run(code)
     assert proc.returncode == 0, proc.stderr
     assert int(proc.stdout) > 40  # every module was imported
+
+
+LIGHT_COMMANDS = ["gpt1.commands.generate", "gpt1.commands.convert"]
+"""Commands that load a checkpoint and no data: they start without the training and data stack."""
+HEAVY = ["lightning", "pytorch_lightning", "lightning_fabric", "torchmetrics", "datasets", "pandas", "wandb",
+         "transformers", "matplotlib", "scipy"]
+"""What takes seconds to import (lightning about 4 s on 2 cores, torchmetrics 2.5 s of it)."""
+
+
+def test_the_commands_that_load_no_data_start_without_the_training_stack(tmp_path):
+    """The config schema (``gpt1.config``: every task's and the data group's) stays light, and a checkpoint loads
+    without torch's compiler: generate and convert start in about 2 s where these imports would add 5-6 s."""
+    code = f"""
+import importlib.abc, sys
+class Block(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name.split(".")[0] in {HEAVY!r} or name.startswith("torch._dynamo"):
+            raise ImportError(f"{{name}} is blocked")
+sys.meta_path.insert(0, Block())
+for module in {LIGHT_COMMANDS!r}:
+    importlib.import_module(module)
+from gpt1.config import register
+register()
+from gpt1.checkpoint import load_checkpoint, save_checkpoint
+from gpt1.model import GPT, GPTConfig
+from gpt1.tokenizer import train_bpe
+tok = train_bpe(["a tiny corpus of words, and of more words"] * 20, vocab_size=60)
+save_checkpoint({str(tmp_path / "tiny.ckpt")!r}, GPT(GPTConfig(vocab_size=tok.vocab_size, n_ctx=8, n_layer=1, n_head=2,
+                n_embd=8, n_inner=16)), tok)
+print(load_checkpoint({str(tmp_path / "tiny.ckpt")!r}).model.tokens_embed.weight.device)
+"""
+    proc = run(code)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["cpu"]

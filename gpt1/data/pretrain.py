@@ -26,9 +26,8 @@ import numpy as np
 from torch.utils.data import DataLoader
 
 from gpt1.data.base import DataModule, cache_key
-from gpt1.data.corpus import (
-    CorpusSource, DataConfig, encode_documents, pack, serial_tokenizers, token_dtype,
-)
+from gpt1.data.config import DataConfig
+from gpt1.data.corpus import CorpusSource, encode_documents, pack, serial_tokenizers, token_dtype
 from gpt1.data.windows import TokenStream, WindowDataset, WindowSampler
 from gpt1.errors import ConfigError, DataError
 from gpt1.io import atomic_file

@@ -26,7 +26,6 @@ import os
 import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from enum import Enum
 from pathlib import Path
 from typing import Any, Optional
 
@@ -34,6 +33,7 @@ import datasets
 import pandas as pd
 import pyarrow.parquet as pq
 
+from gpt1.data.config import Quoting
 from gpt1.errors import DataError
 
 log = logging.getLogger(__name__)
@@ -55,16 +55,6 @@ _BUILDERS: dict[str, tuple[str, dict[str, Any]]] = {
     "tsv": ("csv", {}),  # and _table_options
     "parquet": ("parquet", {}),
 }
-
-
-class Quoting(str, Enum):
-    """How .csv and .tsv files quote their fields (module docstring)."""
-
-    minimal = "minimal"  # RFC 4180, as Python's csv module and pandas write them
-    none = "none"  # every quote is text (GLUE's and SNLI's .tsv files)
-
-    def __str__(self) -> str:
-        return self.value
 
 
 def _table_options(fmt: str, quoting: str) -> dict[str, Any]:

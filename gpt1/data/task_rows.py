@@ -21,8 +21,9 @@ import datasets
 import numpy as np
 
 from gpt1.data.base import cache_key
+from gpt1.data.config import Quoting
 from gpt1.data.sources import (
-    Quoting, file_columns, file_format, files_key, load_files, load_hub, read_error, resolve_files, row_location,
+    file_columns, file_format, files_key, load_files, load_hub, read_error, resolve_files, row_location,
     tsv_rows_unquoted,
 )
 from gpt1.errors import DataError

@@ -18,9 +18,8 @@ from typing import Any, Optional
 from omegaconf import MISSING, DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from gpt1.data.sources import Quoting
+from gpt1.data.config import Quoting
 from gpt1.errors import ConfigError
-from gpt1.metrics import check_metric
 from gpt1.tasks.base import TaskType, Truncation
 from gpt1.tasks.registry import get_task_type, task_types
 
@@ -157,6 +156,8 @@ class TaskConfig:
                               f"{self.num_labels}")
         if not self.metrics:
             raise ConfigError("task.metrics is empty: name at least one, the main metric first")
+        from gpt1.metrics import check_metric  # torchmetrics takes seconds to import: not with the schema
+
         for name in self.metrics:
             check_metric(name, self.regression, kind.choices, self.num_labels)
         split_specs(self)  # validates splits against data_files
