@@ -27,6 +27,7 @@ from omegaconf import DictConfig, OmegaConf
 from torch import nn
 from torch.overrides import TorchFunctionMode
 
+from gpt1.decoding import store_for_decoding
 from gpt1.errors import CheckpointError
 from gpt1.io import atomic_file
 from gpt1.lstm import LSTM, LSTMConfig
@@ -140,7 +141,7 @@ class Loaded:
 def read_checkpoint(path: str | os.PathLike, map_location: str | torch.device = "cpu", mmap: bool = False) -> Any:
     """The object saved in ``path`` (any torch file), or a ``CheckpointError`` naming ``path`` if it is missing or
     cannot be read (truncated, corrupt, not a torch file). mmap: map the tensors instead of reading them (cheap, for
-    a look at the metadata)."""
+    a look at the metadata, or for tensors to be copied into another layout)."""
     path = Path(path)
     if path.is_dir():  # e.g. a run directory: name the checkpoints in it
         found = [*sorted(path.glob("checkpoints/*.ckpt")), *sorted(path.glob("*.ckpt"))]
@@ -167,14 +168,18 @@ def read_checkpoint(path: str | os.PathLike, map_location: str | torch.device = 
         ) from e
 
 
-def load_checkpoint(path: str | os.PathLike, map_location: str | torch.device = "cpu") -> Loaded:
-    """Load a gpt1 checkpoint (from ``gpt1 pretrain``, ``gpt1 finetune`` or ``gpt1 convert from-hf``).
+def load_checkpoint(
+    path: str | os.PathLike, map_location: str | torch.device = "cpu", decoding: bool = False
+) -> Loaded:
+    """Load a gpt1 checkpoint (from ``gpt1 pretrain``, ``gpt1 finetune`` or ``gpt1 convert from-hf``). decoding: for
+    a process that decodes on the CPU: the model's weights are copied out of the mapped file in the layout that
+    decoding's kernel reads fastest (``gpt1.decoding.store_for_decoding``), in the time that reading them takes.
 
     Raises ``CheckpointError`` naming ``path`` if it is missing, unreadable, not a gpt1 checkpoint, of an unknown
     format or model type, or inconsistent (tokenizer and model vocabularies differ, weights do not fit).
     """
     path = Path(path)
-    raw = read_checkpoint(path, map_location)
+    raw = read_checkpoint(path, map_location, mmap=decoding)
     meta = raw.get("gpt1") if isinstance(raw, dict) else None
     if not isinstance(meta, dict):
         raise CheckpointError(
@@ -214,6 +219,8 @@ def load_checkpoint(path: str | os.PathLike, map_location: str | torch.device = 
     if misfit:
         raise CheckpointError(f"{path}: its weights do not fit its model config: {misfit}: {DAMAGED}")
     model.load_state_dict(state, assign=True)
+    if decoding:
+        store_for_decoding(model)
     return Loaded(model=model.eval(), tokenizer=tokenizer, raw=raw, task=meta.get("task"), heads=heads)
 
 

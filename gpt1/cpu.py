@@ -8,7 +8,7 @@ allocates anything; a Python user may call it too. Importing gpt1 changes nothin
   allocation, so call ``configure()`` before any): ``gpt1.allocator``.
 - ``GPT1_CPU_MATMUL``: ``auto`` (the default) runs each kind of fp32 product (``gpt1.ops.KINDS``: the forward,
   input-gradient and weight-gradient products of the blocks and of the tied head, decoding, batched inference) on
-  whichever of its kernels (``gpt1.ops.KERNELS``: oneDNN, torch's matmuls, decoding's row blocks)
+  whichever of its kernels (``gpt1.ops.KERNELS``: oneDNN, torch's matmuls, decoding's row or column blocks)
   ``measure_matmuls`` found fastest on this machine: measured once (two or three seconds), then read from
   ``cache_path()``, one entry per CPU model and flags, torch version, thread count, ISA override and version of
   the probes (measured again where it was taken while every core was busy and the machine is quiet now); ``onednn``
@@ -108,7 +108,7 @@ def _cpuinfo(name: str) -> str:
         return ""
 
 
-PROBES = 2
+PROBES = 3
 """The version of ``measure_matmuls``'s probes: timings cached by other probes are measured again."""
 
 
@@ -209,9 +209,10 @@ def measure_matmuls(rounds: int = 3) -> dict[str, dict[str, float]]:
     few milliseconds each, whose near-ties fewer rounds decide by chance). Probes: "train.*", the MLP's two weights
     (3,072 x 768 and 768 x 3,072) at 512 rows (at fewer, oneDNN's forward wins a probe that it loses in real steps:
     experiments/benchmarks.md); "head.*", a 24,576-row weight (75 MB, more than a cache holds, as the tied head's;
-    a shorter one leaves the forward's choice to chance: experiments/benchmarks.md) at 128 rows; "decode" and
-    "batched", two blocks' eight weight matrices (57 MB, more than a cache holds) times 1 and 8 rows, through
-    ``gpt1.ops.linear``."""
+    a shorter one leaves the forward's choice to chance: experiments/benchmarks.md) at 128 rows; "batched", two
+    blocks' eight weight matrices (57 MB, more than a cache holds) times 8 rows, and "decode", the same and the
+    head's weight (its quarter of a GPT-1 token's bytes) times 1 row, each stored as decoding stores it on the
+    kernel timed (``gpt1.ops.decoding_layout``), all through ``gpt1.ops.linear``."""
     C, M, V = 768, 512, 24576  # V: the head probe's rows
     gen = torch.Generator().manual_seed(0)
 
@@ -230,15 +231,20 @@ def measure_matmuls(rounds: int = 3) -> dict[str, dict[str, float]]:
     }
     blocks = [randn(n, k) for _ in range(2) for n, k in ((3 * C, C), (C, C), (4 * C, C), (C, 4 * C))]
     rows = {r: {w.size(1): randn(r, w.size(1)) for w in blocks} for r in (1, 8)}
+    probed = {"decode": [*blocks, layers["head"][0][0]], "batched": blocks}  # decoding: the head's share of bytes too
 
     def training(kind: str, product: str) -> Callable[[str], None]:
         return lambda kernel: [products[product](*layer, kernel) for layer in layers[kind]]
 
     def inference(kind: str, r: int) -> Callable[[str], None]:
+        stored: dict[str, list[torch.Tensor]] = {}  # kernel -> the weights as decoding stores them for it
+
         def run(kernel: str) -> None:
             ops.CPU_MATMULS[kind] = kernel
+            if kernel not in stored:
+                stored[kernel] = [ops.decoding_layout(w) for w in probed[kind]]
             with torch.no_grad():
-                for w in blocks:
+                for w in stored[kernel]:
                     ops.linear(rows[r][w.size(1)], w)
 
         return run

@@ -4,7 +4,8 @@
 ``GPT.forward`` with a cache in eval mode (tests check its hidden states equal to the bit on both), with each weight's
 product set up once per ``generate`` (``gpt1.ops.row_linear``) and no module, dropout or kernel-choice overhead
 between the ops: on a small CPU a sizeable part of a token, on a GPU most of it (one token is a few hundred kernel
-launches; experiments/benchmarks.md). Forward hooks of the blocks do not run in it.
+launches; experiments/benchmarks.md). Forward hooks of the blocks do not run in it. ``store_for_decoding`` lays a
+model's weights out for the CPU decoding kernel that ``gpt1.cpu`` chose, for a process that only decodes.
 
 Shapes as in ``gpt1.model``: C = n_embd, H = n_head, D = C // H.
 """
@@ -14,9 +15,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import torch
+from torch import nn
 from torch.nn import functional as F
 
-from gpt1.ops import row_linear
+from gpt1.ops import decoding_layout, row_linear
 
 if TYPE_CHECKING:
     from gpt1.model import GPT, LayerCache
@@ -68,3 +70,19 @@ class TokenStep:
             n = F.layer_norm(x + proj(y.reshape(1, 1, C)), (C,), *ln_1, self.eps)
             x = F.layer_norm(n + out(self.act(fc(n))), (C,), *ln_2, self.eps)
         return x
+
+
+def store_for_decoding(model: nn.Module) -> None:
+    """Give each parameter of model memory of its own, the weights that decoding multiplies (every linear layer's and
+    the tied token table) in the layout that the CPU decoding kernel reads fastest (``gpt1.ops.decoding_layout``):
+    same shapes and values, so the model computes the same function (to rounding: column blocks sum in another
+    order); training would run at other speeds. For a process that decodes, e.g. on a checkpoint's tensors mapped
+    from its file (``load_checkpoint(..., decoding=True)``): this copy is then the only one, as reading would be."""
+    products = [m.weight for m in model.modules() if isinstance(m, nn.Linear)]
+    if isinstance(getattr(model, "tokens_embed", None), nn.Embedding):
+        products.append(model.tokens_embed.weight)
+    laid_out = {id(w) for w in products}
+    for p in model.parameters():
+        data = p.data  # a new tensor object at each access
+        stored = decoding_layout(data) if id(p) in laid_out else data
+        p.data = stored.clone(memory_format=torch.contiguous_format) if stored is data else stored

@@ -2,11 +2,12 @@
 
 - ``linear``: fp32 products on x86 CPUs can run on oneDNN instead of torch's matmuls (MKL's, whose fast kernels are
   Intel's only), and a single row without autograd can be split into one block of weight rows per thread,
-  multiplied in one ``bmm``. Which kernel each kind of product uses (``KINDS``: the forward, input-gradient and
-  weight-gradient products of the blocks and of the tied head, decoding's and batched inference's) is
-  ``CPU_MATMULS``: torch's everywhere until ``gpt1.cpu.configure()`` (which every gpt1 command calls) sets what it
-  measured to be faster on this CPU. On oneDNN, the tied head's input gradient is summed over slices of its rows.
-  ``row_linear`` is decoding's product as a function of the row, its weight's views made once.
+  multiplied in one ``bmm`` (or, for a weight stored transposed by ``decoding_layout``, one block of its input
+  columns per thread, the blocks' partial products summed). Which kernel each kind of product uses (``KINDS``: the
+  forward, input-gradient and weight-gradient products of the blocks and of the tied head, decoding's and batched
+  inference's) is ``CPU_MATMULS``: torch's everywhere until ``gpt1.cpu.configure()`` (which every gpt1 command
+  calls) sets what it measured to be faster on this CPU. On oneDNN, the tied head's input gradient is summed over
+  slices of its rows. ``row_linear`` is decoding's product as a function of the row, its weight's views made once.
 - ``dropout``: masks from 16-bit integers cut from 64-bit draws (P(drop) = p to within 2^-17), written as floats by
   the comparison itself; ``bernoulli_`` draws a float per element.
 - ``embedding``: on CPU with autograd, the token table's gradient is sparse (one row per id), which the tied LM
@@ -42,11 +43,12 @@ KINDS = (*(f"{k}.{p}" for k in ("train", "head") for p in PRODUCTS), "decode", "
 autograd, "decode" (fewer than ``BATCHED_MIN_ROWS`` rows: decoding) and "batched" (batched decoding, evaluation)."""
 
 KERNELS: dict[str, tuple[str, ...]] = {kind: ("onednn", "torch") for kind in KINDS} | {
-    "decode": ("onednn", "row_blocks", "torch")
+    "decode": ("onednn", "row_blocks", "column_blocks", "torch")
 }
 """Kind -> the kernels it can run on: "onednn" (oneDNN's fp32 matmul), "torch" (torch's own matmuls: MKL's on x86)
 and, for decoding, "row_blocks" (a single row times one block of weight rows per thread, as one torch ``bmm``;
-torch's matmul for more rows, one thread or a strided weight)."""
+torch's matmul for more rows, one thread or a strided weight) and "column_blocks" (the row blocks, but a weight
+that ``decoding_layout`` stores transposed is split by its input columns: each thread streams one contiguous block)."""
 
 CPU_MATMULS: dict[str, str] = dict.fromkeys(KINDS, "torch")
 """Kind -> the kernel ``linear`` runs it on. Torch's until ``set_cpu_matmuls`` (``gpt1.cpu``)."""
@@ -66,7 +68,8 @@ def set_cpu_matmuls(choices: dict[str, str]) -> None:
     for kind, kernel in choices.items():
         if kind not in KINDS or kernel not in KERNELS[kind]:
             raise ValueError(
-                f"{kind}={kernel}: kinds are {', '.join(KINDS)}; kernels onednn or torch (decode: also row_blocks)"
+                f"{kind}={kernel}: kinds are {', '.join(KINDS)}; kernels onednn or torch (decode: also row_blocks, "
+                "column_blocks)"
             )
         CPU_MATMULS[kind] = kernel if kernel in available_kernels(kind) else "torch"
 
@@ -209,11 +212,50 @@ def _row_blocks(
     return overlapping
 
 
+def _column_blocks(
+    weight: torch.Tensor, bias: torch.Tensor | None, blocks: int
+) -> Callable[[torch.Tensor], torch.Tensor]:
+    """x (..., in) -> x @ weight (out, in).T + bias for a weight stored transposed (strides (1, out)): thread i
+    multiplies x's i-th block of in / ``blocks`` columns by the matching contiguous (in / blocks, out) block of
+    weight.T, in one ``bmm``, and the blocks' partial rows are summed (the bias rides in the first block's)."""
+    N, K = weight.shape
+    w = weight.t().view(blocks, K // blocks, N)  # (blocks, K / blocks, N), each block one stream
+    if bias is None:
+        return lambda x: torch.bmm(x.view(blocks, 1, K // blocks), w).sum(0).view(*x.shape[:-1], N)
+    b = torch.zeros(blocks, 1, N, dtype=weight.dtype)  # (blocks, 1, N)
+    b[0, 0] = bias
+    return lambda x: torch.baddbmm(b, x.view(blocks, 1, K // blocks), w).sum(0).view(*x.shape[:-1], N)
+
+
+def _transposed(weight: torch.Tensor) -> bool:
+    return weight.dim() == 2 and weight.size(0) > 1 and weight.stride() == (1, weight.size(0))
+
+
+def decoding_layout(weight: torch.Tensor) -> torch.Tensor:
+    """weight (out, in) in the memory layout that decoding's kernel reads fastest: under "column_blocks", for a CPU
+    weight no longer than it is tall (in <= out: all of GPT-1's but the MLP's output projection, whose row blocks
+    are already one stream per thread), a copy stored as its transpose (strides (1, out); same shape and values);
+    otherwise weight itself. Decoding reads each weight once per token, so its layout sets the speed the memory
+    streams at (experiments/benchmarks.md)."""
+    column_blocks = CPU_MATMULS["decode"] == "column_blocks" and weight.is_cpu
+    if column_blocks and weight.dim() == 2 and 1 < weight.size(1) <= weight.size(0) and not _transposed(weight):
+        stored = torch.empty_strided(weight.shape, (1, weight.size(0)), dtype=weight.dtype, device=weight.device)
+        return stored.copy_(weight)
+    return weight
+
+
 def row_linear(weight: torch.Tensor, bias: torch.Tensor | None = None) -> Callable[[torch.Tensor], torch.Tensor]:
     """``linear`` for one contiguous row without autograd (decoding's kind) as a function of x (..., in), with what
-    depends on the weight alone made once: for a decoding step that runs each weight's product once a token."""
+    depends on the weight alone made once: for a decoding step that runs each weight's product once a token. On the
+    block kernels a weight's layout picks its blocks: rows of a row-major weight, input columns of one that
+    ``decoding_layout`` stored transposed (in blocks of equal width: as many as the thread count, or the largest
+    divisor of in below it)."""
     kernel = CPU_MATMULS["decode"] if weight.dtype == torch.float32 and _eager_cpu(weight) else "torch"
-    threads = torch.get_num_threads() if kernel == "row_blocks" else 1
+    threads = torch.get_num_threads() if kernel in ("row_blocks", "column_blocks") else 1
+    if threads > 1 and _transposed(weight):
+        blocks = max(d for d in range(1, threads + 1) if weight.size(1) % d == 0)
+        if blocks > 1:
+            return _column_blocks(weight, bias, blocks)
     if 1 < threads <= weight.size(0) and weight.is_contiguous():
         return _row_blocks(weight, bias, threads)
     if kernel == "onednn":

@@ -43,7 +43,7 @@ def stubbed(monkeypatch):
     monkeypatch.setattr(gpt1.tools.bench, "gemm_peak", lambda *args: 1e9)
     monkeypatch.setattr(gpt1.tools.bench, "memory_bandwidth", lambda device: 1e9)
     monkeypatch.setattr(gpt1.tools.bench, "gemv_bandwidth", lambda model: 1e9)
-    times = {kind: dict(zip(kernels, (1e-3, 2e-3, 3e-3))) for kind, kernels in gpt1.ops.KERNELS.items()}
+    times = {kind: dict(zip(kernels, (1e-3, 2e-3, 3e-3, 4e-3))) for kind, kernels in gpt1.ops.KERNELS.items()}
     monkeypatch.setattr(gpt1.tools.bench, "measure_matmuls", lambda: times)
     monkeypatch.setattr(gpt1.tools.bench, "hf_generation", lambda hf, args, device: {"generate_batch1_ms_per_token": 40.0})
     monkeypatch.setattr(gpt1.tools.bench, "mc_note", lambda: None)
@@ -94,15 +94,36 @@ def test_the_matmul_choices_and_both_kernels_times_are_shown(stubbed, monkeypatc
     out = main([*TINY, "--mc-batch", "0", "--device", "cpu"])
     assert out["cpu_matmuls"] == dict.fromkeys(gpt1.ops.KINDS, "torch")
     assert out["cpu_matmuls_source"] == "GPT1_CPU_MATMUL=torch"
-    assert out["cpu_matmul_times"]["decode"] == {"onednn": 1e-3, "row_blocks": 2e-3, "torch": 3e-3}
+    decode = {"onednn": 1e-3, "row_blocks": 2e-3, "column_blocks": 3e-3, "torch": 4e-3}
+    assert out["cpu_matmul_times"]["decode"] == decode
     printed = capsys.readouterr().out
     assert ("CPU matmuls (GPT1_CPU_MATMUL=torch): train.forward torch, train.input_grad torch, train.weight_grad "
             "torch, head.forward torch, head.input_grad torch, head.weight_grad torch, decode torch, batched "
             "torch") in printed
     assert ("measured now, ms: train.forward onednn 1.0, torch 2.0; train.input_grad onednn 1.0, torch 2.0; "
             "train.weight_grad onednn 1.0, torch 2.0; head.forward onednn 1.0, torch 2.0; head.input_grad onednn 1.0, "
-            "torch 2.0; head.weight_grad onednn 1.0, torch 2.0; decode onednn 1.0, row_blocks 2.0, torch 3.0; batched "
-            "onednn 1.0, torch 2.0") in printed
+            "torch 2.0; head.weight_grad onednn 1.0, torch 2.0; decode onednn 1.0, row_blocks 2.0, column_blocks 3.0, "
+            "torch 4.0; batched onednn 1.0, torch 2.0") in printed
+
+
+def test_one_sequence_decodes_from_weights_laid_out_as_generate_loads_them(stubbed, monkeypatch):
+    """On CPU, batch-1 generation (and the ceilings beside it) runs on a copy of the weights stored by
+    store_for_decoding, as ``gpt1 generate`` loads a checkpoint for one sequence; the batch, as generate loads it
+    for several samples, on the model itself, as does the multiple-choice step."""
+    monkeypatch.setitem(gpt1.ops.CPU_MATMULS, "decode", "column_blocks")
+    monkeypatch.setattr(gpt1.tools.bench, "configure", lambda: gpt1.cpu.CpuSettings(False, False, {}, "stubbed"))
+    decoders, ceilings = [], []
+    real_times = gpt1.tools.bench.interleaved_times
+    monkeypatch.setattr(gpt1.tools.bench, "interleaved_times", lambda fns, *args: (
+        decoders.extend((fn.func.__self__, fn.args[0].size(0)) for name, fn in fns.items() if name == ""),
+        real_times(fns, *args))[-1])
+    monkeypatch.setattr(gpt1.tools.bench, "gemv_bandwidth", lambda model: ceilings.append(model) or 1e9)
+    main([*TINY, "--mc-batch", "0", "--device", "cpu"])
+    (one, batch1), (batched, batch2) = decoders
+    assert (batch1, batch2) == (1, 2) and one is not batched and ceilings == [one, one]
+    assert one.h[0].mlp.c_fc.weight.stride() == (1, 128) and batched.h[0].mlp.c_fc.weight.is_contiguous()
+    for a, b in zip(one.parameters(), batched.parameters()):
+        assert torch.equal(a, b) and a.data_ptr() != b.data_ptr()
 
 
 @pytest.mark.parametrize("model, seq, new_tokens", [("gpt1", 256, 256), ("small", 128, 112), ("tiny", 32, 16)])
@@ -163,7 +184,7 @@ def test_the_ceilings_try_every_kernel_whatever_was_chosen(monkeypatch):
     monkeypatch.setattr(gpt1.tools.bench, "median_seconds", lambda fn, **kw: (fn(), rates.append(1), 1.0)[-1])
     model = gpt1.model.GPT(gpt1.model.PRESETS["tiny"])
     gpt1.tools.bench.gemv_bandwidth(model)
-    assert len(rates) == 2  # F.linear and the row blocks (no oneDNN here)
+    assert len(rates) == 3  # F.linear, the row blocks and the column blocks (no oneDNN here)
 
 
 def test_a_cpu_peak_is_measured_in_the_steps_precision(monkeypatch):

@@ -17,10 +17,10 @@ FAST = {"onednn": 1.0, "torch": 2.0}
 SLOW = {"onednn": 2.0, "torch": 1.0}
 TIMINGS = {"train.forward": FAST, "train.input_grad": SLOW, "train.weight_grad": SLOW, "head.forward": FAST,
            "head.input_grad": SLOW, "head.weight_grad": {"onednn": 0.99, "torch": 1.0},
-           "decode": {"onednn": 1.5, "row_blocks": 1.0, "torch": 2.0}, "batched": {"onednn": 0.99, "torch": 1.0}}
+           "decode": {"onednn": 1.5, "row_blocks": 1.0, "column_blocks": 1.2, "torch": 2.0}, "batched": {"onednn": 0.99, "torch": 1.0}}
 """Stubbed measurements: oneDNN twice as fast for the forward products, half as fast for the input gradients, 1%
 faster (within the margin: a tie) for the head's weight gradient and batched products; decoding's row blocks the
-fastest of three."""
+fastest of four."""
 CHOSEN = {"train.forward": "onednn", "train.input_grad": "torch", "train.weight_grad": "torch",
           "head.forward": "onednn", "head.input_grad": "torch", "head.weight_grad": "torch", "decode": "row_blocks",
           "batched": "torch"}
@@ -85,6 +85,8 @@ def test_auto_picks_the_measured_faster_kernel_per_kind_torch_on_a_tie(cpu, monk
     assert cpu.choose({"batched": {"onednn": 0.96, "torch": 1.0}}) == {"batched": "onednn"}  # beyond the 3% margin
     # the fastest of three, where it beats torch's by the margin; else torch's, however the other two compare
     assert cpu.choose({"decode": {"onednn": 0.9, "row_blocks": 0.8, "torch": 1.0}}) == {"decode": "row_blocks"}
+    decode = {"onednn": 0.9, "row_blocks": 0.8, "column_blocks": 0.7, "torch": 1.0}
+    assert cpu.choose({"decode": decode}) == {"decode": "column_blocks"}
     assert cpu.choose({"decode": {"onednn": 0.98, "row_blocks": 0.99, "torch": 1.0}}) == {"decode": "torch"}
 
 

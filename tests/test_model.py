@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import gpt1.ops
-from gpt1.decoding import TokenStep
+from gpt1.decoding import TokenStep, store_for_decoding
 from gpt1.heads import pack_choices, pack_sequences
 from gpt1.lstm import LSTM, LSTMConfig
 from gpt1.model import GPT, PRESETS, GPTConfig, LayerCache
@@ -129,11 +129,13 @@ def test_greedy_generation_is_identical_with_and_without_the_cache(batch):
 ], ids=["padded", "relu"])
 def test_a_token_step_gives_the_forwards_hidden_states_to_the_bit(config, kernel, monkeypatch):
     """TokenStep (one sequence's token without module calls) is GPT.forward with a cache, op for op: the hidden
-    states and the cache are equal to the last bit, on each of decoding's kernels."""
+    states and the cache are equal to the last bit, on each of decoding's kernels, the weights stored for it."""
     monkeypatch.setitem(gpt1.ops.CPU_MATMULS, "decode", kernel)
     monkeypatch.setattr(torch, "get_num_threads", lambda: 2)  # the row blocks run one block per thread
     torch.manual_seed(0)
     model = GPT(config).eval()
+    store_for_decoding(model)
+    assert model.h[0].mlp.c_fc.weight.is_contiguous() == (kernel != "column_blocks")
     ids = torch.randint(0, config.vocab_size, (1, 9))
     ours, theirs = model.new_cache(), model.new_cache()
     with torch.no_grad():

@@ -49,15 +49,19 @@ def test_linear_matches_f_linear_in_value_and_gradients(shape, matmuls, slice_ro
             torch.testing.assert_close(linear(x, w, bias), F.linear(x, w, bias), rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("kernel", ["row_blocks", "column_blocks"])
 @pytest.mark.parametrize("threads", [1, 2, 3])
 @pytest.mark.parametrize("out_features", [12, 13, 40481])
-def test_single_row_products_split_across_threads_match_f_linear(out_features, threads, monkeypatch):
-    """Batch-1 decoding's row-block bmm (one block per thread, the last blocks overlapping when the thread count
-    does not divide the rows; x over each block's transposed view where rows are longer than the matrix is tall:
-    12 x 24) computes F.linear for every row of the weight."""
-    monkeypatch.setattr(gpt1.ops, "CPU_MATMULS", {**ONEDNN, "decode": "row_blocks"})
+def test_single_row_products_split_across_threads_match_f_linear(out_features, threads, kernel, monkeypatch):
+    """Batch-1 decoding's block bmm computes F.linear for every row of the weight: row blocks (one block per thread,
+    the last blocks overlapping when the thread count does not divide the rows; x over each block's transposed view
+    where rows are longer than the matrix is tall: 12 x 24) and, for a weight that decoding_layout stores transposed
+    under column_blocks (13 x 24 and 40,481 x 24; not the 12 x 24), blocks of its columns whose products are
+    summed (as many as the threads where they divide the 24 columns)."""
+    monkeypatch.setattr(gpt1.ops, "CPU_MATMULS", {**ONEDNN, "decode": kernel})
     monkeypatch.setattr(torch, "get_num_threads", lambda: threads)  # the blocks follow the thread count
-    w, b = torch.randn(out_features, 24), torch.randn(out_features)
+    w, b = gpt1.ops.decoding_layout(torch.randn(out_features, 24)), torch.randn(out_features)
+    assert w.is_contiguous() == (kernel == "row_blocks" or out_features < 24)
     rows = torch.randn(3, 24)
     for x in (torch.randn(24), torch.randn(1, 24), torch.randn(1, 1, 24), rows[2], rows[1:2]):  # views at an offset too
         with torch.no_grad():
@@ -65,10 +69,25 @@ def test_single_row_products_split_across_threads_match_f_linear(out_features, t
                 for y in (linear(x, w, bias), gpt1.ops.row_linear(w, bias)(x)):  # decoding's, its views made once
                     assert y.shape == (*x.shape[:-1], out_features)
                     torch.testing.assert_close(y, F.linear(x, w, bias), rtol=1e-5, atol=1e-5)
-    transposed = torch.randn(24, out_features).t()  # a view: the row blocks need a row-major weight
+    strided = torch.randn(out_features, 48)[:, ::2]  # neither layout: torch's matmul
     with torch.no_grad():
-        torch.testing.assert_close(linear(x, transposed), F.linear(x, transposed), rtol=1e-5, atol=1e-5)
-        torch.testing.assert_close(gpt1.ops.row_linear(transposed)(x), F.linear(x, transposed), rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(linear(x, strided), F.linear(x, strided), rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(gpt1.ops.row_linear(strided)(x), F.linear(x, strided), rtol=1e-5, atol=1e-5)
+
+
+def test_decoding_layout_stores_weights_no_longer_than_tall_transposed_under_column_blocks_only(monkeypatch):
+    """A copy with strides (1, out) and the same values where decoding runs on column_blocks and in <= out; the
+    weight itself (no copy) for any other kernel or shape, or one already stored so."""
+    tall, wide, vector = torch.randn(6, 4), torch.randn(4, 6), torch.randn(6, 1)
+    for kernel in gpt1.ops.KERNELS["decode"]:
+        monkeypatch.setitem(gpt1.ops.CPU_MATMULS, "decode", kernel)
+        stored = gpt1.ops.decoding_layout(tall)
+        if kernel == "column_blocks":
+            assert stored.stride() == (1, 6) and torch.equal(stored, tall)
+            assert gpt1.ops.decoding_layout(stored) is stored
+        else:
+            assert stored is tall
+        assert gpt1.ops.decoding_layout(wide) is wide and gpt1.ops.decoding_layout(vector) is vector
 
 
 def test_decodings_row_product_runs_on_decodings_kernel(monkeypatch):
@@ -79,12 +98,17 @@ def test_decodings_row_product_runs_on_decodings_kernel(monkeypatch):
     monkeypatch.setattr(gpt1.ops, "_onednn", lambda x, w, b: calls.append("onednn") or F.linear(x, w, b))
     monkeypatch.setattr(gpt1.ops, "_row_blocks",
                         lambda w, b, n: lambda x: calls.append(("rows", n)) or F.linear(x, w, b))
-    for weight, x in ((torch.randn(5, 8), torch.randn(1, 8)), (torch.randn(5, 8).double(), torch.randn(1, 8).double())):
+    monkeypatch.setattr(gpt1.ops, "_column_blocks",
+                        lambda w, b, n: lambda x: calls.append(("columns", n)) or F.linear(x, w, b))
+    transposed = torch.randn(8, 5).t()  # as decoding_layout stores a weight for column_blocks
+    for weight in (torch.randn(5, 8), transposed, torch.randn(5, 8).double(), transposed.double()):
+        x = torch.randn(1, 8, dtype=weight.dtype)
         for kernel in gpt1.ops.KERNELS["decode"]:
             monkeypatch.setattr(gpt1.ops, "CPU_MATMULS", {**ONEDNN, "decode": kernel})
             calls.clear()
             torch.testing.assert_close(gpt1.ops.row_linear(weight)(x), F.linear(x, weight))
-            expected = {"torch": [], "onednn": ["onednn"], "row_blocks": [("rows", 2)]}[kernel]
+            blocks = [("rows", 2)] if weight.is_contiguous() else [("columns", 2)]  # the layout picks the blocks
+            expected = {"torch": [], "onednn": ["onednn"], "row_blocks": blocks, "column_blocks": blocks}[kernel]
             assert calls == (expected if weight.dtype == torch.float32 else []), (kernel, weight.dtype)
 
 
@@ -125,7 +149,8 @@ def test_each_kind_of_product_runs_on_its_chosen_kernel(monkeypatch):
                 with torch.no_grad():
                     x = torch.randn(rows, 8)
                     torch.testing.assert_close(linear(x, small), F.linear(x, small))
-                expected = {"torch": [], "onednn": ["onednn"], "row_blocks": [("rows", 2)] if rows == 1 else []}
+                blocks = [("rows", 2)] if rows == 1 else []
+                expected = {"torch": [], "onednn": ["onednn"], "row_blocks": blocks, "column_blocks": blocks}
                 assert calls == expected[kernel], (kind, rows, kernel, others)
 
 

@@ -3,6 +3,7 @@
 import csv
 import json
 import math
+import shutil
 from pathlib import Path
 
 import enum
@@ -14,6 +15,7 @@ import tokenizers
 import torch
 from torch import nn
 
+import gpt1.ops
 from gpt1.checkpoint import load_checkpoint, save_checkpoint
 from gpt1.errors import CheckpointError
 from gpt1.model import GPT, GPTConfig
@@ -209,6 +211,31 @@ def test_generate_samples_from_the_checkpoint(trained, make_cfg):
     # An empty prompt starts a document: from the eod token, which the text leaves out.
     unprompted = generate(make_cfg("generate", [ckpt, "prompt=", "temperature=0", "max_new_tokens=12"]))
     assert unprompted[0].strip() and "_eod_" not in unprompted[0]
+
+
+def test_a_checkpoint_loaded_for_decoding_holds_its_own_weights_laid_out_as_decoding_reads_them(
+    trained, make_cfg, tmp_path, monkeypatch
+):
+    """load_checkpoint(decoding=True) (``gpt1 generate``'s, for one sequence on the CPU) copies the weights out of
+    the mapped file, under column_blocks those no longer than tall stored transposed: the same values, nothing left
+    mapped (overwriting the file in place changes nothing), and the same greedy text."""
+    monkeypatch.setitem(gpt1.ops.CPU_MATMULS, "decode", "column_blocks")
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 2)
+    ckpt = tmp_path / "copy.ckpt"
+    shutil.copy(trained[0] / "checkpoints" / "last.ckpt", ckpt)
+    plain, decoding = load_checkpoint(ckpt).model, load_checkpoint(ckpt, decoding=True).model
+    ckpt.write_bytes(bytes(ckpt.stat().st_size))  # in place: a mapped tensor would now read zeros
+    for (name, ours), theirs in zip(decoding.state_dict().items(), plain.state_dict().values()):
+        assert torch.equal(ours, theirs), name
+        out, inn = (ours.shape if ours.dim() == 2 else (0, 0))
+        transposed = name != "positions_embed.weight" and 1 < inn <= out
+        assert ours.stride() == ((1, out) if transposed else theirs.stride()), name
+    prompt = torch.tensor([[1, 2, 3]])
+    assert torch.equal(decoding.generate(prompt, 12, temperature=0), plain.generate(prompt, 12, temperature=0))
+    ckpt = f"ckpt={trained[0] / 'checkpoints' / 'last.ckpt'}"
+    texts = generate(make_cfg("generate", [ckpt, "prompt=it is a truth", "temperature=0", "max_new_tokens=12"]))
+    monkeypatch.setitem(gpt1.ops.CPU_MATMULS, "decode", "torch")
+    assert texts == generate(make_cfg("generate", [ckpt, "prompt=it is a truth", "temperature=0", "max_new_tokens=12"]))
 
 
 def test_pretraining_continues_from_init_from(trained, make_cfg):

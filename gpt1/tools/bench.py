@@ -25,7 +25,9 @@ Each phase says on stderr when it starts.
   higher (memory that streamed the weights that fast can). A second, reachable ceiling: the same bytes at the rate
   the faster of torch's and gpt1's matrix-vector products (``F.linear``, ``gpt1.ops.linear``) streams the weights
   (``gemv_bandwidth``); on CPUs where no GEMV kernel saturates memory it says how much of the gap is the kernel's.
-  Both rates are measured right before and right after the generation timings; the higher counts.
+  Both rates are measured right before and right after the generation timings; the higher counts. On CPU one
+  sequence decodes from the weights laid out as ``gpt1 generate`` loads them for it
+  (``gpt1.decoding.store_for_decoding``), and both rates are measured on that copy.
 - Training losses are what each library's users run: gpt1's is ``gpt1.training.module.next_token_loss`` (targets shifted
   in the data, no copy of the logits), HF's is ``model(ids, labels=ids).loss``. Both step a fused AdamW.
 - The multiple-choice step runs as ``gpt1 finetune`` trains by default (each choice decoded on its own, the
@@ -66,8 +68,10 @@ from omegaconf import OmegaConf
 import gpt1.ops
 from gpt1.config import resolve_device
 from gpt1.app import user_errors
+from gpt1.checkpoint import empty_model
 from gpt1.cpu import configure, cpu_flags, cpu_model, measure_matmuls
 from gpt1.data.task_batches import IGNORE_INDEX, real_tokens
+from gpt1.decoding import store_for_decoding
 from gpt1.errors import ConfigError
 from gpt1.model import GPT, PRESETS, GPTConfig
 from gpt1.ops import linear, onednn_available
@@ -168,7 +172,7 @@ def gemv_bandwidth(model: GPT) -> float:
     """Bytes/s of the matrix-vector products of one decoded token, without the rest of the model: every block's four
     weight matrices and the tied head, multiplied by a (1, in) vector in model order (so they stream from memory as
     in decoding, not from cache), by the fastest of ``F.linear`` and gpt1's ``linear`` on each of decoding's other
-    kernels this CPU has (oneDNN, the row blocks)."""
+    kernels this CPU has (oneDNN, the row or column blocks)."""
     matrices = [m.weight for m in model.modules() if isinstance(m, torch.nn.Linear)] + [model.tokens_embed.weight]
     inputs = {w.size(1): torch.randn(1, w.size(1), device=w.device, dtype=w.dtype) for w in matrices}
 
@@ -357,9 +361,15 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
     progress(f"greedy generation, {args.new_tokens} tokens at batch 1 and {args.gen_batch}"
              + (", then HF's generate between gpt1's" if hf is not None else ""))
     model.eval()
-    bandwidth, gemv = memory_bandwidth(device), gemv_bandwidth(model)  # right before decoding, and again right after
+    decoder = model  # one sequence: on CPU, weights of their own laid out as `gpt1 generate` loads them for it
+    if device.type == "cpu":
+        decoder = empty_model(GPT, config)
+        decoder.load_state_dict(model.state_dict(), assign=True)
+        store_for_decoding(decoder.eval())
+    bandwidth, gemv = memory_bandwidth(device), gemv_bandwidth(decoder)  # right before decoding, and right after
     prompts = {gb: torch.randint(0, config.vocab_size, (gb, PROMPT), device=device) for gb in (1, args.gen_batch)}
-    decode = {gb: partial(model.generate, p, args.new_tokens, temperature=0) for gb, p in prompts.items()}  # greedy
+    decode = {gb: partial((decoder if gb == 1 else model).generate, p, args.new_tokens, temperature=0)
+              for gb, p in prompts.items()}  # greedy
     runs = max(1, args.iters // 2)
     times = {gb: interleaved_times({"": generate}, 1, runs, device)[""] for gb, generate in decode.items()}
     if hf is not None:  # HF's between two more of gpt1's batch-1 runs, all of which make gpt1's one figure
@@ -373,7 +383,7 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
         )
     # the bandwidths measured again after decoding, the higher counting: on CPU they vary by half from minute to
     # minute (e.g. with whether the kernel backs the summed tensor with huge pages), and a ceiling must not be low
-    bandwidth, gemv = max(bandwidth, memory_bandwidth(device)), max(gemv, gemv_bandwidth(model))
+    bandwidth, gemv = max(bandwidth, memory_bandwidth(device)), max(gemv, gemv_bandwidth(decoder))
     bandwidth = max(bandwidth, gemv)  # where the products out-stream the sum, the memory reads at least that fast
     weight_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
     out.update(memory_bandwidth=bandwidth, decode_bound_ms=1e3 * weight_bytes / bandwidth,
