@@ -240,7 +240,8 @@ def decoding_layout(weight: torch.Tensor) -> torch.Tensor:
     column_blocks = CPU_MATMULS["decode"] == "column_blocks" and weight.is_cpu
     if column_blocks and weight.dim() == 2 and 1 < weight.size(1) <= weight.size(0) and not _transposed(weight):
         stored = torch.empty_strided(weight.shape, (1, weight.size(0)), dtype=weight.dtype, device=weight.device)
-        return stored.copy_(weight)
+        stored.t().copy_(weight.t())  # into a contiguous (in, out): torch's blocked transpose, 2-4x a strided copy
+        return stored
     return weight
 
 
