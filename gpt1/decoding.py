@@ -72,16 +72,21 @@ class TokenStep:
         return x
 
 
+def decoded_weights(model: nn.Module) -> list[torch.Tensor]:
+    """The weights that decoding a token multiplies, in model order: every linear layer's and, for a model with a
+    token table (GPT), the table (the tied head's)."""
+    weights = [m.weight for m in model.modules() if isinstance(m, nn.Linear)]
+    table = getattr(model, "tokens_embed", None)
+    return weights + [table.weight] if isinstance(table, nn.Embedding) else weights
+
+
 def store_for_decoding(model: nn.Module) -> None:
-    """Give each parameter of model memory of its own, the weights that decoding multiplies (every linear layer's and
-    the tied token table) in the layout that the CPU decoding kernel reads fastest (``gpt1.ops.decoding_layout``):
-    same shapes and values, so the model computes the same function (to rounding: column blocks sum in another
-    order); training would run at other speeds. For a process that decodes, e.g. on a checkpoint's tensors mapped
+    """Give each parameter of model memory of its own, the weights that decoding multiplies (``decoded_weights``) in
+    the layout that the CPU decoding kernel reads fastest (``gpt1.ops.decoding_layout``): same shapes and values,
+    so the model computes the same function (to rounding: column blocks sum in another order); training would run
+    at other speeds. For a process that decodes, e.g. on a checkpoint's tensors mapped
     from its file (``load_checkpoint(..., decoding=True)``): this copy is then the only one, as reading would be."""
-    products = [m.weight for m in model.modules() if isinstance(m, nn.Linear)]
-    if isinstance(getattr(model, "tokens_embed", None), nn.Embedding):
-        products.append(model.tokens_embed.weight)
-    laid_out = {id(w) for w in products}
+    laid_out = {id(w) for w in decoded_weights(model)}
     for p in model.parameters():
         data = p.data  # a new tensor object at each access
         stored = decoding_layout(data) if id(p) in laid_out else data

@@ -71,7 +71,7 @@ from gpt1.app import user_errors
 from gpt1.checkpoint import empty_model
 from gpt1.cpu import configure, cpu_flags, cpu_model, measure_matmuls
 from gpt1.data.task_batches import IGNORE_INDEX, real_tokens
-from gpt1.decoding import store_for_decoding
+from gpt1.decoding import decoded_weights, store_for_decoding
 from gpt1.errors import ConfigError
 from gpt1.model import GPT, PRESETS, GPTConfig
 from gpt1.ops import linear, onednn_available
@@ -173,7 +173,7 @@ def gemv_bandwidth(model: GPT) -> float:
     weight matrices and the tied head, multiplied by a (1, in) vector in model order (so they stream from memory as
     in decoding, not from cache), by the fastest of ``F.linear`` and gpt1's ``linear`` on each of decoding's other
     kernels this CPU has (oneDNN, the row or column blocks)."""
-    matrices = [m.weight for m in model.modules() if isinstance(m, torch.nn.Linear)] + [model.tokens_embed.weight]
+    matrices = decoded_weights(model)
     inputs = {w.size(1): torch.randn(1, w.size(1), device=w.device, dtype=w.dtype) for w in matrices}
 
     def products(fn: Callable[..., torch.Tensor]) -> Callable[[], None]:
