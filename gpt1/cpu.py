@@ -78,7 +78,18 @@ def configure() -> CpuSettings:
         timings, source = cached_timings()
         matmuls = choose(timings)
     ops.set_cpu_matmuls(matmuls)
-    return CpuSettings(tuned, huge_pages, dict(ops.CPU_MATMULS), source, timings)
+    global _APPLIED
+    _APPLIED = CpuSettings(tuned, huge_pages, dict(ops.CPU_MATMULS), source, timings)
+    return _APPLIED
+
+
+_APPLIED: CpuSettings | None = None
+
+
+def applied() -> CpuSettings | None:
+    """What this process's last ``configure()`` applied (None: never called; every product then runs on torch's
+    kernels). A training run fixes its kernels at its start: ``gpt1.training.resumable.RunKernels``."""
+    return _APPLIED
 
 
 def choose(timings: dict[str, dict[str, float]]) -> dict[str, str]:

@@ -1,16 +1,20 @@
 """``gpt1 pretrain`` whose updates take at least ``GPT1_TEST_STEP_S`` seconds each until it is first stopped (a sleep
 after each update, which changes no number): a tiny run still training when SLURM's time-limit warning comes, on any
-machine (the warning's timing has a resolution of 30 s); once resumed it runs at full speed. For tests/test_slurm.py:
+machine (the warning's timing has a resolution of 30 s); once resumed it runs at full speed, and, with
+``GPT1_TEST_REQUEUED_MATMUL`` set, with that kernel forced (``GPT1_CPU_MATMUL``), which the run must not take: it
+keeps the kernels it started with. For tests/test_slurm.py:
 ``python -c "from tests.slurm_app import main; main()"`` with the repository on PYTHONPATH, so that the SLURM job
 unpickles this module by name."""
 
 import os
 import time
+from pathlib import Path
 
 from lightning.pytorch.callbacks import Callback
 
 import gpt1.commands.pretrain
 from gpt1.app import command
+from gpt1.cpu import configure
 
 
 class Throttle(Callback):
@@ -27,6 +31,10 @@ class Throttle(Callback):
 
 @command("pretrain")
 def main(cfg) -> None:
+    other = os.environ.get("GPT1_TEST_REQUEUED_MATMUL")
+    if other and (Path(cfg.paths.output_dir) / "checkpoints" / "last.ckpt").exists():  # a requeued attempt
+        os.environ["GPT1_CPU_MATMUL"] = other  # as if its machine, load or cache chose another kernel
+        configure()
     build = gpt1.commands.pretrain.build_callbacks
     throttle = Throttle(float(os.environ["GPT1_TEST_STEP_S"]))
     gpt1.commands.pretrain.build_callbacks = lambda *a, **k: [throttle, *build(*a, **k)]

@@ -19,6 +19,7 @@ import pytest
 import torch
 from hydra import compose, initialize_config_module
 
+import gpt1.ops
 from gpt1.checkpoint import load_checkpoint
 from gpt1.commands.pretrain import train
 from tests.conftest import FEW, FEW_FINETUNE, REPO, TINY_RUN
@@ -26,6 +27,10 @@ from tests.conftest import FEW, FEW_FINETUNE, REPO, TINY_RUN
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "PYTHONUNBUFFERED": "1",
        "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
 ENV.pop("HYDRA_FULL_ERROR", None)
+# The runs compared bit for bit multiply on torch's kernels (as the in-process reference runs, never configured, do);
+# a requeued attempt forces oneDNN's (tests/slurm_app.py), as a measurement at another load or on another node could
+# choose: the run keeps those it started with (issue 39: this test failed on a CPU where oneDNN won every product).
+ENV |= {"GPT1_CPU_MATMUL": "torch", "GPT1_TEST_REQUEUED_MATMUL": "onednn"}
 CPU = ["trainer.accelerator=cpu", "trainer.precision=32-true"]
 SLURM = ["hydra/launcher=submitit_slurm", *CPU]
 """CPU jobs: no other launcher key (no GPUs, a task per trainer.devices)."""
@@ -192,6 +197,7 @@ def long_jobs(tmp_path_factory, cache_dir, tiny_checkpoint):
             "ddp_timeout": start_long(tmp_path_factory.mktemp("ddp_timeout"), cache_dir, *TWO_NODES,
                                       "hydra.launcher.timeout_min=2", "hydra.launcher.signal_delay_s=60")}
     threading.Thread(target=preempt, args=(*jobs["preempt"], jobs), daemon=True).start()
+    assert set(gpt1.ops.CPU_MATMULS.values()) == {"torch"}  # this process's runs: GPT1_CPU_MATMUL=torch's kernels
     run_dir = tmp_path_factory.mktemp("uninterrupted")
     with initialize_config_module(config_module="gpt1.conf", version_base="1.3"):
         train(compose(config_name="pretrain", overrides=[f"paths.output_dir={run_dir}", f"paths.cache_dir={cache_dir}",

@@ -24,6 +24,7 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 from gpt1.checkpoint import atomic_save
 from gpt1.config import CallbacksConfig, SamplesConfig
 from gpt1.tokenizer import prompt_ids
+from gpt1.training.resumable import ForgetLogsOfAFreshStart, RunKernels
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):
@@ -101,6 +102,10 @@ class SafeStop(Callback):
         updated, self._step = trainer.global_step != self._step, trainer.global_step
         if stop and updated:  # not in the middle of an accumulation: its gradients are in no checkpoint
             self.stopped = self.received or signal.SIGTERM  # (another rank's signal: this rank had none)
+            # Log this update's metrics as Lightning would after this hook (the resumed run starts after it, so
+            # they would be missing from the logs otherwise); Lightning has no public call for it.
+            trainer._logger_connector.on_batch_end()
+            trainer._logger_connector.update_train_step_metrics()
             raise SIGTERMException(128 + self.stopped)
 
     def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
@@ -245,6 +250,10 @@ def build_callbacks(cfg: CallbacksConfig, output_dir: Path, with_loggers: bool) 
             # save to the validation it expects next, which with validation every N batches across epochs may not
             # come: that checkpoint was silently never written.
             save_on_train_epoch_end=True,
+            # A file of the same name is overwritten (atomically), never kept beside as last-v1.ckpt: after a stop
+            # before the first periodic save, the resumed run's checkpoint state has no last_model_path and
+            # Lightning's counter moved every later save to -v1 files, leaving last.ckpt at the stop.
+            enable_version_counter=False,
         ),
         SampleText(cfg.samples),
     ]
@@ -255,5 +264,8 @@ def build_callbacks(cfg: CallbacksConfig, output_dir: Path, with_loggers: bool) 
             callbacks.append(
                 ThroughputMonitor(lambda b: b["input_ids"].size(0), lambda b: b["tokens"], window_size=10)
             )
+    callbacks.append(RunKernels(output_dir))  # the run's CPU kernels, fixed at its start, in every checkpoint
+    if with_loggers:
+        callbacks.append(ForgetLogsOfAFreshStart())
     callbacks.append(SafeStop(output_dir / "checkpoints" / "last.ckpt"))  # last: after the batch's other callbacks
     return callbacks

@@ -4,6 +4,7 @@ its swept overrides, with the job's final metrics as its summary)."""
 from __future__ import annotations
 
 import os
+import secrets
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -14,17 +15,20 @@ import lightning as L
 from hydra.core.hydra_config import HydraConfig
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.types import RunMode
-from lightning.pytorch.loggers import CSVLogger, Logger, TensorBoardLogger, WandbLogger
+from lightning.pytorch.loggers import Logger, TensorBoardLogger, WandbLogger
+from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import DictConfig, OmegaConf
 
 from gpt1.config import LoggerConfig, WandbConfig, WandbMode
+from gpt1.io import atomic_file
+from gpt1.training.resumable import ResumableCSVLogger
 
 
 def build_loggers(cfg: LoggerConfig, output_dir: Path, run_name: str) -> list[Logger]:
     """CSV and TensorBoard files under ``output_dir``, and W&B if enabled."""
     loggers: list[Logger] = []
     if cfg.csv:
-        loggers.append(CSVLogger(output_dir, name="csv", version=""))
+        loggers.append(ResumableCSVLogger(output_dir, name="csv", version=""))  # continued on resume
     if cfg.tensorboard:
         loggers.append(TensorBoardLogger(output_dir, name="tensorboard", version="", default_hp_metric=False))
     if cfg.wandb.enabled:
@@ -33,10 +37,24 @@ def build_loggers(cfg: LoggerConfig, output_dir: Path, run_name: str) -> list[Lo
         loggers.append(
             WandbLogger(
                 project=w.project, entity=w.entity, group=group, name=name, save_dir=str(output_dir),
-                mode=WandbMode(w.mode).value, tags=list(w.tags),
+                mode=WandbMode(w.mode).value, tags=list(w.tags), id=wandb_run_id(output_dir), resume="allow",
             )
         )
     return loggers
+
+
+def wandb_run_id(output_dir: Path) -> Optional[str]:
+    """The W&B run id of the run directory (``wandb/run-id``): made by its first start, reused by every resumed
+    attempt, so that W&B continues the same run. None on ranks other than 0 (which log nothing)."""
+    if rank_zero_only.rank != 0:
+        return None
+    path = output_dir / "wandb" / "run-id"
+    if path.is_file():
+        return path.read_text().strip()
+    run_id = secrets.token_hex(4)  # (8 characters of [0-9a-f], as W&B's own ids)
+    with atomic_file(path, "w") as f:
+        f.write(run_id + "\n")
+    return run_id
 
 
 def wandb_group_and_name(cfg: WandbConfig, run_name: str) -> tuple[Optional[str], str]:
