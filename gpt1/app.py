@@ -14,6 +14,7 @@ import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import hydra
@@ -24,6 +25,7 @@ from omegaconf.errors import OmegaConfBaseException
 from gpt1.config import register
 from gpt1.cpu import configure as configure_cpu
 from gpt1.errors import EXIT_USER_ERROR, UserError
+from gpt1.io import WriteError, write_error
 from gpt1.suggest import config_hint
 
 _LIBRARY_USER_ERRORS = {
@@ -45,6 +47,9 @@ def user_message(e: BaseException) -> str | None:
     """The one-line report of a user-fixable error, or None for a bug (which keeps its traceback)."""
     if isinstance(e, UserError):
         return " ".join(str(e).split())
+    failed = write_error(Path(e.filename), e) if isinstance(e, OSError) and e.filename else None
+    if isinstance(failed, WriteError):  # a full disk, a directory that cannot be written
+        return " ".join(str(failed).split())
     for start, message in _LIBRARY_USER_ERRORS.items():
         if str(e).startswith(start):
             return message

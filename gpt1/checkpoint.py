@@ -96,9 +96,20 @@ def _plain(value: Any) -> Any:
 
 
 def atomic_save(obj: Any, path: str | os.PathLike) -> None:
-    """torch.save that never leaves a torn checkpoint (see ``gpt1.io.atomic_file``)."""
-    with atomic_file(path) as f:
+    """torch.save that never leaves a torn checkpoint, with the umask's mode (see ``gpt1.io.atomic_file``)."""
+    with atomic_file(path, needed=_tensor_bytes(obj)) as f:
         torch.save(obj, f)
+
+
+def _tensor_bytes(obj: Any) -> int:
+    """The bytes of the tensors in ``obj`` (dicts and lists walked): about what torch.save writes of it."""
+    if isinstance(obj, torch.Tensor):
+        return obj.untyped_storage().nbytes()
+    if isinstance(obj, Mapping):
+        return sum(_tensor_bytes(v) for v in obj.values())
+    if isinstance(obj, (list, tuple)):
+        return sum(_tensor_bytes(v) for v in obj)
+    return 0
 
 
 def save_checkpoint(

@@ -18,13 +18,15 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
+from safetensors.torch import save as safetensors_bytes
 from torch import nn
 import tokenizers
 
 from gpt1.checkpoint import empty_model, load_checkpoint, save_checkpoint
 from gpt1.errors import CheckpointError
 from gpt1.heads import MultipleChoiceHead
+from gpt1.io import atomic_file
 from gpt1.model import GPT, GPTConfig
 from gpt1.tokenizer import HF_FILES, ORIGINAL_FILES, SPECIAL_TOKENS, Tokenizer, gpt1_pipeline, load_tokenizer
 
@@ -267,7 +269,9 @@ def export_hf(src: str | os.PathLike, dst: str | os.PathLike) -> None:
         raise CheckpointError(f"{dst} is a file: to-hf writes a directory (config.json, model.safetensors, ...)")
     dst.mkdir(parents=True, exist_ok=True)
     (dst / "config.json").write_text(json.dumps(hf_config, indent=2) + "\n")
-    save_file(to_hf_state_dict(loaded.model.state_dict(), config), dst / "model.safetensors", metadata={"format": "pt"})
+    weights = safetensors_bytes(to_hf_state_dict(loaded.model.state_dict(), config), metadata={"format": "pt"})
+    with atomic_file(dst / "model.safetensors", needed=len(weights)) as f:  # (save_file's are 0600, torn on a full disk)
+        f.write(weights)
     (dst / "tokenizer.json").write_text(hf_tokenizer_json(loaded.tokenizer), encoding="utf-8")
     if loaded.tokenizer.pipeline == "openai":
         loaded.tokenizer.bpe.model.save(str(dst))  # vocab.json + merges.txt
