@@ -25,7 +25,7 @@ import logging
 import os
 import re
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any, Optional
 
@@ -207,6 +207,40 @@ def row_location(where: str, row: int, quoting: str = "minimal") -> str:
         if line is not None:
             return f"{where}:{line}"
     return f"{where} row {row}"
+
+
+def line_without(path: Path, column: str, quoting: str = "minimal") -> Optional[int]:
+    """The 1-based line of the first data row of a .csv, .tsv or JSON Lines file that has no field for ``column``
+    (fewer fields than the header's up to it; a record without the key), where the readers fill it with null; None
+    if every row has it, or for other formats."""
+    fmt = file_format(path)
+    if fmt not in ("csv", "tsv", "json"):
+        return None
+    with open(path, encoding="utf-8", errors="replace", newline="") as f:
+        if fmt == "json":
+            if f.read(1024).lstrip().startswith("["):
+                return None  # one JSON array: its records are not lines
+            f.seek(0)
+            for n, line in enumerate(f, 1):
+                if line.strip():
+                    with suppress(ValueError):
+                        record = json.loads(line)
+                        if isinstance(record, dict) and column not in record:
+                            return n
+            return None
+        options = _table_options(fmt, quoting)
+        reader = csv.reader(f, delimiter=options["sep"], quoting=options["quoting"])
+        at, start = None, 1  # the column's position (None: the header still to come); the next record's line
+        for record in reader:
+            if record:
+                if at is None:
+                    if column not in record:
+                        return None
+                    at = record.index(column)
+                elif len(record) <= at:
+                    return start
+            start = reader.line_num + 1
+    return None
 
 
 def _line_of_row(path: Path, fmt: str, row: int, quoting: str) -> Optional[int]:

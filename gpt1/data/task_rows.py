@@ -23,7 +23,8 @@ import numpy as np
 from gpt1.data.base import cache_key
 from gpt1.data.config import Quoting
 from gpt1.data.sources import (
-    file_columns, file_format, files_key, load_files, load_hub, read_error, resolve_files, row_location,
+    file_columns, file_format, files_key, line_without, load_files, load_hub, read_error, resolve_files,
+    row_location,
     tsv_rows_unquoted,
 )
 from gpt1.errors import DataError
@@ -182,6 +183,13 @@ class TaskSource:
                             f"{sliced if spec.start or spec.stop else ''}: give it examples")
         labels = _labels(cols[t.label], t, t.label_names or source_names, choices, where, index)
         keep = ~np.isnan(labels) if t.regression else labels >= 0
+        if not keep.all() and self.files is not None:  # dropped rows: none may be a row with its label field missing
+            for path in self.files:
+                line = line_without(path, t.label, self.quoting)
+                if line is not None:
+                    raise DataError(f"{path}:{line}: the row has no field for the label column {t.label!r} "
+                                    "(task.label), as if a field were missing: fix the row (an empty label field, -1 "
+                                    "or null marks a row without a gold label, which is left out)")
         if not keep.any():
             if self.spec.role != "test":
                 raise DataError(f"{where}: no row has a label in column {t.label!r} (task.label); "

@@ -192,6 +192,14 @@ class TaskDataModule(DataModule):
                 source = f"task.num_labels={t.num_labels}" if t.num_labels else f"task.label_names {names}"
                 raise DataError(f"{row_location(self._where[sid], s.index[bad[0]], t.quoting)}: "
                                 f"label {s.labels[bad[0]]} is out of range for {num_labels} classes ({source})")
+        train = labelled.get(self.roles["train"][0]) if self.roles["train"] else None
+        if names and train is not None and not t.kind.choices:
+            absent = [name for i, name in enumerate(names) if i not in set(train.labels.tolist())]
+            if absent:
+                log.warning("task %s: %s of task.label_names never occur%s in the training split (%s): the model "
+                            "never learns to predict %s; check the training data's labels, or task.label_names",
+                            self.name, ", ".join(map(repr, absent)), "s" if len(absent) == 1 else "",
+                            self._where[self.roles["train"][0]], "it" if len(absent) == 1 else "them")
 
     # -- queries ----------------------------------------------------------------------------------------------
 
