@@ -12,7 +12,8 @@ allocates anything; a Python user may call it too. Importing gpt1 changes nothin
   ``measure_matmuls`` found fastest on this machine: measured once (two or three seconds), then read from
   ``cache_path()``, one entry per CPU model and flags, torch version, thread count, ISA override and version of
   the probes (measured again where it was taken while every core was busy and the machine is quiet now); ``onednn``
-  or ``torch`` forces one kernel for every kind.
+  or ``torch`` forces one kernel for every kind. A training run keeps the kernels it started with, whatever a
+  resumed attempt's process chooses (``gpt1.training.resumable.RunKernels``).
 """
 
 from __future__ import annotations

@@ -237,8 +237,8 @@ def line_without(path: Path, column: str, quoting: str = "minimal") -> Optional[
                     if column not in record:
                         return None
                     at = record.index(column)
-                elif len(record) <= at:
-                    return start
+                elif len(record) <= at and reader.line_num == start:  # (one over several lines is a quoted
+                    return start  # field run on to a later quote, which TaskSource warns of: task.quoting)
             start = reader.line_num + 1
     return None
 
