@@ -117,11 +117,17 @@ def _one_line_config_errors() -> Iterator[None]:
 def command(config_name: str) -> Callable[[Callable[[Any], Any]], Callable[[], None]]:
     """``@hydra.main`` for a gpt1 command: its config ``conf/<config_name>.yaml`` from the installed package, the
     schemas registered, user errors (in the configuration or raised by the command) reported as one line, and the
-    CPU settings applied (``gpt1.cpu.configure``) in every process that runs it, DDP's other ranks included."""
+    CPU settings applied (``gpt1.cpu.configure``) in every process that runs it, DDP's other ranks and the jobs of
+    a submitit launcher (SLURM's, which run the job's function in a process of their own) included."""
 
     def decorate(fn: Callable[[Any], Any]) -> Callable[[], None]:
+        @functools.wraps(fn)
+        def job(cfg: Any) -> Any:
+            configure_cpu()  # (idempotent: a no-op where main below ran; a launcher's job process has not)
+            return fn(cfg)
+
         hydra_main = hydra.main(version_base="1.3", config_path="pkg://gpt1.conf", config_name=config_name)(
-            user_errors(fn)
+            user_errors(job)
         )
 
         @functools.wraps(fn)

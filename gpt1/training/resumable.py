@@ -72,7 +72,7 @@ class RunKernels(Callback):
 
 
 def _kinds(matmuls: dict[str, str]) -> str:
-    """"train.* torch, head.forward onednn, ..." -> one short list: the kinds grouped by kernel."""
+    """The kinds grouped by kernel, in one line: "onednn for train.forward, ...; torch for decode, ..."."""
     by_kernel: dict[str, list[str]] = {}
     for kind, kernel in matmuls.items():
         by_kernel.setdefault(kernel, []).append(kind)
