@@ -270,7 +270,7 @@ def export_hf(src: str | os.PathLike, dst: str | os.PathLike) -> None:
     dst.mkdir(parents=True, exist_ok=True)
     (dst / "config.json").write_text(json.dumps(hf_config, indent=2) + "\n")
     weights = safetensors_bytes(to_hf_state_dict(loaded.model.state_dict(), config), metadata={"format": "pt"})
-    with atomic_file(dst / "model.safetensors", needed=len(weights)) as f:  # (save_file's are 0600, torn on a full disk)
+    with atomic_file(dst / "model.safetensors", needed=len(weights)) as f:  # (save_file's: 0600, torn on a full disk)
         f.write(weights)
     (dst / "tokenizer.json").write_text(hf_tokenizer_json(loaded.tokenizer), encoding="utf-8")
     if loaded.tokenizer.pipeline == "openai":

@@ -20,17 +20,29 @@ needs_onednn = pytest.mark.skipif(not gpt1.ops.onednn_available(), reason="only 
 
 
 @pytest.fixture
-def kernels(monkeypatch):
-    """kernels(name): every kind of product on ``name`` from now on, as GPT1_CPU_MATMUL=name makes
-    ``gpt1.cpu.configure`` choose (or a cache that measured it fastest); undone after the test."""
+def kernels(monkeypatch, tmp_path):
+    """kernels(name): ``gpt1.cpu.configure`` puts every kind of product on ``name`` from now on, as a process does
+    whose cache (a private one) says that it measured ``name`` fastest; kernels(name, forced=True): as
+    GPT1_CPU_MATMUL=name makes it. Undone after the test."""
     monkeypatch.setattr(gpt1.ops, "CPU_MATMULS", dict(gpt1.ops.CPU_MATMULS))
     monkeypatch.setattr(cpu, "_APPLIED", None, raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
 
-    def force(name: str) -> None:
-        monkeypatch.setenv("GPT1_CPU_MATMUL", name)
-        cpu.configure()
+    def choose(name: str, forced: bool = False) -> None:
+        monkeypatch.setattr(cpu, "_MEASURED", {})  # (the process's own memory of the cache)
+        if forced:
+            monkeypatch.setenv("GPT1_CPU_MATMUL", name)
+        else:
+            monkeypatch.delenv("GPT1_CPU_MATMUL", raising=False)
+            timings = {kind: {k: 1e-3 if k == name else 2e-3 for k in gpt1.ops.KERNELS[kind]}
+                       for kind in gpt1.ops.KINDS}
+            cpu.cache_path().parent.mkdir(parents=True, exist_ok=True)
+            cpu.cache_path().write_text(json.dumps({cpu.machine_key(): {"timings": timings, "load": None}}))
+        settings = cpu.configure()
+        assert set(settings.matmuls.values()) == {name} and settings.source == (
+            f"GPT1_CPU_MATMUL={name}" if forced else "cached")
 
-    return force
+    return choose
 
 
 def stop_and_resume(make_cfg, monkeypatch, overrides, at_steps, before_resume=lambda i: None) -> Path:
@@ -51,15 +63,16 @@ from gpt1.commands.pretrain import build_callbacks as _original_build_callbacks 
 
 @needs_onednn
 def test_a_resumed_run_multiplies_on_the_kernels_it_started_with(make_cfg, monkeypatch, tmp_path, kernels, capsys):
-    """The SLURM failure's cause: the first attempt chose oneDNN, the requeued one (another load, another cache)
-    torch's. The resumed run takes its checkpoint's kernels and ends with the uninterrupted run's weights."""
+    """The SLURM failure's cause: the first attempt chose oneDNN, a requeued one (another load, another cache, or
+    GPT1_CPU_MATMUL) torch's. Stopped twice, resumed once with torch's kernels cached and once with them forced, the
+    run takes its checkpoint's kernels and ends with the uninterrupted run's weights."""
     kernels("onednn")
     whole = make_cfg("pretrain", [*FP32, f"paths.output_dir={tmp_path / 'whole'}"])
     train(whole)
     expected = weights(tmp_path / "whole")
 
-    run = stop_and_resume(make_cfg, monkeypatch, [*FP32, "resume=auto"], [3],
-                          before_resume=lambda i: kernels("torch"))  # what this process would choose now
+    run = stop_and_resume(make_cfg, monkeypatch, [*FP32, "resume=auto"], [3, 6],  # the cache, then the variable
+                          before_resume=lambda i: kernels("torch", forced=i == 1))  # what this process would choose
     assert_same_weights(expected, weights(run))
     err = capsys.readouterr().err
     assert "CPU matmul kernels: onednn for train.forward" in err
@@ -72,8 +85,8 @@ def test_a_resumed_run_multiplies_on_the_kernels_it_started_with(make_cfg, monke
 
 @needs_onednn
 def test_the_same_command_with_other_kernels_is_another_run(make_cfg, tmp_path, kernels):
-    """Two runs of one command whose processes chose different kernels (another cache, CPU, thread count or load
-    when measured) read the same data in the same order and draw the same dropout, so their step counts and
+    """Two runs of one command whose processes' caches chose different kernels (measured on another CPU, thread
+    count or load) read the same data in the same order and draw the same dropout, so their step counts and
     tokens agree and their losses nearly so; but a kernel sums its products in its own order, so their weights and
     metrics may differ in the last bits (and more as training amplifies them). Each run says which it used."""
     metrics, records = {}, {}
