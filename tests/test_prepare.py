@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import hashlib
 import io
+import json
 import os
 import random
+import socket
 import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import datasets
 import pyarrow as pa
@@ -23,7 +26,7 @@ from gpt1.data.corpus import file_pieces, pieces, row_pieces
 from gpt1.data.pretrain import PretrainDataModule
 from gpt1.progress import Meter
 from gpt1.tokenizer import Tokenizer, TokenizerConfig, train_bpe
-from tests.conftest import REPO
+from tests.conftest import FEW, REPO, TINY_RUN
 
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "PYTHONUNBUFFERED": "1",
        "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
@@ -191,3 +194,50 @@ def test_one_process_makes_a_cache_entry_while_the_others_wait(tmp_path, capsys)
     assert capsys.readouterr().err == f"waiting for another process to prepare {path} (it holds " \
                                       f"{tmp_path / '.entry.bin.lock'})\n"
     assert made_once(path, make) is False and capsys.readouterr().err == ""  # ready: no lock, no line
+
+
+# -- gpt1 prepare, and one preparer among many processes -----------------------------------------------------------
+
+
+def test_gpt1_prepare_packs_every_split_and_trains_nothing(make_cfg, tmp_path, caplog):
+    from gpt1.commands.prepare import prepare
+
+    caplog.set_level("INFO", logger="gpt1.data.pretrain")
+    cfg = make_cfg("prepare", [*TINY_RUN, f"paths.cache_dir={tmp_path / 'cache'}"])
+    metrics = prepare(cfg)
+    assert sorted(metrics) == ["tokenizer", "train_path", "train_tokens", "valid_path", "valid_tokens", "vocab_size",
+                               "wall_time_s"]
+    assert json.loads((tmp_path / "run" / "metrics.json").read_text()) == metrics
+    assert not (tmp_path / "run" / "checkpoints").exists()
+    tokenizer = Tokenizer.from_str(Path(metrics["tokenizer"]).read_text())
+    assert metrics["vocab_size"] == tokenizer.vocab_size == 513  # 512 + eod
+    for split in ("train", "valid"):
+        assert Path(metrics[f"{split}_path"]).stat().st_size == 2 * metrics[f"{split}_tokens"] > 0  # uint16
+    made = [r.message for r in caplog.records]
+    assert sum("trained a" in m for m in made) == 1 and sum("packed" in m for m in made) == 2
+    caplog.clear()
+    assert prepare(cfg) | {"wall_time_s": 0} == metrics | {"wall_time_s": 0}  # the second time: all from the cache
+    assert not any("trained a" in r.message or "packed" in r.message for r in caplog.records)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_two_ddp_processes_on_a_fresh_cache_prepare_it_once(tmp_path):
+    """Both ranks start at once (torchrun, as srun starts a node's tasks): one trains the tokenizer and packs each
+    split, the other waits, then both train on the same files."""
+    cache, run = tmp_path / "cache", tmp_path / "run"
+    proc = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", f"--master_port={free_port()}",
+         "-m", "gpt1.commands.pretrain", *FEW, "trainer=ddp", "trainer.accelerator=cpu", "trainer.devices=2",
+         "trainer.precision=32-true", f"hydra.run.dir={run}", f"paths.cache_dir={cache}"],
+        cwd=tmp_path, env=ENV, capture_output=True, text=True, timeout=400, check=False)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out
+    assert out.count("trained a 513-token BPE") == 1, out  # the tokenizer trained once
+    assert out.count("packed 1 documents") == 2, out  # train (Northanger Abbey) and valid (Persuasion), once each
+    assert out.count("waiting for another process to prepare") <= 3  # at most a line per entry (tokenizer, 2 splits)
+    assert json.loads((run / "metrics.json").read_text())["steps"] == 4
