@@ -15,7 +15,7 @@ each ratio are timed minutes apart on a shared machine.
 The tokenizers' rate: ``Tokenizer.encode_batch_fast`` (the pipeline's normaliser, pre-tokenizer and BPE, on every core)
 over the whole corpus in 16 MiB calls of 64K-character pieces, timing only the calls. gpt1's: ``prepare_data`` on an
 empty cache, timed around the call (reading the files, splitting, encoding, writing the .bin; for jsonl also datasets'
-conversion to Arrow).
+conversion to Arrow). Both also in CPU seconds (this process and its workers), which a loaded machine disturbs less.
 """
 
 from __future__ import annotations
@@ -35,23 +35,25 @@ CHILD = r"""
 import json, resource, sys, time
 from pathlib import Path
 what, corpus, tokenizer, cache, num_proc = sys.argv[1:6]
+def cpu():  # seconds of CPU of this process and its waited-for workers
+    return sum(r.ru_utime + r.ru_stime for r in map(resource.getrusage, (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)))
 from gpt1.tokenizer import Tokenizer
 tok = Tokenizer.from_str(Path(tokenizer).read_text())
 if what == "tokenizers":
     from gpt1.data.corpus import CorpusSource
     from gpt1.data.config import DataConfig
     src = CorpusSource(DataConfig(train_files=[corpus]), "train", Path(cache))
-    batch, size, tokens, spent = [], 0, 0, 0.0
+    batch, size, tokens, spent, cpu_s = [], 0, 0, 0.0, 0.0
     def encode(batch):
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), cpu()
         out = tok.bpe.encode_batch_fast(batch, add_special_tokens=False)
-        return sum(len(e.ids) for e in out), time.perf_counter() - start
+        return sum(len(e.ids) for e in out), time.perf_counter() - start, cpu() - start_cpu
     for text, _ in src.pieces():
         batch.append(text); size += len(text)
         if size >= 16 << 20:
-            n, s = encode(batch); tokens += n; spent += s; batch, size = [], 0
+            n, s, c = encode(batch); tokens += n; spent += s; cpu_s += c; batch, size = [], 0
     if batch:
-        n, s = encode(batch); tokens += n; spent += s
+        n, s, c = encode(batch); tokens += n; spent += s; cpu_s += c
     seconds = spent
 else:
     from gpt1.data.config import DataConfig
@@ -59,11 +61,11 @@ else:
     from gpt1.tokenizer import TokenizerConfig
     dm = PretrainDataModule(DataConfig(train_files=[corpus], valid_fraction=0.001, num_proc=int(num_proc)),
                             TokenizerConfig(path=tokenizer), n_ctx=512, seed=0, cache_dir=cache)
-    start = time.perf_counter()
+    start, start_cpu = time.perf_counter(), cpu()
     dm.prepare_data()
-    seconds = time.perf_counter() - start
+    seconds, cpu_s = time.perf_counter() - start, cpu() - start_cpu
     tokens = sum(p.stat().st_size for p in dm.paths.values()) // 2  # uint16
-print(json.dumps({"tokens": tokens, "seconds": seconds,
+print(json.dumps({"tokens": tokens, "seconds": seconds, "cpu_s": cpu_s,
                   "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 """
 
@@ -143,15 +145,18 @@ def main() -> None:
                        "seconds": round(ours["seconds"], 1), "tokens_per_s": round(ours["tokens_per_s"]),
                        "tokenizers_per_s": round(base["tokens_per_s"]),
                        "ratio": round(ours["tokens_per_s"] / base["tokens_per_s"], 3),
+                       "cpu_s": round(ours["cpu_s"], 1), "tokenizers_cpu_s": round(base["cpu_s"], 1),
                        "peak_rss_mb": round(ours["peak_rss_mb"]), "tokenizers_peak_rss_mb": round(base["peak_rss_mb"]),
                        "at": time.strftime("%H:%M")}
                 rows.append(row)
                 print(json.dumps(row), flush=True)
-    print("| shape | MB | num_proc | tokens | time s | tokens/s | tokenizers' tokens/s | ratio | peak RSS MB |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("| shape | MB | num_proc | tokens | time s | tokens/s | tokenizers' tokens/s | ratio | CPU s (tokenizers') "
+          "| peak RSS MB (tokenizers') |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(f"| {r['shape']} | {r['mb']} | {r['num_proc']} | {r['tokens']:,} | {r['seconds']} | {r['tokens_per_s']:,} "
-              f"| {r['tokenizers_per_s']:,} | {r['ratio']:.2f} | {r['peak_rss_mb']:,} |")
+              f"| {r['tokenizers_per_s']:,} | {r['ratio']:.2f} | {r['cpu_s']} ({r['tokenizers_cpu_s']}) "
+              f"| {r['peak_rss_mb']:,} ({r['tokenizers_peak_rss_mb']:,}) |")
     (args.out / "results.json").write_text(json.dumps(rows, indent=1))
 
 
