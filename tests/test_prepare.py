@@ -24,6 +24,7 @@ from gpt1.data.cache import made_once
 from gpt1.data.config import DataConfig
 from gpt1.data.corpus import file_pieces, pieces, row_pieces
 from gpt1.data.pretrain import PretrainDataModule
+from gpt1.errors import DataError
 from gpt1.progress import Meter
 from gpt1.tokenizer import Tokenizer, TokenizerConfig, train_bpe
 from tests.conftest import FEW, REPO, TINY_RUN
@@ -121,6 +122,7 @@ PREPARE = """
 import resource, sys
 from gpt1.data.config import DataConfig
 from gpt1.data.pretrain import PretrainDataModule
+from gpt1.errors import DataError
 from gpt1.tokenizer import TokenizerConfig
 tokenizer, cache, *corpora = sys.argv[1:]
 for files in corpora:
@@ -241,3 +243,12 @@ def test_two_ddp_processes_on_a_fresh_cache_prepare_it_once(tmp_path):
     assert out.count("packed 1 documents") == 2, out  # train (Northanger Abbey) and valid (Persuasion), once each
     assert out.count("waiting for another process to prepare") <= 3  # at most a line per entry (tokenizer, 2 splits)
     assert json.loads((run / "metrics.json").read_text())["steps"] == 4
+
+
+def test_a_text_column_that_is_not_text_is_named(tmp_path, tok):
+    (tmp_path / "rows.jsonl").write_text('{"text": 1}\n{"text": 2}\n')
+    dm = PretrainDataModule(DataConfig(train_files=[str(tmp_path / "rows.jsonl")], valid_fraction=0.5), tok,
+                            n_ctx=8, seed=0, cache_dir=tmp_path / "cache")
+    with pytest.raises(DataError, match=r"column 'text' of data.train_files \(.*rows.jsonl\) holds int64, not text"):
+        dm.prepare_data()
+    assert not list((tmp_path / "cache" / "tokens").rglob("*.bin"))  # nothing half-written left

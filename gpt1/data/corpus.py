@@ -105,12 +105,21 @@ def file_pieces(path: Path, size: Optional[int] = PIECE_CHARS) -> Iterator[str]:
         yield rest
 
 
-def row_pieces(column: pa.ChunkedArray, size: Optional[int]) -> Iterator[Piece]:
-    """The pieces of each row of a string column, sliced from its Arrow buffers (a row is never copied whole);
-    a null row is an empty document."""
+def marked(parts: Iterator[str]) -> Iterator[Piece]:
+    """A document's pieces, the last one marked."""
+    piece = next(parts)
+    for following in parts:
+        yield piece, False
+        piece = following
+    yield piece, True
+
+
+def row_pieces(column: pa.ChunkedArray, size: Optional[int], where: str = "the text column") -> Iterator[Piece]:
+    """The pieces of each row of a string column (``where`` names it in errors), sliced from its Arrow buffers (a
+    row is never copied whole); a null row is an empty document."""
     for chunk in column.chunks:
         if not (pa.types.is_string(chunk.type) or pa.types.is_large_string(chunk.type)):
-            raise DataError(f"the text column holds {chunk.type}, not text: set data.text_column to the one that does")
+            raise DataError(f"{where} holds {chunk.type}, not text: set data.text_column to the column that does")
         offsets = np.frombuffer(chunk.buffers()[1], dtype=np.int64 if pa.types.is_large_string(chunk.type) else np.int32)
         offsets = offsets[chunk.offset : chunk.offset + len(chunk) + 1]  # (rows + 1,) byte offsets into data
         data = memoryview(chunk.buffers()[2] or b"")
@@ -119,12 +128,7 @@ def row_pieces(column: pa.ChunkedArray, size: Optional[int]) -> Iterator[Piece]:
             if not valid[i]:
                 yield "", True
                 continue
-            parts = pieces(data[offsets[i] : offsets[i + 1]], size)
-            piece = next(parts)
-            for following in parts:
-                yield piece, False
-                piece = following
-            yield piece, True
+            yield from marked(pieces(data[offsets[i] : offsets[i + 1]], size))
 
 
 class CorpusSource:
@@ -196,15 +200,11 @@ class CorpusSource:
             if isinstance(part, list):
                 for path in part:
                     _warn_invalid_utf8(path)
-                    texts = file_pieces(path, size)
-                    piece = next(texts)
-                    for following in texts:
-                        yield piece, False
-                        piece = following
-                    yield piece, True
+                    yield from marked(file_pieces(path, size))
             else:
+                where = f"column {self.column!r} of {self.where}"
                 for batch in part.with_format("arrow").iter(batch_size=256):  # zero-copy slices of the mapped file
-                    yield from row_pieces(batch.column(self.column), size)
+                    yield from row_pieces(batch.column(self.column), size, where)
 
     def texts(self, meter: Optional[Meter] = None) -> Iterator[str]:
         """The non-empty pieces of every document (what a BPE trains on), counted on ``meter``."""

@@ -172,7 +172,7 @@ class PretrainDataModule(DataModule):
 
     def _train_tokenizer(self, cfg: TokenizerConfig, path: Path) -> None:
         start = time.perf_counter()
-        meter = Meter("training the BPE: reading", "characters", total=self._train_src.num_documents)
+        meter = Meter("training the BPE", "characters", total=self._train_src.num_documents)
         tokenizer = build_tokenizer(cfg, lambda: self._train_src.texts(meter))
         meter.close()
         with atomic_file(path) as f:
