@@ -8,6 +8,7 @@ import sys
 
 COMMANDS = {
     "pretrain": "pre-train GPT-1 on a corpus (default: the quickstart on the sample books)",
+    "prepare": "train or load the tokenizer and pack the corpus into the cache, without training",
     "finetune": "fine-tune a checkpoint on a task (task=NAME init_from=CKPT)",
     "zeroshot": "zero-shot task heuristics over checkpoints (ckpts=[...] task=NAME)",
     "evaluate": "a fine-tuned checkpoint's task metrics, or a checkpoint's perplexity on a corpus",

@@ -110,6 +110,17 @@ class Tokenizer:
             return self._openai.encode_batch(texts)
         return [e.ids for e in self.bpe.encode_batch_fast(list(texts), add_special_tokens=False)]
 
+    @property
+    def encodes_piecewise(self) -> bool:
+        """Whether the ids of a text are those of its pieces end to end when it is cut after a line break or a space:
+        true of the "gpt1" pipeline (a normaliser that maps character by character, a pre-tokenizer that splits at
+        whitespace), the one gpt1 trains; not of the "openai" one (its line-break rules look across lines)."""
+        if self.pipeline != "gpt1":
+            return False
+        own = json.loads(self.bpe.to_str())
+        ours = json.loads(gpt1_pipeline(tokenizers.Tokenizer(models.BPE())).to_str())
+        return (own["normalizer"], own["pre_tokenizer"]) == (ours["normalizer"], ours["pre_tokenizer"])
+
     def decode(self, ids: Iterable[int]) -> str:
         """The text of ``ids``: special tokens skipped, words joined, spaces before punctuation and contractions
         removed as transformers' ``clean_up_tokenization_spaces`` does ("i don ' t , i" -> "i don't, i")."""

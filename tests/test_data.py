@@ -69,15 +69,18 @@ def corpus(tmp_path: Path) -> dict[str, list[str]]:
 # -- packing --------------------------------------------------------------------------------------------------
 
 
-def test_pack_joins_documents_with_eod_across_batches(tmp_path):
-    ds = datasets.Dataset.from_dict({"ids": [[1, 2, 3], [], [4], [5, 6]]})
-    assert pack(ds, tmp_path / "a.bin", "uint16", eod=9, batch_size=3) == 9  # batches [[1,2,3],[],[4]], [[5,6]]
-    assert np.fromfile(tmp_path / "a.bin", dtype=np.uint16).tolist() == [1, 2, 3, 9, 4, 9, 5, 6, 9]  # no eod for []
-    assert pack(ds, tmp_path / "b.bin", "uint16", eod=None, batch_size=2) == 6
-    assert np.fromfile(tmp_path / "b.bin", dtype=np.uint16).tolist() == [1, 2, 3, 4, 5, 6]
-    big = datasets.Dataset.from_dict({"ids": [[70000, 1]]})
-    pack(big, tmp_path / "c.bin", "uint32", eod=65536)
-    assert np.fromfile(tmp_path / "c.bin", dtype=np.uint32).tolist() == [70000, 1, 65536]
+@pytest.mark.parametrize("num_proc", [1, 2])
+def test_pack_joins_documents_with_eod_across_batches(tmp_path, tok, num_proc):
+    # documents "a b" (in two pieces), "" and "c": batches of about 3 characters, so a document spans two batches
+    src = [("a ", False), ("b", True), ("", True), ("c", True)]
+    a, b, c = (tok.encode(text) for text in "abc")
+    n = pack(src, tmp_path / "a.bin", tok, eod=9, num_proc=num_proc, batch_chars=3)
+    assert np.fromfile(tmp_path / "a.bin", dtype=np.uint16).tolist() == [*a, *b, 9, *c, 9] and n == 5  # no eod for ""
+    assert pack(src, tmp_path / "b.bin", tok, eod=None, batch_chars=2) == 3
+    assert np.fromfile(tmp_path / "b.bin", dtype=np.uint16).tolist() == [*a, *b, *c]
+    big = Tokenizer(tok.bpe, "gpt1", {"eod": 70000})  # past 65,536 ids: uint32
+    pack([("a", True)], tmp_path / "c.bin", big, eod=70000)
+    assert np.fromfile(tmp_path / "c.bin", dtype=np.uint32).tolist() == [*a, 70000]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.bin", "b.bin", "c.bin"]  # no temporary left behind
 
 
@@ -266,7 +269,7 @@ def test_second_run_hits_the_cache(tmp_path, corpus, monkeypatch):
 
     with monkeypatch.context() as m:
         m.setattr(pretrain, "build_tokenizer", fail)
-        m.setattr(datasets.Dataset, "map", fail)
+        m.setattr(pretrain, "pack", fail)
         m.setattr(datasets, "load_dataset", fail)  # local files: not even the raw data is read again
         again = prepared(tmp_path, tcfg, **corpus)
         other_rank = PretrainDataModule(DataConfig(**corpus), tcfg, n_ctx=8, seed=0, cache_dir=tmp_path / "cache")

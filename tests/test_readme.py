@@ -28,7 +28,7 @@ from gpt1.cli import TOOLS
 from gpt1.config import check_ranges
 
 README = Path(__file__).resolve().parents[1] / "README.md"
-BODIES = {"pretrain": "train", "finetune": "finetune", "evaluate": "evaluate", "zeroshot": "zeroshot",
+BODIES = {"pretrain": "train", "prepare": "prepare", "finetune": "finetune", "evaluate": "evaluate", "zeroshot": "zeroshot",
           "generate": "generate", "convert": "convert"}
 """Command -> the function its Hydra app calls with the composed config (replaced by the recorder)."""
 

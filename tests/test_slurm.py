@@ -150,6 +150,20 @@ def test_a_two_node_job_runs_two_ranks_into_one_run_directory(tmp_path, cache_di
     assert nodes == "n[1-2]"
 
 
+@pytest.mark.slurm
+@needs_sbatch
+def test_a_two_node_job_on_a_fresh_cache_prepares_it_once(tmp_path):
+    """srun starts both tasks at once on an empty cache: one trains the tokenizer and packs each split (the lock
+    beside each cache entry), the other waits, then maps the same files."""
+    sweep = tmp_path / "sweep"
+    ok(run("gpt1", "pretrain", "-m", *FEW, *SLURM, *TWO_NODES, f"hydra.sweep.dir={sweep}",
+           f"paths.cache_dir={tmp_path / 'cache'}", cwd=tmp_path))
+    logs = "".join(log(sweep, task=task, kind=kind).read_text() for task in (0, 1) for kind in ("out", "err"))
+    assert logs.count("trained a 513-token BPE") == 1, logs
+    assert logs.count("packed 1 documents") == 2, logs  # train and valid, each once
+    assert json.loads((sweep / "0" / "metrics.json").read_text())["steps"] == 4
+
+
 @pytest.fixture(scope="module")
 def tiny_checkpoint(tmp_path_factory, cache_dir) -> Path:
     """2 updates of the tiny model, in this process (which also fills the data cache the jobs share)."""

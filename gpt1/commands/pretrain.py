@@ -37,6 +37,17 @@ def load_init(path: str) -> Loaded:
     return init
 
 
+def data_module(cfg: DictConfig, init: Loaded | None) -> PretrainDataModule:
+    """The corpus of ``cfg`` (a ``PretrainConfig``) with its tokenizer (``init``'s, else the tokenizer group's)."""
+    return PretrainDataModule(
+        OmegaConf.to_object(cfg.data),
+        init.tokenizer if init else OmegaConf.to_object(cfg.tokenizer),
+        n_ctx=init.model.config.n_ctx if init else cfg.model.n_ctx,
+        seed=cfg.seed,
+        cache_dir=cfg.paths.cache_dir,
+    )
+
+
 def train(cfg: DictConfig) -> dict[str, Any]:
     """Pre-train as ``cfg`` (a ``PretrainConfig``) says; return the final metrics, also in <run dir>/metrics.json."""
     check_ranges(cfg)
@@ -49,13 +60,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     check_accelerator(cfg.trainer)
     resume = resolve_resume(cfg.resume, output_dir)
     init = load_init(cfg.init_from) if cfg.init_from else None
-    data = PretrainDataModule(
-        OmegaConf.to_object(cfg.data),
-        init.tokenizer if init else OmegaConf.to_object(cfg.tokenizer),
-        n_ctx=init.model.config.n_ctx if init else cfg.model.n_ctx,
-        seed=cfg.seed,
-        cache_dir=cfg.paths.cache_dir,
-    )
+    data = data_module(cfg, init)
     data.prepare_data()  # trains or loads the tokenizer, tokenises and packs (cached): the model needs its vocab
     data.setup("fit")
     vocab_size = data.tokenizer.vocab_size

@@ -57,7 +57,8 @@ class DataConfig:
     num_workers: int = ranged(0, ge=0)
     """DataLoader worker processes (windows are memory-mapped slices: 0 is usually fast enough)."""
     num_proc: int = ranged(2, ge=1)
-    """Processes tokenising the corpus (datasets.map), capped at the number of documents."""
+    """Processes tokenising the corpus, capped at the number of documents: 1 encodes on the tokenizers library's
+    threads over every core; more fork that many processes of one thread each (the "openai" pipeline's Python)."""
     samples_per_epoch: Optional[int] = ranged(None, ge=1)
     """Random training windows per epoch; None: n_train_tokens // n_ctx (each token seen about once)."""
     max_valid_windows: Optional[int] = ranged(None, ge=1)

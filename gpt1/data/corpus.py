@@ -1,35 +1,139 @@
 """A pre-training corpus (configured by ``gpt1.data.config.DataConfig``): each split's raw documents (local files or
 a hub split, ``CorpusSource``), and their tokenisation and packing into one flat token file per split (``pack``).
 
-A .txt file, or a row of a table / hub dataset, is one document. Tokenisation runs with ``datasets.map`` (batched,
-``num_proc`` processes), cached; packing concatenates the documents, each followed by the eod token, into a flat
-uint16 array (uint32 for vocabularies past 65,536), streamed batch by batch and written under a temporary name then
-renamed.
+A .txt file, or a row of a table / hub dataset, is one document. Memory stays bounded whatever the corpus's shape:
+
+- a document is read and encoded in pieces of about ``PIECE_CHARS`` characters, each ending at a line break (else a
+  space). The "gpt1" pipeline's normaliser works character by character and its pre-tokenizer splits there, so the
+  ids of the pieces, end to end, are exactly those of the whole document. Other pipelines (the "openai" one: ftfy,
+  spaCy and the original's line-break rules) encode whole documents: their memory is bounded by the largest one;
+- .txt files are read from disk piece by piece (decoded as datasets' text builder decodes them: invalid UTF-8
+  replaced, universal newlines), and rows of tables and hub datasets are sliced from the memory-mapped Arrow data;
+- pieces are encoded ``BATCH_CHARS`` of text at a time (``tokenizers``' threads over every core with ``num_proc``
+  1, else ``num_proc`` forked processes of one thread each), at most two batches per process in flight, and the ids
+  appended to the packed file as they come: each non-empty document followed by the eod token, one flat uint16
+  array (uint32 for vocabularies past 65,536), written under a temporary name then renamed.
 """
 
 from __future__ import annotations
 
+import multiprocessing
 import os
-from collections.abc import Iterator
+from collections import deque
+from collections.abc import Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from functools import cached_property
+from itertools import chain, groupby
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import datasets
 import numpy as np
-import pyarrow.compute as pc
+import pyarrow as pa
 
 from gpt1.data.base import cache_key
 from gpt1.data.config import DataConfig
-from gpt1.data.sources import file_format, files_key, load_files, load_hub, read_error, resolve_files
+from gpt1.data.sources import (
+    _warn_invalid_utf8,
+    file_format,
+    files_key,
+    load_files,
+    load_hub,
+    read_error,
+    resolve_files,
+)
 from gpt1.errors import DataError
 from gpt1.io import atomic_file
+from gpt1.progress import Meter
 from gpt1.tokenizer import Tokenizer
+
+PIECE_CHARS = 1 << 16
+"""A piece of a document ends at its last line break (else space) within this many characters (bytes, for rows of
+tables), or at the first one after them if there is none: text without whitespace is never cut."""
+BATCH_CHARS = 1 << 20
+"""The text encoded at once by each process; its encodings (about 25 bytes a character) bound the memory."""
+
+Piece = tuple[str, bool]
+"""A piece of a document's text, and whether it is the document's last."""
+
+
+def pieces(text: str | bytes | memoryview, size: Optional[int] = PIECE_CHARS) -> Iterator[str]:
+    """``text`` (a str, or UTF-8 bytes) in consecutive pieces of about ``size`` (None: whole), each but the last
+    ending with a line break or a space (single bytes in UTF-8: bytes decode piece by piece as they do whole)."""
+    raw = not isinstance(text, str)
+    if size is None:
+        yield str(text, "utf-8") if raw else text
+        return
+    newline, space = (b"\n", b" ") if raw else ("\n", " ")
+    start, n = 0, len(text)
+    while n - start > size:
+        window = bytes(text[start : start + size]) if raw else text[start : start + size]
+        end = window.rfind(newline) + 1 or window.rfind(space) + 1
+        if end:
+            end += start
+        else:  # no whitespace within size: on to the next, a window at a time
+            end = next_whitespace(text, start + size, newline, space, size)
+            if end is None:
+                break
+        yield str(text[start:end], "utf-8") if raw else text[start:end]
+        start = end
+    yield str(text[start:], "utf-8") if raw else text[start:]
+
+
+def next_whitespace(text: Any, start: int, newline: Any, space: Any, window: int) -> Optional[int]:
+    """The position after the first line break or space of ``text`` from ``start`` on, or None."""
+    for at in range(start, len(text), window):
+        chunk = bytes(text[at : at + window]) if not isinstance(text, str) else text[at : at + window]
+        found = [i for i in (chunk.find(newline), chunk.find(space)) if i >= 0]
+        if found:
+            return at + min(found) + 1
+    return None
+
+
+def file_pieces(path: Path, size: Optional[int] = PIECE_CHARS) -> Iterator[str]:
+    """A .txt file's text in ``pieces``, read ``size`` characters at a time (None: whole), decoded as a text-mode
+    ``read()`` of the whole file decodes it (invalid UTF-8 replaced with U+FFFD, "\\r\\n" and "\\r" read as "\\n")."""
+    with open(path, encoding="utf-8", errors="replace") as f:
+        if size is None:
+            yield f.read()
+            return
+        rest = ""
+        while block := f.read(size):
+            *done, rest = pieces(rest + block, size)  # rest starts where pieces of the whole text would
+            yield from done
+        yield rest
+
+
+def marked(parts: Iterator[str]) -> Iterator[Piece]:
+    """A document's pieces, the last one marked."""
+    piece = next(parts)
+    for following in parts:
+        yield piece, False
+        piece = following
+    yield piece, True
+
+
+def row_pieces(column: pa.ChunkedArray, size: Optional[int], where: str = "the text column") -> Iterator[Piece]:
+    """The pieces of each row of a string column (``where`` names it in errors), sliced from its Arrow buffers (a
+    row is never copied whole); a null row is an empty document."""
+    for chunk in column.chunks:
+        if not (pa.types.is_string(chunk.type) or pa.types.is_large_string(chunk.type)):
+            raise DataError(f"{where} holds {chunk.type}, not text: set data.text_column to the column that does")
+        offsets = np.frombuffer(chunk.buffers()[1], dtype=np.int64 if pa.types.is_large_string(chunk.type) else np.int32)
+        offsets = offsets[chunk.offset : chunk.offset + len(chunk) + 1]  # (rows + 1,) byte offsets into data
+        data = memoryview(chunk.buffers()[2] or b"")
+        valid = chunk.is_valid().to_numpy(zero_copy_only=False)
+        for i in range(len(chunk)):
+            if not valid[i]:
+                yield "", True
+                continue
+            yield from marked(pieces(data[offsets[i] : offsets[i + 1]], size))
 
 
 class CorpusSource:
-    """One split's raw documents (local files or a hub split), loaded on first use, and a key that changes with them."""
+    """One split's raw documents (local files or a hub split), read on demand in bounded pieces, and a key that
+    changes with them."""
 
     def __init__(self, cfg: DataConfig, split: str, cache_dir: Path) -> None:
         files = cfg.train_files if split == "train" else cfg.valid_files
@@ -57,60 +161,147 @@ class CorpusSource:
         return files
 
     @cached_property
-    def dataset(self) -> datasets.Dataset:
-        """The documents, in one column: ``self.column``."""
-        if self.files is not None:
-            try:
-                return load_files(self.files, [self.column], self.cache_dir, txt_column=self.column,
-                                  quoting=self.quoting)
-            except DataError as e:  # a missing column, named with the file's columns
-                raise DataError(f"{e}: set data.text_column to the one that holds the text") from e
-            except (datasets.exceptions.DatasetGenerationError, ValueError) as e:  # malformed JSON/CSV, bad UTF-8
-                raise DataError(read_error(self.files, e, self.quoting)) from e
-        name, config, split = self.hub
-        ds = load_hub(name, config, split, cache_dir=self.cache_dir, where=self.where)
-        if self.column not in ds.column_names:
-            raise DataError(f"{self.where} has no column {self.column!r}; its columns are {ds.column_names}: set "
-                            "data.text_column to the one that holds the text")
-        return ds.select_columns([self.column])
+    def parts(self) -> list[list[Path] | datasets.Dataset]:
+        """The documents in order: runs of .txt files (read from disk), and tables and hub splits as Datasets (loaded
+        into datasets' cache on first use), each holding ``self.column``."""
+        if self.files is None:
+            name, config, split = self.hub
+            ds = load_hub(name, config, split, cache_dir=self.cache_dir, where=self.where)
+            if self.column not in ds.column_names:
+                raise DataError(f"{self.where} has no column {self.column!r}; its columns are {ds.column_names}: "
+                                "set data.text_column to the one that holds the text")
+            return [ds.select_columns([self.column])]
+        parts: list[list[Path] | datasets.Dataset] = []
+        for text, run in groupby(self.files, key=lambda path: file_format(path) == "text"):
+            files = list(run)
+            parts.append(files if text else self._load(files))
+        return parts
+
+    def _load(self, files: list[Path]) -> datasets.Dataset:
+        try:
+            return load_files(files, [self.column], self.cache_dir, quoting=self.quoting)
+        except DataError as e:  # a missing column, named with the file's columns
+            raise DataError(f"{e}: set data.text_column to the one that holds the text") from e
+        except (datasets.exceptions.DatasetGenerationError, ValueError) as e:  # malformed JSON/CSV, bad UTF-8
+            raise DataError(read_error(files, e, self.quoting)) from e
+
+    @cached_property
+    def num_documents(self) -> int:
+        return sum(len(part) for part in self.parts)
 
     @cached_property
     def key(self) -> str:
-        origin = files_key(self.files, self.quoting) if self.files is not None else self.dataset._fingerprint
+        origin = files_key(self.files, self.quoting) if self.files is not None else self.parts[0]._fingerprint
         return cache_key(origin, self.column)
 
-    def texts(self) -> Iterator[str]:
-        for batch in self.dataset.iter(batch_size=256):
-            yield from filter(None, batch[self.column])
+    def pieces(self, size: Optional[int] = PIECE_CHARS) -> Iterator[Piece]:
+        """Every document in ``pieces`` of about ``size`` characters (None: whole), in order."""
+        for part in self.parts:
+            if isinstance(part, list):
+                for path in part:
+                    _warn_invalid_utf8(path)
+                    yield from marked(file_pieces(path, size))
+            else:
+                where = f"column {self.column!r} of {self.where}"
+                for batch in part.with_format("arrow").iter(batch_size=256):  # zero-copy slices of the mapped file
+                    yield from row_pieces(batch.column(self.column), size, where)
 
-
-def pack(ds: datasets.Dataset, path: str | os.PathLike, dtype: str, eod: Optional[int], batch_size: int = 1024) -> int:
-    """Write the ``ids`` lists of ``ds`` end to end to ``path`` as one flat ``dtype`` array, each non-empty
-    document followed by ``eod`` (None: nothing); return the number of tokens. Streams ``batch_size`` documents at
-    a time; the file appears complete or not at all."""
-    n = 0
-    with atomic_file(Path(path)) as f:
-        for batch in ds.with_format("arrow").iter(batch_size):
-            docs = batch.column("ids").combine_chunks()
-            tokens = pc.list_flatten(docs).to_numpy()  # (tokens in the batch,)
-            if eod is not None:
-                ends = np.cumsum(pc.list_value_length(docs).to_numpy())  # (docs,) end of each document in tokens
-                nonempty = np.diff(ends, prepend=0) > 0
-                tokens = np.insert(tokens, ends[nonempty], eod)  # eod right after each document
-            tokens.astype(dtype).tofile(f)
-            n += len(tokens)
-    return n
-
-def encode_documents(batch: dict[str, list], tokenizer: Tokenizer, column: str) -> dict[str, list]:
-    """``datasets.map``'s function: a batch of documents (``column``) -> their ids (``ids``), int32."""
-    ids = tokenizer.encode_batch([text or "" for text in batch[column]])
-    return {"ids": [np.asarray(i, dtype=np.int32) for i in ids]}
+    def texts(self, meter: Optional[Meter] = None) -> Iterator[str]:
+        """The non-empty pieces of every document (what a BPE trains on), counted on ``meter``."""
+        for text, last in self.pieces():
+            if meter is not None:
+                meter.update(int(last), len(text))
+            if text:
+                yield text
 
 
 def token_dtype(tokenizer: Tokenizer) -> str:
     """The packed streams' dtype: 16 bits per token while the vocabulary fits."""
     return "uint16" if tokenizer.vocab_size <= 1 << 16 else "uint32"
 
+
+def encode_flat(tokenizer: Tokenizer, texts: list[str], dtype: str) -> tuple[np.ndarray, np.ndarray]:
+    """The ids of ``texts`` end to end, (tokens,) ``dtype``, and each text's count of them, (texts,) int64."""
+    ids = tokenizer.encode_batch(texts)
+    lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
+    return np.fromiter(chain.from_iterable(ids), dtype=dtype, count=int(lengths.sum())), lengths
+
+
+def pack(src: Iterable[Piece], path: str | os.PathLike, tokenizer: Tokenizer, eod: Optional[int], num_proc: int = 1,
+         meter: Optional[Meter] = None, batch_chars: int = BATCH_CHARS) -> int:
+    """Encode the documents of ``src`` (its pieces, in order) and write their ids end to end to ``path`` as one flat
+    array (``token_dtype``), each non-empty document followed by ``eod`` (None: nothing); return the number of
+    tokens. ``num_proc`` processes encode (1: this one, on ``tokenizers``' threads); ``meter`` counts documents and
+    tokens. The file appears complete or not at all."""
+    dtype, n, doc_tokens = token_dtype(tokenizer), 0, 0
+    with atomic_file(Path(path)) as f:
+        for batch, (tokens, lengths) in _encoded(_batches(src, batch_chars), tokenizer, dtype, num_proc):
+            ends, at = np.cumsum(lengths), []  # (pieces,) end of each piece in tokens; where eods go
+            for end, length, (_, last) in zip(ends, lengths, batch):
+                doc_tokens += length
+                if last:
+                    if doc_tokens and eod is not None:
+                        at.append(end)
+                    doc_tokens = 0
+            tokens = np.insert(tokens, at, eod) if at else tokens
+            tokens.tofile(f)
+            n += len(tokens)
+            if meter is not None:
+                meter.update(sum(last for _, last in batch), len(tokens))
+    return n
+
+
+def _batches(src: Iterable[Piece], chars: int) -> Iterator[list[Piece]]:
+    """``src`` in lists of pieces of about ``chars`` characters in all."""
+    batch, size = [], 0
+    for piece in src:
+        batch.append(piece)
+        size += len(piece[0])
+        if size >= chars:
+            yield batch
+            batch, size = [], 0
+    if batch:
+        yield batch
+
+
+_worker_tokenizer: Optional[Tokenizer] = None  # a forked worker's tokenizer (inherited, never pickled)
+
+
+def _init_worker(tokenizer: Tokenizer) -> None:
+    global _worker_tokenizer
+    _worker_tokenizer = tokenizer
+
+
+def _encode_in_worker(texts: list[str], dtype: str) -> tuple[np.ndarray, np.ndarray]:
+    return encode_flat(_worker_tokenizer, texts, dtype)
+
+
+def _encoded(batches: Iterator[list[Piece]], tokenizer: Tokenizer, dtype: str,
+             num_proc: int) -> Iterator[tuple[list[Piece], tuple[np.ndarray, np.ndarray]]]:
+    """Each batch with its ``encode_flat`` result, in order, while the next ones encode: in a thread (num_proc 1:
+    ``tokenizers`` releases the GIL and uses every core) or in ``num_proc`` forked processes; at most two batches
+    per process are in flight, so memory does not grow with the corpus."""
+    if num_proc == 1:
+        pool: Any = ThreadPoolExecutor(1)
+        submit = lambda texts: pool.submit(encode_flat, tokenizer, texts, dtype)
+        result, close = (lambda future: future.result()), (lambda: pool.shutdown(cancel_futures=True))
+    else:
+        with serial_tokenizers():  # one thread per worker, and no warning about the parent's thread pool
+            pool = multiprocessing.get_context("fork").Pool(num_proc, _init_worker, (tokenizer,))
+        submit = lambda texts: pool.apply_async(_encode_in_worker, (texts, dtype))
+        result, close = (lambda async_result: async_result.get()), pool.terminate
+    pending: deque = deque()
+    try:
+        for batch in batches:
+            pending.append((batch, submit([text for text, _ in batch])))
+            if len(pending) >= 2 * num_proc:
+                batch, job = pending.popleft()
+                yield batch, result(job)
+        while pending:
+            batch, job = pending.popleft()
+            yield batch, result(job)
+    finally:
+        close()
 
 
 @contextmanager

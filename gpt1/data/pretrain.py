@@ -5,10 +5,12 @@ batches of windows (``gpt1.data.windows``).
 
 1. the tokenizer: the one given, the one at ``tokenizer.path``, or a BPE trained on the training documents and
    kept in ``tokenizers/<key>.json`` (key: the training corpus + the tokenizer config);
-2. tokenisation (cached in ``datasets/``) and packing into ``tokens/<key>/<split>.bin``; key: the split's files
-   (paths, sizes, mtimes) or hub fingerprint, the tokenizer's JSON and separate_documents.
+2. tokenisation and packing, in bounded memory (``gpt1.data.corpus``), into ``tokens/<key>/<split>.bin``; key: the
+   split's files (paths, sizes, mtimes) or hub fingerprint, the tokenizer's JSON and separate_documents.
 
-A rerun with the same inputs finds the .bin files and neither tokenises nor loads the raw data (local files).
+A rerun with the same inputs finds the .bin files and neither tokenises nor loads the raw data (local files). Each
+file is made by one process (``gpt1.data.cache.made_once``): the others started on the same cache (DDP ranks, SLURM
+tasks, other jobs) wait for it, then map the same files.
 """
 
 from __future__ import annotations
@@ -16,21 +18,21 @@ from __future__ import annotations
 import logging
 import os
 import time
-from contextlib import nullcontext
 from dataclasses import fields
 from pathlib import Path
 from typing import Any, Optional
 
-import datasets
 import numpy as np
 from torch.utils.data import DataLoader
 
 from gpt1.data.base import DataModule, cache_key
+from gpt1.data.cache import made_once
 from gpt1.data.config import DataConfig
-from gpt1.data.corpus import CorpusSource, encode_documents, pack, serial_tokenizers, token_dtype
+from gpt1.data.corpus import PIECE_CHARS, CorpusSource, pack, token_dtype
 from gpt1.data.windows import TokenStream, WindowDataset, WindowSampler
 from gpt1.errors import ConfigError, DataError
 from gpt1.io import atomic_file
+from gpt1.progress import Meter
 from gpt1.tokenizer import Tokenizer, TokenizerConfig, build_tokenizer
 
 log = logging.getLogger(__name__)
@@ -74,6 +76,10 @@ class PretrainDataModule(DataModule):
         """The packed training stream, (N_train,) uint16/uint32 memmap; set by ``setup`` (None: no training data)."""
         self.valid_tokens: Optional[np.ndarray] = None
         """The packed validation stream, (N_valid,); set by ``setup``."""
+        self.tokenizer_path: Optional[Path] = None
+        """The trained tokenizer's file in the cache (None: a given or loaded tokenizer); set by ``prepare_data``."""
+        self.paths: dict[str, Path] = {}
+        """Split -> its packed stream's file; set by ``prepare_data``."""
         self._train: Optional[TokenStream] = None
         self._valid: Optional[TokenStream] = None
 
@@ -103,9 +109,8 @@ class PretrainDataModule(DataModule):
         """Build (or find in the cache) the tokenizer and the packed .bin stream of every split."""
         tokenizer = self._get_tokenizer(create=True)
         for split, src in self._sources():
-            path = self._bin_path(split, src, tokenizer)
-            if not path.is_file():
-                self._tokenise_and_pack(src, tokenizer, path)
+            path = self.paths[split] = self._bin_path(split, src, tokenizer)
+            made_once(path, lambda s=split, c=src, p=path: self._tokenise_and_pack(s, c, tokenizer, p))
         self.tokenizer = tokenizer
 
     def setup(self, stage: Optional[str] = None) -> None:
@@ -159,42 +164,34 @@ class PretrainDataModule(DataModule):
             return build_tokenizer(cfg)
         settings = {f.name: getattr(cfg, f.name) for f in fields(TokenizerConfig)}  # cfg may be an OmegaConf node
         path = self.cache_dir / "tokenizers" / f"{cache_key(TOKENIZER_VERSION, self._train_src.key, settings)}.json"
-        if path.is_file():
-            return Tokenizer.from_str(path.read_text(encoding="utf-8"))
-        if not create:
+        if not path.is_file() and not create:
             raise FileNotFoundError(f"{path} does not exist: call prepare_data() before setup()")
+        made_once(path, lambda: self._train_tokenizer(cfg, path))
+        self.tokenizer_path = path
+        return Tokenizer.from_str(path.read_text(encoding="utf-8"))
+
+    def _train_tokenizer(self, cfg: TokenizerConfig, path: Path) -> None:
         start = time.perf_counter()
-        tokenizer = build_tokenizer(cfg, self._train_src.texts)
+        meter = Meter("training the BPE", "characters", total=self._train_src.num_documents)
+        tokenizer = build_tokenizer(cfg, lambda: self._train_src.texts(meter))
+        meter.close()
         with atomic_file(path) as f:
             f.write(tokenizer.to_str().encode())
         log.info("trained a %d-token BPE in %.1fs -> %s", tokenizer.vocab_size, time.perf_counter() - start, path)
-        return tokenizer
 
     def _bin_path(self, split: str, src: CorpusSource, tokenizer: Tokenizer) -> Path:
         key = cache_key(PACK_VERSION, src.key, tokenizer.to_str(), self.cfg.separate_documents)
         return self.cache_dir / "tokens" / key / f"{split}.bin"
 
-    def _tokenise_and_pack(self, src: CorpusSource, tokenizer: Tokenizer, path: Path) -> None:
+    def _tokenise_and_pack(self, split: str, src: CorpusSource, tokenizer: Tokenizer, path: Path) -> None:
         start = time.perf_counter()
-        ds = src.dataset
-        fingerprint = cache_key(src.key, tokenizer.to_str())
-        num_proc = min(self.cfg.num_proc, len(ds))
-        with serial_tokenizers() if num_proc > 1 else nullcontext():  # forked workers: one thread each, no warning
-            ids = ds.map(
-                encode_documents,
-                batched=True,
-                batch_size=256,
-                remove_columns=ds.column_names,
-                fn_kwargs={"tokenizer": tokenizer, "column": src.column},
-                features=datasets.Features({"ids": datasets.List(datasets.Value("int32"))}),
-                num_proc=num_proc if num_proc > 1 else None,
-                cache_file_name=str(self.cache_dir / "datasets" / f"tokens-{fingerprint}.arrow"),
-                new_fingerprint=fingerprint,
-                desc="tokenising",
-            )
         eod = tokenizer.special_id("eod") if self.cfg.separate_documents else None
-        n = pack(ids, path, token_dtype(tokenizer), eod)
-        log.info("packed %d documents into %d tokens in %.1fs -> %s", len(ds), n, time.perf_counter() - start, path)
+        meter = Meter(f"tokenising {split}", "tokens", total=src.num_documents)
+        size = PIECE_CHARS if tokenizer.encodes_piecewise else None  # else whole documents (module docstring)
+        n = pack(src.pieces(size), path, tokenizer, eod, min(self.cfg.num_proc, src.num_documents), meter)
+        meter.close()
+        log.info("packed %d documents into %d tokens in %.1fs -> %s", src.num_documents, n,
+                 time.perf_counter() - start, path)
 
     # -- loaders ----------------------------------------------------------------------------------------------
 

@@ -16,6 +16,7 @@ change what the row says.
 
 from __future__ import annotations
 
+import codecs
 import csv
 import glob
 import hashlib
@@ -372,18 +373,31 @@ def _utf8_error(path: str | os.PathLike) -> Optional[str]:
     return None
 
 
-def invalid_utf8(path: str | os.PathLike) -> tuple[int, Optional[int]]:
+def invalid_utf8(path: str | os.PathLike, block: int = 1 << 20) -> tuple[int, Optional[int]]:
     """(how many invalid UTF-8 sequences ``path`` holds, the byte offset of the first or None): each becomes one
-    U+FFFD when decoded with errors="replace"."""
-    data = Path(path).read_bytes()
-    try:
-        data.decode("utf-8")
-    except UnicodeDecodeError as e:
+    U+FFFD when decoded with errors="replace". Reads ``block`` bytes at a time (a corpus file may be larger than
+    memory)."""
+    first, done, pending = None, 0, b""  # bytes checked before ``pending``, the incomplete sequence at a block's end
+    with open(path, "rb") as f:
+        while first is None:
+            data = f.read(block)
+            try:
+                _, used = codecs.utf_8_decode(pending + data, "strict", not data)
+            except UnicodeDecodeError as e:
+                first = done + e.start
+                break
+            done, pending = done + used, (pending + data)[used:]
+            if not data:
+                return 0, None
         # Every U+FFFD of the replaced text is an invalid sequence, except those written as such (bytes EF BF BD,
         # always decoded as one character: EF cannot continue a sequence).
-        replaced = data.decode("utf-8", errors="replace").count("\ufffd") - data.count(b"\xef\xbf\xbd")
-        return replaced, e.start
-    return 0, None
+        f.seek(0)
+        decoder, replaced, tail = codecs.getincrementaldecoder("utf-8")("replace"), 0, b""
+        while data := f.read(block):
+            replaced += decoder.decode(data).count("\ufffd") - (tail + data).count(b"\xef\xbf\xbd")
+            tail = (tail + data)[-2:]  # a written U+FFFD across two blocks (never counted twice: it needs three bytes)
+        replaced += decoder.decode(b"", True).count("\ufffd")
+    return replaced, first
 
 
 def _warn_invalid_utf8(path: str | os.PathLike) -> None:
