@@ -38,6 +38,10 @@ def run(command: str, directory: Path, strategy: str, *overrides: str) -> Path:
     proc = subprocess.run(["gpt1", command, f"trainer={strategy}", *CPU, *overrides, f"hydra.run.dir={directory}"],
                           cwd=directory.parent, env=ENV, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, f"gpt1 {command} trainer={strategy} failed:\n{proc.stdout}\n{proc.stderr}"
+    memory = [line for line in proc.stderr.splitlines() if line.startswith("peak memory: host ")]
+    assert memory == proc.stderr.splitlines()[-1:]  # the last line, rank 0's only
+    peak = json.loads((directory / "metrics.json").read_text())["peak_host_memory_gb"]
+    assert memory[0].startswith(f"peak memory: host {peak:.3f} GB") or peak < float(memory[0].split()[3])
     return directory
 
 
