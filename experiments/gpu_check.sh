@@ -9,7 +9,7 @@
 #   bash experiments/gpu_check.sh strategies           # there (run ends with it too): DDP, FSDP, DeepSpeed on one GPU
 #
 # .gpu/ holds what the workplace's CUDA image lacks (wheels of hydra-core, omegaconf, antlr4, datasets, dill,
-# multiprocess; DeepSpeed's, built here without its CUDA ops, which it compiles there on first use, and hjson, pydantic),
+# multiprocess; DeepSpeed's, built here without its CUDA ops, which it compiles there when first used, hjson, pydantic),
 # the sample data (../shared/data does not travel) and the baseline's gpt1/ and conf/ (default 68a8f8a, the commit of
 # the first GPU figures).
 set -euo pipefail
@@ -121,8 +121,9 @@ for name in ("ddp", "fsdp", "deepspeed"):
     step = statistics.median(b - a for a, b in zip(t, t[1:])) if len(t) > 1 else float("nan")
     results[name] = {"step_s": step, "tokens_per_s": 32 * 512 / step, **{k: v for k, v in m.items() if k.startswith(
         ("peak_", "val/loss", "train/loss", "steps"))}}
-    print(f"{name:<10}{1000 * step:>9.1f}{32 * 512 / step:>11,.0f}{m.get('peak_device_memory_gb', float('nan')):>8.2f}"
-          f"{m.get('peak_device_reserved_gb', float('nan')):>10.2f}{m.get('peak_host_memory_gb', float('nan')):>9.2f}{m.get('val/loss', float('nan')):>10.3f}")
+    gb = {k: m.get(k, float("nan")) for k in ("peak_device_memory_gb", "peak_device_reserved_gb", "peak_host_memory_gb")}
+    print(f"{name:<10}{1000 * step:>9.1f}{32 * 512 / step:>11,.0f}{gb['peak_device_memory_gb']:>8.2f}"
+          f"{gb['peak_device_reserved_gb']:>10.2f}{gb['peak_host_memory_gb']:>9.2f}{m.get('val/loss', float('nan')):>10.3f}")
 pathlib.Path(sys.argv[2]).write_text(json.dumps(results, indent=2) + "\n")
 EOF
     echo "== GPU tests: FSDP, memory"

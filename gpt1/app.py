@@ -128,7 +128,8 @@ def _memory_line_after(fn: Callable[[Any], Any]) -> Callable[[Any], Any]:
 def command(config_name: str) -> Callable[[Callable[[Any], Any]], Callable[[], None]]:
     """``@hydra.main`` for a gpt1 command: its config ``conf/<config_name>.yaml`` from the installed package, the
     schemas registered, user errors (in the configuration or raised by the command) reported as one line, its peak
-    memory as its last line (``gpt1.memory``), and the CPU settings applied (``gpt1.cpu.configure``) in every process that runs it, DDP's other ranks included."""
+    memory as its last line (``gpt1.memory``), and the CPU settings applied (``gpt1.cpu.configure``) in every process
+    that runs it, DDP's other ranks included."""
 
     def decorate(fn: Callable[[Any], Any]) -> Callable[[], None]:
         hydra_main = hydra.main(version_base="1.3", config_path="pkg://gpt1.conf", config_name=config_name)(

@@ -29,7 +29,7 @@ def peak_memory() -> dict[str, float]:
     children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * _RU_MAXRSS_BYTES / GB
     if children:
         peaks["peak_host_memory_children_gb"] = children
-    torch = sys.modules.get("torch")  # imported by whatever used a device; not imported here for a command that did not
+    torch = sys.modules.get("torch")  # (imported by whatever used a device: a command that did not is not made to)
     if torch is not None and torch.cuda.is_initialized():
         peaks["peak_device_memory_gb"] = torch.cuda.max_memory_allocated() / GB
         peaks["peak_device_reserved_gb"] = torch.cuda.max_memory_reserved() / GB

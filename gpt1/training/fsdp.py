@@ -68,13 +68,12 @@ def full_copy(model: nn.Module) -> nn.Module | None:
     import torch
     from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 
-    from gpt1.checkpoint import empty_model
+    from gpt1.checkpoint import MODELS, empty_model, model_type
 
     device = next(model.parameters()).device
     state = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
     if torch.distributed.get_rank() != 0:
         return None
-    copy = empty_model(type(model), model.config)
+    copy = empty_model(MODELS[model_type(model)][0], model.config)  # the plain class, not fully_shard's FSDP<class>
     copy.load_state_dict(state, assign=True)
     return copy.to(device)
-
