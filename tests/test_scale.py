@@ -82,6 +82,9 @@ def test_lightnings_fsdp1_on_cpu_is_refused_in_one_line_and_fsdp2_is_not():
     with pytest.raises(ConfigError, match=r"^trainer.strategy=fsdp runs on GPUs only .* use trainer=fsdp \(FSDP2\)"):
         check_accelerator(composed("pretrain", ["trainer.strategy=fsdp", "trainer.accelerator=cpu"]).trainer)
     check_accelerator(composed("pretrain", ["trainer=fsdp", "trainer.accelerator=cpu"]).trainer)
+    with pytest.raises(ConfigError, match=r"^trainer=fsdp \(FSDP2\) does not take trainer.precision=16-mixed: use"):
+        check_accelerator(composed("pretrain", ["trainer=fsdp", "trainer.accelerator=cpu",
+                                                "trainer.precision=16-mixed"]).trainer)
 
 
 # -- global batch sizes ------------------------------------------------------------------------------------------

@@ -113,6 +113,10 @@ def check_accelerator(cfg: DictConfig) -> None:
         raise ConfigError(f"trainer.strategy={cfg.strategy} runs on GPUs only (Lightning's), not "
                           "trainer.accelerator=cpu: use trainer=fsdp (FSDP2) or trainer=ddp with "
                           "trainer.accelerator=cpu on CPUs")
+    fsdp2_precisions = ("auto", "32-true", "32", "bf16-mixed", "bf16", "bf16-true", "16-true")  # Lightning's, for FSDP2
+    if cfg.strategy == FSDP2 and str(cfg.precision) not in fsdp2_precisions:
+        raise ConfigError(f"trainer=fsdp (FSDP2) does not take trainer.precision={cfg.precision}: use bf16-mixed, "
+                          "bf16-true, 16-true or 32-true")
     if str(cfg.strategy).startswith("deepspeed") and importlib.util.find_spec("deepspeed") is None:
         raise ConfigError(f"trainer.strategy={cfg.strategy} needs DeepSpeed, which is not installed: "
                           "pip install 'gpt1[deepspeed]'")
