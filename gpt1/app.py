@@ -26,6 +26,7 @@ from gpt1.config import register
 from gpt1.cpu import configure as configure_cpu
 from gpt1.errors import EXIT_USER_ERROR, UserError
 from gpt1.io import WriteError, write_error
+from gpt1.memory import memory_line, peak_memory
 from gpt1.suggest import config_hint
 
 _LIBRARY_USER_ERRORS = {
@@ -114,11 +115,27 @@ def _one_line_config_errors() -> Iterator[None]:
         hydra_utils.run_and_report = original
 
 
+def _memory_line_after(fn: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """``fn`` (a command's job), then its peak memory as its last line on stderr, once (rank 0's process)."""
+
+    @functools.wraps(fn)
+    def job(cfg: Any) -> Any:
+        from lightning_utilities.core.rank_zero import rank_zero_only
+
+        result = fn(cfg)
+        if getattr(rank_zero_only, "rank", 0) == 0:
+            print(memory_line(peak_memory()), file=sys.stderr, flush=True)
+        return result
+
+    return job
+
+
 def command(config_name: str) -> Callable[[Callable[[Any], Any]], Callable[[], None]]:
     """``@hydra.main`` for a gpt1 command: its config ``conf/<config_name>.yaml`` from the installed package, the
-    schemas registered, user errors (in the configuration or raised by the command) reported as one line, and the
-    CPU settings applied (``gpt1.cpu.configure``) in every process that runs it, DDP's other ranks and the jobs of
-    a submitit launcher (SLURM's, which run the job's function in a process of their own) included."""
+    schemas registered, user errors (in the configuration or raised by the command) reported as one line, its peak
+    memory as its last line (``gpt1.memory``), and the CPU settings applied (``gpt1.cpu.configure``) in every process
+    that runs it, DDP's other ranks and the jobs of a submitit launcher (SLURM's, which run the job's function in a
+    process of their own) included."""
 
     def decorate(fn: Callable[[Any], Any]) -> Callable[[], None]:
         @functools.wraps(fn)
@@ -127,7 +144,7 @@ def command(config_name: str) -> Callable[[Callable[[Any], Any]], Callable[[], N
             return fn(cfg)
 
         hydra_main = hydra.main(version_base="1.3", config_path="pkg://gpt1.conf", config_name=config_name)(
-            user_errors(job)
+            user_errors(_memory_line_after(job))
         )
 
         @functools.wraps(fn)

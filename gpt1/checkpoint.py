@@ -62,8 +62,11 @@ def empty_model(cls: type[nn.Module], config: Any) -> nn.Module:
 
 def model_type(model: nn.Module) -> str:
     """The ``MODELS`` name of ``model``'s class."""
+    kind = type(model)
+    if any(base.__name__ == "FSDPModule" for base in kind.__bases__):  # fully_shard's FSDP<cls>(FSDPModule, cls)
+        kind = kind.__bases__[-1]
     for name, (cls, _) in MODELS.items():
-        if type(model) is cls:
+        if kind is cls:
             return name
     raise ValueError(f"{type(model).__name__} is not a registered model type ({list(MODELS)}): add it to MODELS")
 

@@ -16,7 +16,6 @@ from hydra.errors import ConfigCompositionException
 from hydra.utils import instantiate
 from lightning.fabric.plugins.environments import SLURMEnvironment
 from lightning.pytorch.callbacks import Callback
-from lightning.pytorch.strategies import FSDPStrategy
 from omegaconf import OmegaConf
 
 import gpt1.commands.pretrain
@@ -26,10 +25,11 @@ from gpt1.app import user_message
 from gpt1.errors import ConfigError
 from gpt1.commands.evaluate import evaluate
 from gpt1.commands.generate import generate
-from gpt1.model import GPT, PRESETS, Block
+from gpt1.model import GPT, PRESETS
 from gpt1.training.module import GPT1Module
 from gpt1.commands.pretrain import train
 from gpt1.data.base import split_batch
+from gpt1.training.fsdp import FSDP2Strategy
 from gpt1.training.trainer import build_strategy, build_trainer, check_accelerator, compile_model
 from tests.conftest import FEW, FEW_FINETUNE, TINY_RUN
 
@@ -53,7 +53,7 @@ def composed(config_name: str, overrides: list[str], hydra: bool = False):
 
 
 def test_strategies_compose_with_every_command():
-    assert composed("finetune", ["task=rte", "trainer=fsdp"]).trainer.strategy == "fsdp"
+    assert composed("finetune", ["task=rte", "trainer=fsdp"]).trainer.strategy == "fsdp2"
     cfg = composed("pretrain", ["experiment=paper", "trainer=ddp", "trainer.num_nodes=4"])
     assert (cfg.trainer.strategy, cfg.trainer.num_nodes, cfg.trainer.devices, cfg.data.batch_size) == ("ddp", 4, -1, 64)
     assert composed("pretrain", ["trainer=deepspeed"]).trainer.strategy == "deepspeed_stage_2"
@@ -61,13 +61,10 @@ def test_strategies_compose_with_every_command():
     assert cfg.compile and cfg.trainer.strategy_options == {}
 
 
-def test_fsdp_is_full_shard_with_consolidated_checkpoints():
-    options = composed("pretrain", ["trainer=fsdp"]).trainer.strategy_options
-    strategy = build_strategy("fsdp", OmegaConf.to_container(options))
-    assert isinstance(strategy, FSDPStrategy)
-    assert strategy._state_dict_type == "full"  # one file, as on one device
-    assert str(strategy.sharding_strategy) == "ShardingStrategy.FULL_SHARD"
-    assert strategy.kwargs["auto_wrap_policy"]._module_classes == {Block}  # a unit per block
+def test_fsdp_is_fsdp2_over_every_process_with_consolidated_checkpoints():
+    strategy = build_strategy(composed("pretrain", ["trainer=fsdp"]).trainer.strategy, {})
+    assert isinstance(strategy, FSDP2Strategy)  # FSDP2, which runs on CPUs too (tests/test_fsdp.py)
+    assert strategy._tensor_parallel_size == 1 and not strategy._save_distributed_checkpoint  # one file
     assert build_strategy("ddp", {}) == "ddp"  # no options: Lightning's name as is
     with pytest.raises(ConfigError, match="trainer.strategy=nonsense"):
         build_strategy("nonsense", {"a": 1})
@@ -81,9 +78,13 @@ def test_deepspeed_without_deepspeed_is_refused_in_one_line():
                                          "pip install 'gpt1[deepspeed]'")
 
 
-def test_fsdp_on_cpu_is_refused_in_one_line():
-    with pytest.raises(ConfigError, match=r"^trainer.strategy=fsdp runs on GPUs only"):
-        check_accelerator(composed("pretrain", ["trainer=fsdp", "trainer.accelerator=cpu"]).trainer)
+def test_lightnings_fsdp1_on_cpu_is_refused_in_one_line_and_fsdp2_is_not():
+    with pytest.raises(ConfigError, match=r"^trainer.strategy=fsdp runs on GPUs only .* use trainer=fsdp \(FSDP2\)"):
+        check_accelerator(composed("pretrain", ["trainer.strategy=fsdp", "trainer.accelerator=cpu"]).trainer)
+    check_accelerator(composed("pretrain", ["trainer=fsdp", "trainer.accelerator=cpu"]).trainer)
+    with pytest.raises(ConfigError, match=r"^trainer=fsdp \(FSDP2\) does not take trainer.precision=16-mixed: use"):
+        check_accelerator(composed("pretrain", ["trainer=fsdp", "trainer.accelerator=cpu",
+                                                "trainer.precision=16-mixed"]).trainer)
 
 
 # -- global batch sizes ------------------------------------------------------------------------------------------

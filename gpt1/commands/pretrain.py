@@ -53,11 +53,11 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     check_ranges(cfg)
     start = time.perf_counter()
     output_dir = Path(cfg.paths.output_dir)
+    check_accelerator(cfg.trainer)  # before Lightning's "Seed set" line: a refused trainer prints one line only
     L.seed_everything(cfg.seed, workers=True)
 
     # What can be checked without the data is, before the tokenizer is trained and the corpus packed.
     model_cfg = None if cfg.init_from else OmegaConf.to_object(cfg.model)  # e.g. n_embd not a multiple of n_head
-    check_accelerator(cfg.trainer)
     resume = resolve_resume(cfg.resume, output_dir)
     init = load_init(cfg.init_from) if cfg.init_from else None
     data = data_module(cfg, init)

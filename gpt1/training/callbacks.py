@@ -18,12 +18,12 @@ import torch
 from lightning.pytorch.callbacks import Callback, LearningRateMonitor, ModelCheckpoint, ThroughputMonitor
 from lightning.pytorch.loggers import TensorBoardLogger, WandbLogger
 from lightning.pytorch.plugins.io import TorchCheckpointIO
-from lightning.pytorch.utilities import rank_zero_only
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from gpt1.checkpoint import atomic_save
 from gpt1.config import CallbacksConfig, SamplesConfig
 from gpt1.tokenizer import prompt_ids
+from gpt1.training.fsdp import full_copy
 from gpt1.training.resumable import ForgetLogsOfAFreshStart, RunKernels
 
 
@@ -185,9 +185,13 @@ class SampleText(Callback):
         if self.cfg.every_n_steps > 0 and self.last_step != trainer.global_step:
             self.sample(trainer, pl_module)
 
-    @rank_zero_only
     def sample(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         tokenizer, model = pl_module.tokenizer, pl_module.model
+        if pl_module.device_mesh is not None:  # sharded (trainer=fsdp): every rank gathers, rank 0 decodes a copy
+            model = full_copy(model)
+        self.last_step = trainer.global_step  # on every rank alike, so that they sample at the same steps
+        if not trainer.is_global_zero:
+            return
         prompt = prompt_ids(tokenizer, self.cfg.prompt)
         generator = torch.Generator(pl_module.device).manual_seed(trainer.global_step)
         was_training = model.training
@@ -200,7 +204,7 @@ class SampleText(Callback):
             generator=generator,
         )
         model.train(was_training)
-        self.last_text, self.last_step = tokenizer.decode(ids[0].tolist()), trainer.global_step
+        self.last_text = tokenizer.decode(ids[0].tolist())
         print_above_bar(trainer, f"[sample @ step {trainer.global_step}] {self.last_text}")
         for logger in trainer.loggers:
             if isinstance(logger, TensorBoardLogger):

@@ -94,6 +94,14 @@ class GPT1Module(L.LightningModule):
         """Updates not applied because a loss was NaN or inf (optim.nonfinite=skip); checkpoints carry it."""
         self._skip_update = False
 
+    def configure_model(self) -> None:
+        """Under trainer=fsdp (FSDP2, a device mesh set by the strategy): shard the decoder block by block, then its
+        root and the heads (``gpt1.training.fsdp.shard_module``); under any other strategy nothing."""
+        if self.device_mesh is not None:
+            from gpt1.training.fsdp import shard_module
+
+            shard_module(self, self.device_mesh["data_parallel"])
+
     def lm_loss(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
         """Mean next-token cross-entropy over every scored position, and the number of scored positions."""
         return self.next_token_loss(batch["input_ids"], batch["targets"])
@@ -241,10 +249,17 @@ class GPT1Module(L.LightningModule):
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         checkpoint["gpt1"] = metadata(self.model, self.tokenizer, self.task)
         checkpoint["rng"] = rng_state()  # Lightning keeps no RNG state: a resumed run draws the same dropout masks
+        if self.trainer.world_size > 1:  # (every rank saves, rank 0 writes: a collective)
+            # each rank's own: fine-tuning's packed rows give each rank its own token count, so its own dropout draws
+            checkpoint["rng_per_rank"] = [None] * self.trainer.world_size
+            torch.distributed.all_gather_object(checkpoint["rng_per_rank"], checkpoint["rng"])
         checkpoint["skipped_batches"] = self.skipped_batches
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        if "rng" in checkpoint:
+        per_rank = checkpoint.get("rng_per_rank")
+        if per_rank and self._trainer is not None and len(per_rank) == self.trainer.world_size:
+            set_rng_state(per_rank[self.trainer.global_rank])
+        elif "rng" in checkpoint:
             set_rng_state(checkpoint["rng"])
         self.skipped_batches = checkpoint.get("skipped_batches", 0)
 

@@ -21,6 +21,7 @@ from gpt1.config import group_choice
 from gpt1.errors import ConfigError
 from gpt1.slurm import slurm_environment
 from gpt1.training.callbacks import AtomicCheckpointIO
+from gpt1.training.fsdp import NAME as FSDP2, FSDP2Strategy
 from gpt1.training.console import ProgressBarWithoutNegativeEpochs, SummaryWithoutZeroFlops, quiet_library_noise
 
 
@@ -72,7 +73,9 @@ def resolve_precision(precision: str, accelerator: str) -> str:
 def build_strategy(name: str, options: dict[str, Any]) -> str | Strategy:
     """Lightning's strategy ``name`` (ddp, fsdp, deepspeed_stage_2, ...) as is, or with ``options`` its class built
     with them as keyword arguments; a ``*_policy`` option given as a list of class paths (FSDP's auto_wrap_policy)
-    becomes the set of those classes."""
+    becomes the set of those classes. ``fsdp2`` (trainer=fsdp) is gpt1's ``FSDP2Strategy``."""
+    if name == FSDP2:
+        return FSDP2Strategy(**options)
     if not options:
         return name
     if name not in StrategyRegistry:
@@ -94,10 +97,10 @@ def check_accelerator(cfg: DictConfig) -> None:
     """Refuse, in one line and before any data work, a trainer config that Lightning would refuse (an unknown
     strategy or precision, a malformed duration) or that this machine cannot run: a DeepSpeed strategy without
     DeepSpeed, GPUs it does not have (before Lightning does, at length)."""
-    if cfg.strategy != "auto" and cfg.strategy not in StrategyRegistry:
+    if cfg.strategy not in ("auto", FSDP2) and cfg.strategy not in StrategyRegistry:
         names = sorted(name for name in StrategyRegistry if "find_unused" not in name)
         raise ConfigError(f"trainer.strategy={cfg.strategy}: not a strategy Lightning knows; choose auto or one of "
-                          f"{', '.join(names)} (or trainer=ddp, fsdp, deepspeed)")
+                          f"{', '.join(names)}, {FSDP2} (or trainer=ddp, fsdp, deepspeed)")
     if str(cfg.precision) not in PRECISIONS:
         raise ConfigError(f"trainer.precision={cfg.precision}: choose one of {', '.join(PRECISIONS)}")
     for key in ("max_time", "val_check_interval"):
@@ -105,13 +108,18 @@ def check_accelerator(cfg: DictConfig) -> None:
             raise ConfigError(f"trainer.{key}={cfg[key]}: give a duration as DD:HH:MM:SS (e.g. 00:12:00:00)"
                               + (", or a number of batches (int) or a fraction of an epoch (float)"
                                  if key == "val_check_interval" else ""))
+    accelerator = str(cfg.accelerator).lower()
+    if str(cfg.strategy).startswith(("fsdp", "deepspeed")) and cfg.strategy != FSDP2 and accelerator == "cpu":
+        raise ConfigError(f"trainer.strategy={cfg.strategy} runs on GPUs only (Lightning's), not "
+                          "trainer.accelerator=cpu: use trainer=fsdp (FSDP2) or trainer=ddp with "
+                          "trainer.accelerator=cpu on CPUs")
+    fsdp2_precisions = ("auto", "32-true", "32", "bf16-mixed", "bf16", "bf16-true", "16-true")  # Lightning's, for FSDP2
+    if cfg.strategy == FSDP2 and str(cfg.precision) not in fsdp2_precisions:
+        raise ConfigError(f"trainer=fsdp (FSDP2) does not take trainer.precision={cfg.precision}: use bf16-mixed, "
+                          "bf16-true, 16-true or 32-true")
     if str(cfg.strategy).startswith("deepspeed") and importlib.util.find_spec("deepspeed") is None:
         raise ConfigError(f"trainer.strategy={cfg.strategy} needs DeepSpeed, which is not installed: "
                           "pip install 'gpt1[deepspeed]'")
-    accelerator = str(cfg.accelerator).lower()
-    if str(cfg.strategy).startswith(("fsdp", "deepspeed")) and accelerator == "cpu":
-        raise ConfigError(f"trainer.strategy={cfg.strategy} runs on GPUs only (Lightning's), not "
-                          "trainer.accelerator=cpu: use trainer=ddp trainer.accelerator=cpu on CPUs")
     if accelerator not in ("gpu", "cuda"):
         return
     chosen = group_choice("trainer")

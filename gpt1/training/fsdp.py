@@ -1,0 +1,79 @@
+"""``trainer=fsdp``: Fully Sharded Data Parallel through FSDP2 (``torch.distributed.fsdp.fully_shard``), on GPUs
+(NCCL) and CPUs (gloo) alike.
+
+Lightning's ``FSDPStrategy`` (FSDP1) refuses CPUs; its ``ModelParallelStrategy`` runs FSDP2 on a device mesh of the
+device's type, so sharded training runs, and is tested, on CPU processes. ``FSDP2Strategy`` is that strategy with
+every process data-parallel (no tensor parallelism) and consolidated checkpoints: one file in gpt1's format, as
+DDP's, that every gpt1 command loads. The module shards itself (``shard_module``, called from
+``GPT1Module.configure_model``): each transformer block a unit, then the decoder's root (embeddings, so the tied LM
+head with them: one parameter, sharded once), then each task head.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from lightning.pytorch.strategies import ModelParallelStrategy
+from torch import nn
+
+if TYPE_CHECKING:
+    from torch.distributed.device_mesh import DeviceMesh
+
+NAME = "fsdp2"
+"""trainer.strategy's name for ``FSDP2Strategy`` (``trainer=fsdp``); Lightning's own ``fsdp`` is FSDP1."""
+
+
+class FSDP2Strategy(ModelParallelStrategy):
+    """FSDP2 over every process (devices x nodes), saving one consolidated checkpoint (rank 0 writes the full weights
+    and optimizer states, as DDP's ``last.ckpt``) and loading one into the sharded module, a resumed run's or the
+    best weights that fine-tuning's model selection reloads."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(tensor_parallel_size=1, save_distributed_checkpoint=False, **kwargs)
+
+    def setup_environment(self) -> None:
+        self._data_parallel_size = self.num_nodes * self.num_processes  # every process a data-parallel shard
+        super().setup_environment()
+
+    def load_model_state_dict(self, checkpoint: Mapping[str, Any], strict: bool = True) -> None:
+        """Assign a full state dict (one file) to the sharded module: each rank keeps its shard. Resuming goes
+        through ``load_checkpoint``, which has taken the weights out already (no "state_dict" left)."""
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, set_model_state_dict
+
+        if "state_dict" in checkpoint:
+            set_model_state_dict(self.lightning_module, checkpoint["state_dict"],
+                                 options=StateDictOptions(full_state_dict=True, strict=strict))
+
+
+def shard_module(module: nn.Module, mesh: "DeviceMesh") -> None:
+    """Shard ``module`` (a ``GPT1Module``) over ``mesh`` with FSDP2: each block of its decoder (``model.h``, a
+    GPT's), then the decoder (the rest of its parameters: embeddings, which the LM head reads), then each head.
+    Idempotent: Lightning calls ``configure_model`` once per fit, validate and test."""
+    from torch.distributed.fsdp import FSDPModule, fully_shard
+
+    if isinstance(module.model, FSDPModule):
+        return
+    for block in getattr(module.model, "h", ()):
+        fully_shard(block, mesh=mesh)
+    fully_shard(module.model, mesh=mesh)
+    for head in module.heads.values():
+        fully_shard(head, mesh=mesh)
+
+
+def full_copy(model: nn.Module) -> nn.Module | None:
+    """A plain, unsharded copy of the sharded decoder ``model`` (a ``gpt1.checkpoint.MODELS`` class), on rank 0's
+    device; None on the other ranks. Gathering the weights is a collective: every rank calls it. For what reads the
+    weights outside a forward (``GPT.generate``'s decoding step) or runs on rank 0 alone."""
+    import torch
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+    from gpt1.checkpoint import MODELS, empty_model, model_type
+
+    device = next(model.parameters()).device
+    state = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+    if torch.distributed.get_rank() != 0:
+        return None
+    copy = empty_model(MODELS[model_type(model)][0], model.config)  # the plain class, not fully_shard's FSDP<class>
+    copy.load_state_dict(state, assign=True)
+    return copy.to(device)
