@@ -26,16 +26,20 @@ from omegaconf import DictConfig, OmegaConf
 
 from gpt1.cli import TOOLS
 from gpt1.config import check_ranges
+from tests.conftest import FEW, FEW_FINETUNE
 
 README = Path(__file__).resolve().parents[1] / "README.md"
+PAGES = [README, *sorted((README.parent / "docs").glob("*.md"))]
+"""The README and the docs/ pages: every command and Python block in them runs."""
 BODIES = {"pretrain": "train", "finetune": "finetune", "evaluate": "evaluate", "zeroshot": "zeroshot",
           "generate": "generate", "convert": "convert"}
 """Command -> the function its Hydra app calls with the composed config (replaced by the recorder)."""
 
 
 def readme_commands() -> dict[str, str]:
-    """Each ``gpt1 ...`` command of the README, as written (a bash block's continued lines joined) -> its comment."""
-    text = README.read_text()
+    """Each ``gpt1 ...`` command of the README and docs/, as written (a bash block's continued lines joined) -> its
+    comment."""
+    text = "\n".join(page.read_text() for page in PAGES)
     found = []
     for block in re.findall(r"```bash\n(.*?)```", text, re.S):
         for line in block.replace("\\\n", " ").splitlines():
@@ -147,3 +151,33 @@ def test_a_readme_command_shown_failing_fails_as_it_says(run_as_written, line, c
     err = capsys.readouterr().err.strip().splitlines()
     said = re.search(r"(Key .*)", FAILING[line]).group(1)  # fails at once: Key 'n_layr' not in 'GPTConfig'
     assert err[-1].startswith("error: ") and said in err[-1], err
+
+
+def python_blocks(page: Path) -> list[str]:
+    return re.findall(r"```python\n(.*?)```", page.read_text(), re.S)
+
+
+TINY_API = {
+    "pretrain": [*FEW, "callbacks.samples.every_n_steps=0"],
+    "finetune": FEW_FINETUNE,
+    "evaluate": ["data.batch_size=16", "trainer.enable_progress_bar=false"],
+    "zeroshot": ["++task.splits.train='train[:64]'", "++task.splits.validation='validation[:16]'"],
+    "generate": ["max_new_tokens=4"],
+}
+"""What the Python blocks' configs get appended: a tiny model, a few updates, a few examples (the budgets)."""
+
+
+@pytest.mark.parametrize("page", [p for p in PAGES if python_blocks(p)], ids=lambda p: p.name)
+def test_a_pages_python_blocks_run_as_written(page, tmp_path, monkeypatch, cache_dir):
+    """A page's Python blocks, in order, in one namespace, in an empty directory, as a user would paste them; each
+    config ``gpt1.api.compose`` makes gets the budgets of ``TINY_API`` (and the session's data cache) appended."""
+    from gpt1 import api
+
+    compose = api.compose
+    monkeypatch.setattr(api, "compose", lambda command, overrides=(): compose(
+        command, [*overrides, *TINY_API.get(command, []), f"paths.cache_dir={cache_dir}"]))
+    monkeypatch.chdir(tmp_path)
+    namespace: dict = {}
+    for block in python_blocks(page):
+        exec(compile(block, f"{page.name} (a python block)", "exec"), namespace)  # noqa: S102  (the page's own code)
+    assert (tmp_path / "outputs").is_dir() or page.name != "library.md"  # runs went where the page says
