@@ -458,9 +458,8 @@ def task_name(cfg: DictConfig) -> str:
 def default_output_dir(run_name: str) -> str:
     """``paths.output_dir``: Hydra's run directory in a ``gpt1 <command>`` run; outside one (a config composed in
     Python) the same layout, outputs/<run_name>/<time> (resolved once per config: the resolver is cached)."""
-    if HydraConfig.initialized():
-        return HydraConfig.get().runtime.output_dir
-    return str(Path("outputs") / run_name / time.strftime("%Y-%m-%d_%H-%M-%S"))
+    running = OmegaConf.select(HydraConfig.get(), "runtime.output_dir") if HydraConfig.initialized() else None
+    return running or str(Path("outputs") / run_name / time.strftime("%Y-%m-%d_%H-%M-%S"))
 
 
 def _on_sample_books(root: DictConfig) -> bool:

@@ -1,12 +1,12 @@
-"""Every ``gpt1 ...`` command of README.md (its fenced bash blocks and its inline code) runs as written: split into
+"""Every ``gpt1 ...`` command of README.md and docs/*.md (their fenced bash blocks and inline code) runs as written: split into
 arguments as bash splits them (``shlex``: quotes removed, as the shell gives them to gpt1), each goes through its
 command's whole Hydra path, sweeps and launchers included, every job's config composed, interpolations resolved and
 values range-checked, with the job's work replaced by a recorder (no training, no data: ``--cfg job`` does the same
 but refuses ``-m``). Rewritten: only budgets (an Optuna search runs 2 trials, not 20), and the files a command names
-are made (the README's own task YAML, fake sweep directories for ``gpt1 report``). SLURM jobs run in this process
+are made (docs/finetuning.md's task YAML, fake sweep directories for ``gpt1 report``). SLURM jobs run in this process
 instead of being submitted; ``<run>`` and ``<time>`` become a run directory's timestamp (bash would read ``<run>`` as
 a redirection). ``gpt1 bench`` (plain flags, timings) is tested by tests/test_bench.py. The paper's sweeps (6 to 39
-jobs each) are marked slow."""
+jobs each) are marked slow. The pages' Python blocks run too, in order, on a tiny model."""
 
 import collections
 import importlib
@@ -21,6 +21,7 @@ import pytest
 import yaml
 from hydra._internal.core_plugins.basic_launcher import BasicLauncher
 from hydra.core.global_hydra import GlobalHydra
+from hydra.core.hydra_config import HydraConfig
 from hydra.core.plugins import Plugins
 from omegaconf import DictConfig, OmegaConf
 
@@ -111,10 +112,11 @@ def run_as_written(tmp_path, monkeypatch):
 
 
 def make_inputs(argv: list[str], root: Path) -> None:
-    """The files a command reads before its job starts: a --config-dir's task (the README's own task YAML), the
+    """The files a command reads before its job starts: a --config-dir's task (docs/finetuning.md's task YAML), the
     sweep and run directories given to gpt1 report (two fake jobs each)."""
     if "--config-dir" in argv:
-        task = re.search(r"```yaml\n(.*?)```", README.read_text(), re.S).group(1)
+        pages = "\n".join(page.read_text() for page in PAGES)
+        task = next(b for b in re.findall(r"```yaml\n(.*?)```", pages, re.S) if b.startswith("type:"))
         (root / argv[argv.index("--config-dir") + 1] / "task").mkdir(parents=True, exist_ok=True)
         (root / argv[argv.index("--config-dir") + 1] / "task" / "mine.yaml").write_text(task)
     if argv[1] == "report":
@@ -176,6 +178,7 @@ def test_a_pages_python_blocks_run_as_written(page, tmp_path, monkeypatch, cache
     compose = api.compose
     monkeypatch.setattr(api, "compose", lambda command, overrides=(): compose(
         command, [*overrides, *TINY_API.get(command, []), f"paths.cache_dir={cache_dir}"]))
+    monkeypatch.setattr(HydraConfig.instance(), "cfg", None)  # as in a new process: no Hydra job ran before
     monkeypatch.chdir(tmp_path)
     namespace: dict = {}
     for block in python_blocks(page):
