@@ -87,6 +87,8 @@ class StepProgress(ProgressBar):
         self.enabled = True
         self.train_bar: Optional[tqdm] = None
         self.eval_bar: Optional[tqdm] = None
+        self.total: Optional[int] = None  # the run's updates (None: unbounded)
+        self.first = 0  # the step training started (resumed) at
         self.started = self.last_line = 0.0
         self.last_tenth = 0
 
@@ -101,6 +103,7 @@ class StepProgress(ProgressBar):
         return sys.stderr.isatty()
 
     def budget(self, trainer: L.Trainer) -> Optional[int]:
+        """The updates the run will make: trainer.max_steps, else those of max_epochs (None: unbounded)."""
         total = trainer.max_steps if trainer.max_steps > 0 else trainer.estimated_stepping_batches
         return int(total) if math.isfinite(total) else None
 
