@@ -206,6 +206,17 @@ def hf_tokenizer_json(tokenizer: Tokenizer) -> str:
     return json.dumps(spec, ensure_ascii=False)
 
 
+def hf_special_tokens(tokenizer: Tokenizer) -> dict[str, str]:
+    """The tokenizer_config.json entries that declare a checkpoint's end-of-document token as the end-of-text
+    (``eos_token``) and beginning-of-text (``bos_token``) token: pre-training puts it between documents, so it both
+    ends one and opens the next (as GPT-2's <|endoftext|>), and an empty generation prompt is it. transformers'
+    generation stops at eos; lm-evaluation-harness opens every context with bos (its prefix token). Empty for a
+    checkpoint without one (OpenAI's weights as converted: the original has no such token)."""
+    if "eod" not in tokenizer.specials:
+        return {}
+    return {"bos_token": SPECIAL_TOKENS["eod"], "eos_token": SPECIAL_TOKENS["eod"]}
+
+
 def import_hf(src: str | os.PathLike, dst: str | os.PathLike, tokenizer: str | os.PathLike | None = None) -> None:
     """Convert the HF ``openai-gpt`` directory ``src`` into the gpt1 checkpoint file ``dst``.
 
@@ -256,7 +267,8 @@ def import_hf(src: str | os.PathLike, dst: str | os.PathLike, tokenizer: str | o
 def export_hf(src: str | os.PathLike, dst: str | os.PathLike) -> None:
     """Write the gpt1 checkpoint ``src`` as an HF ``openai-gpt`` directory ``dst`` that
     ``OpenAIGPTLMHeadModel.from_pretrained`` loads: config.json, model.safetensors, tokenizer.json
-    (``hf_tokenizer_json``) and, for the "openai" pipeline, OpenAI's vocab.json + merges.txt, which HF's slow
+    (``hf_tokenizer_json``), tokenizer_config.json (the end-of-document token declared as eos and bos,
+    ``hf_special_tokens``; with generation_config.json, so that generation stops there) and, for the "openai" pipeline, OpenAI's vocab.json + merges.txt, which HF's slow
     tokenizer runs the original pipeline on and ``load_tokenizer`` prefers (a trained "gpt1" tokenizer gets no
     such files: read back, they would select the "openai" pipeline)."""
     loaded = load_checkpoint(src)
@@ -268,11 +280,17 @@ def export_hf(src: str | os.PathLike, dst: str | os.PathLike) -> None:
     if dst.exists() and not dst.is_dir():
         raise CheckpointError(f"{dst} is a file: to-hf writes a directory (config.json, model.safetensors, ...)")
     dst.mkdir(parents=True, exist_ok=True)
-    (dst / "config.json").write_text(json.dumps(hf_config, indent=2) + "\n")
+    tokens = hf_special_tokens(loaded.tokenizer)
+    ids = {f"{role}_token_id": loaded.tokenizer.specials["eod"] for role in ("bos", "eos") if tokens}
+    (dst / "config.json").write_text(json.dumps({**hf_config, **ids}, indent=2) + "\n")
+    if ids:  # generate() (pipeline("text-generation")) stops at the end of a document
+        (dst / "generation_config.json").write_text(json.dumps(ids, indent=2) + "\n")
     weights = safetensors_bytes(to_hf_state_dict(loaded.model.state_dict(), config), metadata={"format": "pt"})
     with atomic_file(dst / "model.safetensors", needed=len(weights)) as f:  # (save_file's: 0600, torn on a full disk)
         f.write(weights)
     (dst / "tokenizer.json").write_text(hf_tokenizer_json(loaded.tokenizer), encoding="utf-8")
+    (dst / "tokenizer_config.json").write_text(json.dumps(
+        {"tokenizer_class": "OpenAIGPTTokenizer", "model_max_length": config.n_ctx, **tokens}, indent=2) + "\n")
     if loaded.tokenizer.pipeline == "openai":
         loaded.tokenizer.bpe.model.save(str(dst))  # vocab.json + merges.txt
 

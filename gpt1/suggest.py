@@ -108,6 +108,13 @@ def config_hint(e: BaseException) -> Optional[str]:
         return (f"{parse.override}: Hydra cannot parse this override ({detail}); a value holding [ ] : , ( ) or "
                 f"spaces is a string in double quotes inside the shell's single quotes: '{key}=\"{value}\"'")
 
+    found = re.fullmatch(r"Ambiguous value for argument '([^=']+)=(.*)'", text.split("\n", 1)[0])
+    if found:  # prompt="It was a dark night, and she said": bash removed the quotes, Hydra reads a comma as a sweep
+        key, value = found.groups()
+        return (f"{key}={value}: Hydra reads a comma as a list of values to sweep; a value holding a comma (or [ ] : "
+                f"( ) spaces) is a string in double quotes inside the shell's single quotes: '{key}=\"{value}\"' "
+                f"(a sweep: -m {key}=a,b)")
+
     missing = next((c for c in chain if isinstance(c, MissingConfigException)), None)
     found = re.search(r"Could not find '([\w/]+)/([^'/]+)'", text)
     if missing is not None and found:  # task=sentimnt, experiment=ablation_auxlm, model=smal

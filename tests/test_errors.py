@@ -218,6 +218,20 @@ def test_every_command_refuses_a_value_out_of_range_first(gpt1, tmp_path, comman
     one_line_error(gpt1(command, *overrides, cwd=tmp_path), *names, "out of range")
 
 
+@pytest.mark.parametrize(
+    "override, quoted",
+    [
+        ("prompt=It was a dark night, and she said", "'prompt=\"It was a dark night, and she said\"'"),  # a comma
+        ("prompt=she said [yes]", "'prompt=\"she said [yes]\"'"),  # brackets
+    ],
+)
+def test_a_value_with_commas_or_brackets_names_the_argument_and_the_quoting_that_works(gpt1, tmp_path, override,
+                                                                                        quoted):
+    """As bash passes ``prompt="It was a dark night, and she said"`` (its quotes removed)."""
+    last = one_line_error(gpt1("generate", "ckpt=none.ckpt", override, cwd=tmp_path), override, quoted)
+    assert "Ambiguous" not in last and "1. To use it" not in last  # Hydra's own multi-line advice, not shown
+
+
 @pytest.mark.parametrize("flags", [["-m", "--cfg", "job"], ["--multirun", "--info", "config"]])
 def test_flags_that_cannot_be_combined_are_named_in_one_line(gpt1, tmp_path, flags):
     proc = gpt1("finetune", *flags, "task=sentiment", "init_from=x.ckpt", "seed=1,2", cwd=tmp_path)

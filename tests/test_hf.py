@@ -213,7 +213,7 @@ def test_export_parity(tmp_path: Path, tok_dir: Path, activation: str, pad: int)
 
     dst = tmp_path / "hf"
     assert sorted(p.name for p in dst.iterdir()) == [
-        "config.json", "merges.txt", "model.safetensors", "tokenizer.json", "vocab.json"
+        "config.json", "merges.txt", "model.safetensors", "tokenizer.json", "tokenizer_config.json", "vocab.json"
     ]  # fmt: skip
     assert json.loads((dst / "config.json").read_text())["afn"] == {"gelu_tanh": "gelu", "relu": "relu"}[activation]
     with safe_open(dst / "model.safetensors", "pt") as f:
@@ -240,7 +240,9 @@ def test_export_of_a_trained_tokenizer_round_trips(tmp_path: Path) -> None:
     config = GPTConfig(vocab_size=tok.vocab_size, n_ctx=16, n_layer=1, n_head=2, n_embd=16, n_inner=64)
     save_checkpoint(tmp_path / "gpt1.ckpt", GPT(config), tok)
     export_hf(tmp_path / "gpt1.ckpt", tmp_path / "hf")
-    assert sorted(p.name for p in (tmp_path / "hf").iterdir()) == ["config.json", "model.safetensors", "tokenizer.json"]
+    assert sorted(p.name for p in (tmp_path / "hf").iterdir()) == [
+        "config.json", "generation_config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"
+    ]  # fmt: skip
     assert load_tokenizer(tmp_path / "hf").to_str() == tok.to_str()
     hf_tok = transformers.AutoTokenizer.from_pretrained(tmp_path / "hf")
     text = "The lazy fox didn't jump."

@@ -18,7 +18,7 @@ ENV.update(HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", PYTHONUNBUFFERED="1")
 
 NOISE = ["💡", "litlogger", "litmodels", "LeafSpec", "_pytree", "FLOPs", "Epoch 0/-", "weights_only",
          "smaller than the logging interval", "to estimate number of stepping batches", "overridden `on_before_batch",
-         "not supported by the model summary", "requested to overfit"]
+         "not supported by the model summary", "requested to overfit", "Downloading data"]
 """Library output that says nothing to a user (issue 6): none of it may appear in a run's output."""
 
 
@@ -57,6 +57,12 @@ def test_a_corpus_of_fewer_batches_than_the_validation_interval_trains(small_run
     assert validated[:2] == [4, 9]  # after batches 5 and 10, counted across epochs (then the final validation)
 
 
+def test_a_corpus_of_ones_own_prompts_its_samples_with_its_validation_texts_first_words(small_run):
+    _, proc = small_run  # held_out.txt: Persuasion, which opens "Persuasion by Jane Austen (1818) Chapter 1 ..."
+    assert "[sample @ step 5] persuasion by jane austen" in proc.stdout, proc.stdout
+    assert "truth universally" not in proc.stdout  # not the quickstart's Austen prompt
+
+
 def test_invalid_utf8_in_a_text_file_is_replaced_and_counted(small_run):
     _, proc = small_run
     warning = "small.txt: 1 invalid UTF-8 byte sequence replaced with U+FFFD (the first at byte 1000 of the file)"
@@ -66,7 +72,9 @@ def test_invalid_utf8_in_a_text_file_is_replaced_and_counted(small_run):
 def test_a_run_prints_no_library_noise(small_run):
     _, proc = small_run
     output = proc.stdout + proc.stderr
-    assert re.search(r"Epoch \d ", output) and "Total params" in output  # the progress bar and model summary show
+    assert "Total params" in output  # the model summary shows
+    # in a log file (stderr is not a terminal) progress is a line per tenth of the budget, counting to it
+    assert re.search(r"^step 10/10 \(100%\), .* elapsed", proc.stderr, re.M), proc.stderr
     for noise in NOISE:
         assert noise not in output, noise
 

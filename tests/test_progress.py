@@ -1,26 +1,54 @@
-"""A line printed during training (the text samples) goes above the progress bar, not onto its line."""
+"""Training progress counts updates to the run's budget, in a log file and on a terminal, with or without rich; a line
+printed during training (the text samples) goes above the bar, not onto its line."""
 
-import io
+import re
 from types import SimpleNamespace
 
-from lightning.pytorch.callbacks import TQDMProgressBar
-from rich.console import Console
+import lightning as L
+import pytest
+from lightning.pytorch.demos.boring_classes import BoringModel
 
 from gpt1.training.callbacks import print_above_bar
+from gpt1.training.console import StepProgress
 
 
-def test_a_sample_goes_through_the_rich_bars_console(capsys):
-    console = Console(file=io.StringIO(), force_terminal=True, width=200)
-    trainer = SimpleNamespace(progress_bar_callback=SimpleNamespace(progress=SimpleNamespace(console=console)))
-    print_above_bar(trainer, "[sample @ step 2] [b]not markup[/b]")
-    assert console.file.getvalue().strip() == "[sample @ step 2] [b]not markup[/b]"  # as is, no markup
-    assert capsys.readouterr().out == ""
+def fit(max_steps: int, bar: StepProgress) -> None:
+    """BoringModel's 64 batches an epoch, limited to 4: a budget of ``max_steps`` runs over several epochs."""
+    trainer = L.Trainer(max_steps=max_steps, limit_train_batches=4, limit_val_batches=2, val_check_interval=4,
+                        callbacks=[bar], logger=False, enable_checkpointing=False, enable_model_summary=False,
+                        accelerator="cpu", num_sanity_val_steps=0)
+    trainer.fit(BoringModel())
 
 
-def test_a_sample_goes_through_tqdms_write_or_plain_print(capsys, monkeypatch):
-    written = []
-    monkeypatch.setattr(TQDMProgressBar, "print", lambda self, *args, **kwargs: written.append(args))
-    print_above_bar(SimpleNamespace(progress_bar_callback=TQDMProgressBar()), "a sample")
-    assert written == [("a sample",)]
-    print_above_bar(SimpleNamespace(progress_bar_callback=None), "no bar")
-    assert capsys.readouterr().out == "no bar\n"
+def test_in_a_log_file_progress_is_a_line_per_tenth_of_the_budget(capsys):
+    fit(10, StepProgress())  # stderr captured: not a terminal
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("step ")]
+    assert [re.match(r"step (\d+)/10 \(", line).group(1) for line in lines] == [str(i) for i in range(1, 11)]
+    assert "elapsed" in lines[-1] and "left" in lines[-1]  # counts to the budget (10), not the epoch's 4 batches
+
+
+def test_in_a_log_file_a_long_tenth_still_prints_every_every_s(capsys):
+    fit(40, StepProgress(every_s=0))  # every update is due
+    assert len([line for line in capsys.readouterr().err.splitlines() if line.startswith("step ")]) == 40
+
+
+def test_on_a_terminal_a_bar_counts_to_the_budget(capsys, monkeypatch):
+    monkeypatch.setattr(StepProgress, "terminal", property(lambda self: True))
+    fit(10, StepProgress())
+    err = capsys.readouterr().err
+    assert re.search(r"train: 100%.*\| 10/10 ", err), err
+    assert not re.search(r"^step \d", err, re.M)  # no log lines besides the bar
+
+
+def test_a_disabled_bar_prints_nothing(capsys):
+    bar = StepProgress()
+    bar.disable()
+    fit(3, bar)
+    assert "step" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("with_bar", [True, False])
+def test_a_sample_goes_above_the_bar_or_plainly(capsys, with_bar):
+    bar = StepProgress() if with_bar else None
+    print_above_bar(SimpleNamespace(progress_bar_callback=bar), "[sample @ step 2] [b]not markup[/b]")
+    assert capsys.readouterr().out == "[sample @ step 2] [b]not markup[/b]\n"

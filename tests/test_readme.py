@@ -1,12 +1,12 @@
-"""Every ``gpt1 ...`` command of README.md (its fenced bash blocks and its inline code) runs as written: split into
+"""Every ``gpt1 ...`` command of README.md and docs/*.md (their fenced bash blocks and inline code) runs as written: split into
 arguments as bash splits them (``shlex``: quotes removed, as the shell gives them to gpt1), each goes through its
 command's whole Hydra path, sweeps and launchers included, every job's config composed, interpolations resolved and
 values range-checked, with the job's work replaced by a recorder (no training, no data: ``--cfg job`` does the same
 but refuses ``-m``). Rewritten: only budgets (an Optuna search runs 2 trials, not 20), and the files a command names
-are made (the README's own task YAML, fake sweep directories for ``gpt1 report``). SLURM jobs run in this process
+are made (docs/finetuning.md's task YAML, fake sweep directories for ``gpt1 report``). SLURM jobs run in this process
 instead of being submitted; ``<run>`` and ``<time>`` become a run directory's timestamp (bash would read ``<run>`` as
 a redirection). ``gpt1 bench`` (plain flags, timings) is tested by tests/test_bench.py. The paper's sweeps (6 to 39
-jobs each) are marked slow."""
+jobs each) are marked slow. The pages' Python blocks run too, in order, on a tiny model."""
 
 import collections
 import importlib
@@ -21,21 +21,27 @@ import pytest
 import yaml
 from hydra._internal.core_plugins.basic_launcher import BasicLauncher
 from hydra.core.global_hydra import GlobalHydra
+from hydra.core.hydra_config import HydraConfig
 from hydra.core.plugins import Plugins
 from omegaconf import DictConfig, OmegaConf
 
 from gpt1.cli import TOOLS
 from gpt1.config import check_ranges
+from tests.conftest import FEW, FEW_FINETUNE
 
 README = Path(__file__).resolve().parents[1] / "README.md"
-BODIES = {"pretrain": "train", "prepare": "prepare", "finetune": "finetune", "evaluate": "evaluate", "zeroshot": "zeroshot",
+PAGES = [README, *sorted((README.parent / "docs").glob("*.md"))]
+"""The README and the docs/ pages: every command and Python block in them runs."""
+BODIES = {"pretrain": "train", "prepare": "prepare", "finetune": "finetune", "evaluate": "evaluate",
+          "zeroshot": "zeroshot",
           "generate": "generate", "convert": "convert"}
 """Command -> the function its Hydra app calls with the composed config (replaced by the recorder)."""
 
 
 def readme_commands() -> dict[str, str]:
-    """Each ``gpt1 ...`` command of the README, as written (a bash block's continued lines joined) -> its comment."""
-    text = README.read_text()
+    """Each ``gpt1 ...`` command of the README and docs/, as written (a bash block's continued lines joined) -> its
+    comment."""
+    text = "\n".join(page.read_text() for page in PAGES)
     found = []
     for block in re.findall(r"```bash\n(.*?)```", text, re.S):
         for line in block.replace("\\\n", " ").splitlines():
@@ -107,10 +113,11 @@ def run_as_written(tmp_path, monkeypatch):
 
 
 def make_inputs(argv: list[str], root: Path) -> None:
-    """The files a command reads before its job starts: a --config-dir's task (the README's own task YAML), the
+    """The files a command reads before its job starts: a --config-dir's task (docs/finetuning.md's task YAML), the
     sweep and run directories given to gpt1 report (two fake jobs each)."""
     if "--config-dir" in argv:
-        task = re.search(r"```yaml\n(.*?)```", README.read_text(), re.S).group(1)
+        pages = "\n".join(page.read_text() for page in PAGES)
+        task = next(b for b in re.findall(r"```yaml\n(.*?)```", pages, re.S) if b.startswith("type:"))
         (root / argv[argv.index("--config-dir") + 1] / "task").mkdir(parents=True, exist_ok=True)
         (root / argv[argv.index("--config-dir") + 1] / "task" / "mine.yaml").write_text(task)
     if argv[1] == "report":
@@ -147,3 +154,34 @@ def test_a_readme_command_shown_failing_fails_as_it_says(run_as_written, line, c
     err = capsys.readouterr().err.strip().splitlines()
     said = re.search(r"(Key .*)", FAILING[line]).group(1)  # fails at once: Key 'n_layr' not in 'GPTConfig'
     assert err[-1].startswith("error: ") and said in err[-1], err
+
+
+def python_blocks(page: Path) -> list[str]:
+    return re.findall(r"```python\n(.*?)```", page.read_text(), re.S)
+
+
+TINY_API = {
+    "pretrain": [*FEW, "callbacks.samples.every_n_steps=0"],
+    "finetune": FEW_FINETUNE,
+    "evaluate": ["data.batch_size=16", "trainer.enable_progress_bar=false"],
+    "zeroshot": ["++task.splits.train='train[:64]'", "++task.splits.validation='validation[:16]'"],
+    "generate": ["max_new_tokens=4"],
+}
+"""What the Python blocks' configs get appended: a tiny model, a few updates, a few examples (the budgets)."""
+
+
+@pytest.mark.parametrize("page", [p for p in PAGES if python_blocks(p)], ids=lambda p: p.name)
+def test_a_pages_python_blocks_run_as_written(page, tmp_path, monkeypatch, cache_dir):
+    """A page's Python blocks, in order, in one namespace, in an empty directory, as a user would paste them; each
+    config ``gpt1.api.compose`` makes gets the budgets of ``TINY_API`` (and the session's data cache) appended."""
+    from gpt1 import api
+
+    compose = api.compose
+    monkeypatch.setattr(api, "compose", lambda command, overrides=(): compose(
+        command, [*overrides, *TINY_API.get(command, []), f"paths.cache_dir={cache_dir}"]))
+    monkeypatch.setattr(HydraConfig.instance(), "cfg", None)  # as in a new process: no Hydra job ran before
+    monkeypatch.chdir(tmp_path)
+    namespace: dict = {}
+    for block in python_blocks(page):
+        exec(compile(block, f"{page.name} (a python block)", "exec"), namespace)  # noqa: S102  (the page's own code)
+    assert (tmp_path / "outputs").is_dir() or page.name != "library.md"  # runs went where the page says

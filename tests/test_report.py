@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gpt1.tools.report import PAPER, main, report
+from gpt1.tools.report import PAPER, find_jobs, group, main, report
 
 FACTS = Path(__file__).resolve().parents[2] / "shared" / "reference" / "gpt1-facts.md"
 
@@ -164,11 +164,25 @@ def figures(dirs: list[Path]) -> dict[str, object]:
     return axes
 
 
-def test_ablation_bars_span_the_data_and_the_title_says_what_was_aggregated(aux_sweep):
+def test_ablation_plots_show_every_run_span_the_data_and_the_title_says_what_was_aggregated(aux_sweep):
     ax = figures([aux_sweep])["val/accuracy"]
     low, high = ax.get_ylim()
     assert 0.4 < low < 0.5 and 0.913 < high < 1  # seeds 0.6-0.8, baseline 0.5, paper 0.913: not from 0
-    assert ax.get_title() == "val/accuracy per setting: median over 2-3 seeds (bar), min-max (whisker)"
+    assert ax.get_title() == "val/accuracy per setting: every run (point), median over 2-3 seeds (line), min-max (whisker)"
+    from matplotlib.collections import PathCollection
+
+    points = sorted(float(y) for c in ax.collections if isinstance(c, PathCollection) for _, y in c.get_offsets())
+    done = sorted(v for row in group(find_jobs([aux_sweep]))[2] for v in row.values("val/accuracy"))
+    assert points == pytest.approx(done) and not ax.patches  # a point per run, no bars (whose floor is not 0)
+
+
+def test_one_run_per_setting_says_there_is_no_spread(tmp_path):
+    for i, value in enumerate((0.5907, 0.5852)):
+        job(tmp_path / "one" / str(i), ["task=sentiment", f"aux_lm_weight={i / 2}"],
+            {"task": "sentiment", "val/accuracy": value})
+    ax = figures([tmp_path / "one"])["val/accuracy"]
+    assert "one run each" in ax.get_title() and "no spread" in ax.get_title() and "seed=1,2,3" in ax.get_title()
+    assert not ax.patches and len([c for c in ax.collections if len(c.get_offsets()) == 1]) == 2  # 2 points
 
 
 def test_zero_shot_baselines_are_per_task_in_the_tasks_colour_and_no_seeds_are_claimed(tmp_path):

@@ -18,13 +18,13 @@ from omegaconf import DictConfig, OmegaConf
 
 from gpt1.app import command
 from gpt1.checkpoint import Loaded, load_checkpoint
-from gpt1.config import OptimConfig, check_ranges, group_choice
+from gpt1.config import OptimConfig, check_ranges, task_name
 from gpt1.data.pretrain import PretrainDataModule
 from gpt1.data.tasks import TaskDataModule
 from gpt1.errors import CheckpointError, ConfigError
 from gpt1.tasks.spec import task_from_dict
 from gpt1.training.module import GPT1Module
-from gpt1.training.results import score, write_metrics
+from gpt1.training.results import score, single_class, single_class_note, write_metrics
 from gpt1.training.task_module import TaskModule
 from gpt1.training.trainer import build_trainer, check_accelerator
 
@@ -51,7 +51,7 @@ def evaluate_task(cfg: DictConfig, loaded: Loaded) -> dict[str, Any]:
         print(f"{cfg.ckpt} carries task {task.name}: its metrics (perplexity=true: its perplexity on data instead)")
     else:
         task = OmegaConf.to_object(cfg.task)
-        task.name = task.name or group_choice("task")
+        task.name = task_name(cfg)
     head = task.kind.name
     if not any(k.startswith(f"{head}.") for k in loaded.heads):
         raise CheckpointError(_no_head(cfg.ckpt, head, task.name, loaded))
@@ -69,15 +69,19 @@ def evaluate_task(cfg: DictConfig, loaded: Loaded) -> dict[str, Any]:
     module = TaskModule(loaded.model, loaded.tokenizer, OptimConfig(), task, *data.metric_prefixes())
     module.head.load_state_dict({k.removeprefix(f"{head}."): v for k, v in loaded.heads.items() if k.startswith(head)})
     trainer = build_trainer(cfg.trainer, Path(cfg.paths.output_dir))
+    scores = score(trainer, module, data)
+    single = single_class(scores)
     metrics = {
         "ckpt": str(cfg.ckpt),
         "task": task.name,
-        **score(trainer, module, data),
+        **scores,
+        "single_class_prediction": single,  # every validation example predicted as one class
         "examples": {split: s["examples"] for split, s in data.stats.items()},
         "truncated": {split: s["truncated"] for split, s in data.stats.items()},
     }
     write_metrics(Path(cfg.paths.output_dir), metrics)
-    print(", ".join(f"{k} {v:.4f}" for k, v in metrics.items() if k.endswith(tuple(task.metrics))))
+    print(", ".join(f"{k} {v:.4f}" for k, v in metrics.items() if k.endswith(tuple(task.metrics)))
+          + single_class_note(single))
     return metrics
 
 

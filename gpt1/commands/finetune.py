@@ -26,7 +26,7 @@ from torch import nn
 
 from gpt1.app import command
 from gpt1.checkpoint import load_checkpoint, model_type
-from gpt1.config import check_ranges, group_choice
+from gpt1.config import Selection, check_ranges, task_name
 from gpt1.data.tasks import TaskDataModule
 from gpt1.errors import ConfigError
 from gpt1.tasks.spec import TASK_SPECIAL_TOKENS
@@ -34,8 +34,8 @@ from gpt1.tokenizer import Tokenizer
 from gpt1.training.callbacks import build_callbacks
 from gpt1.training.loggers import build_loggers, log_config, log_summary, wandb_job
 from gpt1.training.results import (
-    baseline_metrics, final_validation, sample_predictions, score, val_metric_prefixes, write_metrics,
-    write_predictions,
+    baseline_metrics, final_validation, sample_predictions, score, single_class, single_class_note,
+    val_metric_prefixes, write_metrics, write_predictions,
 )
 from gpt1.training.resume import check_resume_fits, resolve_resume
 from gpt1.training.selection import BestWeights, select_weights
@@ -76,7 +76,7 @@ def finetune(cfg: DictConfig) -> dict[str, Any]:
     resume = resolve_resume(cfg.resume, output_dir)
     model, tokenizer = start_from(cfg)
     task = OmegaConf.to_object(cfg.task)
-    task.name = task.name or group_choice("task")
+    task.name = task_name(cfg)
     data = TaskDataModule(
         task, tokenizer, n_ctx=model.config.n_ctx, batch_size=cfg.batch_size, micro_batch_size=cfg.micro_batch_size,
         seed=cfg.seed, cache_dir=cfg.paths.cache_dir, num_workers=cfg.num_workers,
@@ -116,12 +116,15 @@ def finetune(cfg: DictConfig) -> dict[str, Any]:
     trainer.fit(module, datamodule=data, ckpt_path=check_resume_fits(resume, module))
     selection = select_weights(trainer, best, final_validation(trainer, module, data, val_metric_prefixes(module)))
     selected_step = selection.pop("selected_step")
+    scores = score(trainer, module, data, validation=selection)  # test and predictions: the selected weights'
+    single = single_class(scores)
 
     metrics = {
         "task": task.name,
         "init_from": cfg.init_from,
         "model": model_type(model),
-        **score(trainer, module, data, validation=selection),  # test and predictions: the selected weights'
+        **scores,
+        "single_class_prediction": single,  # every validation example predicted as one class
         **baseline_metrics(data),
         "steps": trainer.global_step,
         "model_selection": cfg.model_selection,
@@ -139,8 +142,10 @@ def finetune(cfg: DictConfig) -> dict[str, Any]:
     if trainer.is_global_zero:
         path = write_metrics(output_dir, metrics)
         log_summary(trainer.loggers, metrics, sample_predictions(module, data) if cfg.logger.wandb.enabled else None)
-        main = f"val/{task.metrics[0]}"
-        print(f"{main} {metrics[main]:.4f} (baseline {metrics[f'baseline/{task.metrics[0]}']:.4f})\nmetrics: {path}")
+        main, selected = f"val/{task.metrics[0]}", Selection(cfg.model_selection).value
+        print(f"{main} {metrics[main]:.4f} (baseline {metrics[f'baseline/{task.metrics[0]}']:.4f})"
+              f"{single_class_note(single)}\ncheckpoint: {metrics['checkpoint']} (model_selection={selected})"
+              f"\nmetrics: {path}")
     return metrics
 
 

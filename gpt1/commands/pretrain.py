@@ -48,6 +48,14 @@ def data_module(cfg: DictConfig, init: Loaded | None) -> PretrainDataModule:
     )
 
 
+def corpus_prompt(data: PretrainDataModule, words: int = 6) -> str:
+    """The first ``words`` words of the validation text (callbacks.samples.prompt=null): a prompt from the corpus."""
+    head = data.valid_tokens[: 4 * words].tolist()  # (4 * words,) ids: more than enough BPE pieces for the words
+    eod = data.tokenizer.specials.get("eod")
+    text = data.tokenizer.decode([i for i in head if i != eod])
+    return " ".join(text.split()[:words])
+
+
 def train(cfg: DictConfig) -> dict[str, Any]:
     """Pre-train as ``cfg`` (a ``PretrainConfig``) says; return the final metrics, also in <run dir>/metrics.json."""
     check_ranges(cfg)
@@ -69,7 +77,10 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     compile_model(module, cfg.compile)
 
     loggers = build_loggers(cfg.logger, output_dir, run_name=f"{cfg.run_name}-{output_dir.name}")
-    callbacks = build_callbacks(OmegaConf.to_object(cfg.callbacks), output_dir, with_loggers=bool(loggers))
+    callback_cfg = OmegaConf.to_object(cfg.callbacks)
+    if callback_cfg.samples.prompt is None:  # a corpus of one's own: samples start from its own words
+        callback_cfg.samples.prompt = corpus_prompt(data)
+    callbacks = build_callbacks(callback_cfg, output_dir, with_loggers=bool(loggers))
     trainer = build_trainer(cfg.trainer, output_dir, loggers, callbacks)
     data.connect(trainer.world_size, trainer.accumulate_grad_batches)  # data.batch_size is global
     log_config(trainer, cfg)

@@ -3,7 +3,8 @@
     gpt1 zeroshot ckpts="[outputs/quickstart/<run>/checkpoints/step*.ckpt]" task=sentiment     # every saved step
 
 Writes <run dir>/metrics.json: {"task", "heuristic", "split", "examples", "checkpoints": [{"path", "step",
-"<metric>": value, ..., "truncated", "threshold" (mean_logprob)}, ...], "baseline/<metric>" (the majority class of
+"<metric>": value, ..., "truncated", "threshold" (mean_logprob), "single_class_prediction" (every example
+predicted as one class)}, ...], "baseline/<metric>" (the majority class of
 the training labels, when the task has a train split)}.
 """
 
@@ -17,13 +18,13 @@ from omegaconf import DictConfig, OmegaConf
 
 from gpt1.app import command
 from gpt1.checkpoint import load_checkpoint
-from gpt1.config import check_ranges, group_choice, resolve_device
+from gpt1.config import check_ranges, resolve_device, task_name
 from gpt1.data.sources import resolve_files
 from gpt1.data.tasks import TaskDataModule
 from gpt1.errors import CheckpointError, ConfigError, DataError
 from gpt1.progress import bar, write
 from gpt1.tasks.spec import TaskConfig
-from gpt1.training.results import write_metrics
+from gpt1.training.results import single_class_note, write_metrics
 from gpt1.zeroshot import heuristic_of, metric_values, predict
 
 TEXT_ONLY = 5
@@ -35,7 +36,7 @@ def zeroshot(cfg: DictConfig) -> dict[str, Any]:
     task's heuristic; the metrics, also in <run dir>/metrics.json."""
     check_ranges(cfg)
     task: TaskConfig = OmegaConf.to_object(cfg.task)
-    task.name = task.name or group_choice("task")
+    task.name = task_name(cfg)
     heuristic = heuristic_of(task)
     device = resolve_device(cfg.device)
     try:
@@ -74,8 +75,10 @@ def zeroshot(cfg: DictConfig) -> dict[str, Any]:
         model = loaded.model.to(device).eval()
         preds, extra = predict(heuristic, model, loaded.tokenizer, task, val, fit, num_labels, cfg.batch_size)
         values = metric_values(task, num_labels, preds, labels)
-        results.append({"path": str(path), "step": loaded.raw.get("global_step"), **values, **extra})
-        write(f"{path} (step {results[-1]['step']}): {main} {values[main]:.4f}")
+        single = bool((preds == preds[0]).all())  # every example one class: the score is that class's share
+        results.append({"path": str(path), "step": loaded.raw.get("global_step"), **values, **extra,
+                        "single_class_prediction": single})
+        write(f"{path} (step {results[-1]['step']}): {main} {values[main]:.4f}{single_class_note(single)}")
 
     metrics = {
         "task": task.name,

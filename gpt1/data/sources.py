@@ -158,7 +158,9 @@ def load_files(
         builder, kwargs = _BUILDERS[fmt]
         kwargs = _table_options(fmt, quoting) if fmt in ("csv", "tsv") else kwargs
         try:
-            with _quiet(_CSV_LOGGER):  # its "Failed to read file" log: the caller reports the file in one line
+            # its "Failed to read file" log: the caller reports the file in one line; datasets' bars ("Downloading
+            # data: 40/40 files" for files already here) say nothing of local files
+            with _quiet(_CSV_LOGGER), _no_progress_bars():
                 ds = datasets.load_dataset(
                     builder, data_files=[str(p) for p in group], split="train", cache_dir=_str(cache_dir), **kwargs
                 )
@@ -195,6 +197,18 @@ def _quiet(name: str) -> Iterator[None]:
         yield
     finally:
         logger.removeFilter(drop)
+
+
+@contextmanager
+def _no_progress_bars() -> Iterator[None]:
+    """datasets' progress bars off for the duration, then as they were."""
+    was_enabled = datasets.is_progress_bar_enabled()
+    datasets.disable_progress_bars()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            datasets.enable_progress_bars()
 
 
 def row_location(where: str, row: int, quoting: str = "minimal") -> str:

@@ -8,7 +8,7 @@ parameters are the overrides whose values differ between jobs; jobs that share a
 with the median, the min-max spread and the count (n) over seeds of every metric, beside the paper's own number where
 the task is one of the paper's. A job without ``metrics.json`` is listed as failed. Written into the first directory
 (``--out`` elsewhere): ``report.md``, ``report.csv`` and PNG plots: the layers-transferred curve when ``n_transfer``
-was swept, the zero-shot curve (score per pre-training step) for ``gpt1 zeroshot`` jobs, ablation bars otherwise.
+was swept, the zero-shot curve (score per pre-training step) for ``gpt1 zeroshot`` jobs, ablation plots otherwise (every run a point).
 """
 
 from __future__ import annotations
@@ -307,25 +307,30 @@ def _baseline(row: Row, main: str) -> Optional[float]:
     return values[0] if values else None
 
 
-def _bars(ax: Any, rows: Sequence[Row], main: str, keys: Sequence[str]) -> None:
-    """One bar per setting (its median), the min-max spread and every seed's value; its baseline and the paper's
-    score as short lines across the bar. The y axis spans the data (every seed, baseline and paper score), not 0 to
-    it, so that a difference of a point shows; the bars rise from the axis' floor."""
+def _points(ax: Any, rows: Sequence[Row], main: str, keys: Sequence[str]) -> None:
+    """Every run's value as a point (a setting's seeds side by side), a setting's median as a short line and its
+    min-max spread as a whisker; its baseline and the paper's score as short lines across it. The y axis spans the
+    data (every run, baseline and paper score), so that a difference of a point shows; there are no bars, since a bar
+    rising from such a floor shows a ratio that is not there (0.5907 against 0.5852 as a factor of two)."""
     labels = [_label(row.params, keys) for row in rows]
     shown = [v for row in rows for v in (*row.values(main), _baseline(row, main), row.paper(main)) if v is not None]
     low, high = min(shown), max(shown)
     pad = 0.15 * (high - low) or 0.05 * abs(high) or 0.05
-    floor = low - pad
-    ax.set_ylim(floor, high + pad)
+    ax.set_ylim(low - pad, high + pad)
     for i, row in enumerate(rows):
         values = row.values(main)
         median, low, high = summary(values)
-        ax.bar(i, median - floor, bottom=floor, color="C0", alpha=0.7)
-        ax.errorbar(i, median, yerr=[[median - low], [high - median]], color="k", capsize=4)
-        ax.scatter([i] * len(values), values, color="k", s=10, zorder=3)
+        spread = 0.3 * (len(values) > 1)
+        xs = [i - spread / 2 + spread * k / max(len(values) - 1, 1) for k in range(len(values))]  # side by side
+        ax.scatter(xs, values, color="C0", s=28, zorder=3, label="a run")
+        if len(values) > 1:
+            ax.hlines(median, i - 0.3, i + 0.3, color="k", linewidth=2, zorder=4, label="median")
+            ax.errorbar(i, median, yerr=[[median - low], [high - median]], color="k", capsize=4, zorder=2)
         for value, style in ((_baseline(row, main), BASELINE), (row.paper(main), PAPER_STYLE)):
             if value is not None:
                 ax.hlines(value, i - 0.4, i + 0.4, **style)
+    ax.set_xlim(-0.6, len(rows) - 0.4)
+    ax.grid(axis="y", alpha=0.3)
     long = len(rows) > 3 or max(map(len, labels)) > 20
     ax.set_xticks(range(len(rows)), labels, rotation=25 if long else 0, ha="right" if long else "center", fontsize=8)
 
@@ -350,7 +355,7 @@ def _curves(ax: Any, rows: Sequence[Row], main: str, x_key: str, keys: Sequence[
 
 def plot(out: Path, swept: Sequence[str], rows: Sequence[Row]) -> list[Path]:
     """The PNG plots of the rows' main metrics, one per metric: zero-shot curves (score per pre-training step),
-    layers-transferred curves (when ``n_transfer`` was swept) or ablation bars."""
+    layers-transferred curves (when ``n_transfer`` was swept) or ablation plots (every run a point)."""
     import matplotlib
 
     matplotlib.use("Agg")  # files only: no display needed
@@ -376,7 +381,7 @@ def figure(plt: Any, swept: Sequence[str], rows: Sequence[Row], main: str) -> tu
     fig, ax = plt.subplots(figsize=(7, 4.5))
     if x_key is None:
         kind = "ablation"
-        _bars(ax, rows, main, keys)
+        _points(ax, rows, main, keys)
     else:
         kind = {STEP: "zero_shot", "n_transfer": "layers_transferred"}[x_key]
         _curves(ax, rows, main, x_key, [k for k in keys if k != x_key])
@@ -397,11 +402,12 @@ def _title(main: str, rows: Sequence[Row], kind: str) -> str:
     what = {"zero_shot": "per pre-training checkpoint", "layers_transferred": "by layers transferred",
             "ablation": "per setting"}[kind]
     if counts[-1] <= 1:
-        return f"{main} {what}: one run each (no seeds to aggregate)"
+        return (f"{main} {what}: one run each (no seeds to aggregate):\nno spread to judge a difference by; "
+                "sweep seed=1,2,3 for one")
     n = str(counts[-1]) if len(counts) == 1 else f"{counts[0]}-{counts[-1]}"
-    shape = "bar" if kind == "ablation" else "line"
-    spread = "whisker" if kind == "ablation" else "band"
-    return f"{main} {what}: median over {n} seeds ({shape}), min-max ({spread})"
+    if kind == "ablation":
+        return f"{main} {what}: every run (point), median over {n} seeds (line), min-max (whisker)"
+    return f"{main} {what}: median over {n} seeds (line), min-max (band)"
 
 
 

@@ -214,13 +214,10 @@ class SampleText(Callback):
 
 
 def print_above_bar(trainer: L.Trainer, text: str) -> None:
-    """Print a line without breaking the progress bar: through the rich bar's console (the line goes above the bar),
-    tqdm's ``write``, or plainly when there is no bar."""
+    """Print a line without breaking the progress bar: through the bar's ``print`` (above it), or plainly when there
+    is no bar."""
     bar = trainer.progress_bar_callback
-    progress = getattr(bar, "progress", None)  # Lightning's rich bar, while it shows
-    if progress is not None:
-        progress.console.print(text, markup=False, highlight=False, emoji=False, soft_wrap=True)
-    elif bar is not None:
+    if bar is not None:
         bar.print(text)
     else:
         print(text, flush=True)

@@ -1,17 +1,26 @@
-"""What a run prints is what a user needs: Lightning's model summary and progress bar without what says nothing, and
+"""What a run prints is what a user needs: Lightning's model summary without what says nothing, a progress bar that
+counts to the run's budget (``StepProgress``), and
 ``quiet_library_noise``, the one place that silences library output that says nothing to a user."""
 
 from __future__ import annotations
 
 import logging
+import math
 import re
+import sys
+import time
 import warnings
-from typing import Any
+from datetime import timedelta
+from typing import Any, Optional
 
-from lightning.pytorch.callbacks import ModelSummary, RichModelSummary, RichProgressBar
+import lightning as L
+from lightning.pytorch.callbacks import ModelSummary, ProgressBar, RichModelSummary
 from lightning.pytorch.callbacks.progress.rich_progress import _RICH_AVAILABLE
 from lightning.pytorch.utilities.model_summary import get_human_readable_count
 from lightning.pytorch.utilities.model_summary.model_summary import _format_summary_table
+from tqdm import tqdm
+
+from gpt1.progress import bar, write
 
 
 class SummaryWithoutZeroFlops(ModelSummary):
@@ -66,15 +75,117 @@ class SummaryWithoutZeroFlops(ModelSummary):
         console.print(grid)
 
 
-class ProgressBarWithoutNegativeEpochs(RichProgressBar):
-    """Lightning's rich progress bar, "Epoch 3" rather than "Epoch 3/-2" when no max_epochs bounds the run."""
+class StepProgress(ProgressBar):
+    """Training progress in updates against the run's budget (trainer.max_steps, else the updates of max_epochs),
+    with or without rich: on a terminal a tqdm bar (and one per validation, erased when done); in a log file (stderr
+    not a terminal, where a bar would show nothing or a wall of redraws) a line at every tenth of the budget, and at
+    least every ``every_s`` seconds: ``step 120/300 (40%), 0:00:42 elapsed, 0:01:03 left, loss 5.012``."""
 
-    def _get_train_description(self, current_epoch: int) -> str:
-        description = super()._get_train_description(current_epoch)
-        max_epochs = self.trainer.max_epochs
-        if max_epochs is not None and max_epochs < 0:
-            description = description.replace(f"Epoch {current_epoch}/{max_epochs - 1}", f"Epoch {current_epoch}")
-        return description
+    def __init__(self, every_s: float = 30.0) -> None:
+        super().__init__()
+        self.every_s = every_s
+        self.enabled = True
+        self.train_bar: Optional[tqdm] = None
+        self.eval_bar: Optional[tqdm] = None
+        self.total: Optional[int] = None  # the run's updates (None: unbounded)
+        self.first = 0  # the step training started (resumed) at
+        self.started = self.last_line = 0.0
+        self.last_tenth = 0
+
+    def disable(self) -> None:
+        self.enabled = False
+
+    def enable(self) -> None:
+        self.enabled = True
+
+    @property
+    def terminal(self) -> bool:
+        return sys.stderr.isatty()
+
+    def budget(self, trainer: L.Trainer) -> Optional[int]:
+        """The updates the run will make: trainer.max_steps, else those of max_epochs (None: unbounded)."""
+        total = trainer.max_steps if trainer.max_steps > 0 else trainer.estimated_stepping_batches
+        return int(total) if math.isfinite(total) else None
+
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if not self.enabled:
+            return
+        self.total, self.first = self.budget(trainer), trainer.global_step  # (a resumed run counts from its step)
+        self.started = self.last_line = time.monotonic()
+        self.last_tenth = 10 * self.first // self.total if self.total else 0
+        if self.terminal:
+            self.train_bar = bar(desc="train", unit="step", total=self.total)
+            self.train_bar.update(self.first)
+
+    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, *args: Any) -> None:
+        if not self.enabled:
+            return
+        step, metrics = trainer.global_step, self.get_metrics(trainer, pl_module)
+        shown = {k: v for k, v in metrics.items() if k not in ("v_num",)}
+        if self.train_bar is not None:
+            if step > self.train_bar.n:
+                self.train_bar.update(step - self.train_bar.n)
+                self.train_bar.set_postfix(shown, refresh=False)
+            return
+        now = time.monotonic()
+        tenth = 10 * step // self.total if self.total else 0
+        if tenth > self.last_tenth or now - self.last_line >= self.every_s:
+            self.last_tenth, self.last_line = tenth, now
+            print(self.line(step, now, shown), file=sys.stderr, flush=True)
+
+    def line(self, step: int, now: float, metrics: dict[str, Any]) -> str:
+        elapsed = now - self.started
+        done = f"step {step}"
+        if self.total:
+            done += f"/{self.total} ({100 * step // self.total}%)"
+        parts = [done, f"{timedelta(seconds=round(elapsed))} elapsed"]
+        if self.total and step > self.first:
+            left = elapsed / (step - self.first) * (self.total - step)
+            parts.append(f"{timedelta(seconds=round(left))} left")
+        parts += [f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in metrics.items()]
+        return ", ".join(parts)
+
+    def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if self.train_bar is not None:
+            self.train_bar.close()
+            self.train_bar = None
+
+    def _eval_start(self, trainer: L.Trainer, desc: str, total: float) -> None:
+        if self.enabled and self.terminal and self.eval_bar is None:
+            self.eval_bar = bar(desc=desc, unit="batch", total=int(total) if math.isfinite(total) else None,
+                                leave=False)
+
+    def _eval_step(self) -> None:
+        if self.eval_bar is not None:
+            self.eval_bar.update(1)
+
+    def _eval_end(self) -> None:
+        if self.eval_bar is not None:
+            self.eval_bar.close()
+            self.eval_bar = None
+
+    def on_validation_batch_start(self, trainer: L.Trainer, *args: Any, **kwargs: Any) -> None:
+        self._eval_start(trainer, "validate", self.total_val_batches)
+
+    def on_test_batch_start(self, trainer: L.Trainer, *args: Any, **kwargs: Any) -> None:
+        self._eval_start(trainer, "test", sum(trainer.num_test_batches))
+
+    def on_predict_batch_start(self, trainer: L.Trainer, *args: Any, **kwargs: Any) -> None:
+        self._eval_start(trainer, "predict", sum(trainer.num_predict_batches))
+
+    def on_validation_batch_end(self, *args: Any, **kwargs: Any) -> None:
+        self._eval_step()
+
+    on_test_batch_end = on_predict_batch_end = on_validation_batch_end
+
+    def on_validation_end(self, *args: Any) -> None:
+        self._eval_end()
+
+    on_test_end = on_predict_end = on_sanity_check_end = on_validation_end
+
+    def print(self, *args: Any, **kwargs: Any) -> None:
+        """A line above the bars (the text samples), on stdout."""
+        write(" ".join(map(str, args)))
 
 
 _NOISE_MESSAGES = {

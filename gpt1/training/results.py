@@ -16,7 +16,7 @@ from gpt1.io import atomic_file
 from gpt1.memory import peak_memory
 from gpt1.metrics import METRICS, build_metric
 from gpt1.training.module import GPT1Module
-from gpt1.training.task_module import TaskModule
+from gpt1.training.task_module import SINGLE_CLASS, TaskModule
 
 
 def write_metrics(output_dir: Path, metrics: dict[str, Any]) -> Path:
@@ -58,6 +58,18 @@ def score(trainer: L.Trainer, module: TaskModule, data: TaskDataModule,
         for out in trainer.test(module, datamodule=data, verbose=False):
             results.update(out)
     return {k: float(v) for k, v in sorted(results.items())}
+
+
+def single_class(scores: dict[str, float]) -> bool:
+    """Take the per-split ``<prefix>/single_class_prediction`` flags out of ``scores`` (``score``'s); whether every
+    example of the main validation split was predicted as one class (metrics.json's ``single_class_prediction``)."""
+    flags = {k: scores.pop(k) for k in [k for k in scores if k.endswith(f"/{SINGLE_CLASS}")]}
+    return flags.get(f"val/{SINGLE_CLASS}") == 1.0
+
+
+def single_class_note(single: bool) -> str:
+    """What the printed score line adds when the predictions were all one class."""
+    return "; every example was predicted as one class: the score is that class's share, not a skill" if single else ""
 
 
 def baseline_metrics(data: TaskDataModule) -> dict[str, float]:

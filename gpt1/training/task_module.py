@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 from torch.nn import functional as F
-from torchmetrics import MeanMetric
+from torchmetrics import MaxMetric, MeanMetric, MinMetric
 
 from gpt1.config import OptimConfig
 from gpt1.data.task_batches import IGNORE_INDEX
@@ -19,6 +19,10 @@ from gpt1.model import GPT
 from gpt1.tasks.spec import TaskConfig
 from gpt1.tokenizer import Tokenizer
 from gpt1.training.module import GPT1Module
+
+SINGLE_CLASS = "single_class_prediction"
+"""Logged per evaluation split (``val/single_class_prediction``: 1.0 when every example was predicted as one class);
+metrics.json's ``single_class_prediction`` is the main validation split's, as a boolean."""
 
 
 class TaskModule(GPT1Module):
@@ -62,6 +66,10 @@ class TaskModule(GPT1Module):
 
         self.metrics = nn.ModuleDict({p: metrics() for p in prefixes})
         self.eval_loss = nn.ModuleDict({p: MeanMetric() for p in prefixes})
+        # the smallest and largest class (choice) predicted: equal when every example got one class, which a score
+        # alone hides (it is then the share of that class); regression predicts scores, not classes
+        self.predicted = nn.ModuleDict() if self.regression else nn.ModuleDict(
+            {p: nn.ModuleDict({"min": MinMetric(), "max": MaxMetric()}) for p in prefixes})
 
     @property
     def head(self) -> nn.Module:
@@ -122,6 +130,8 @@ class TaskModule(GPT1Module):
         preds = self.predictions(logits)
         for metric in self.metrics[prefix].values():
             metric.update(preds, labels)
+        for metric in self.predicted[prefix].values() if prefix in self.predicted else ():
+            metric.update(preds.float())
 
     def _log_metrics(self, stage: str) -> None:
         for prefix in filter(None, self.prefixes[stage]):
@@ -130,6 +140,11 @@ class TaskModule(GPT1Module):
             for name, metric in self.metrics[prefix].items():
                 self.log(f"{prefix}/{name}", metric.compute().float(), prog_bar=name == self.task.metrics[0])
                 metric.reset()
+            if prefix in self.predicted:  # 1.0: every example of the split predicted as one class
+                low, high = (self.predicted[prefix][end] for end in ("min", "max"))
+                self.log(f"{prefix}/{SINGLE_CLASS}", (low.compute() == high.compute()).float())
+                low.reset()
+                high.reset()
 
     def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int, dataloader_idx: int = 0) -> None:
         self._evaluate("val", batch, dataloader_idx)

@@ -12,7 +12,6 @@ import lightning as L
 import torch
 from hydra.utils import get_class
 from lightning.pytorch.callbacks import Callback, ProgressBar
-from lightning.pytorch.callbacks.progress.rich_progress import _RICH_AVAILABLE
 from lightning.pytorch.loggers import Logger
 from lightning.pytorch.strategies import Strategy, StrategyRegistry
 from omegaconf import DictConfig, OmegaConf
@@ -21,8 +20,8 @@ from gpt1.config import group_choice
 from gpt1.errors import ConfigError
 from gpt1.slurm import slurm_environment
 from gpt1.training.callbacks import AtomicCheckpointIO
+from gpt1.training.console import StepProgress, SummaryWithoutZeroFlops, quiet_library_noise
 from gpt1.training.fsdp import NAME as FSDP2, FSDP2Strategy
-from gpt1.training.console import ProgressBarWithoutNegativeEpochs, SummaryWithoutZeroFlops, quiet_library_noise
 
 
 def build_trainer(
@@ -31,8 +30,8 @@ def build_trainer(
     """A Lightning Trainer as ``cfg`` (a ``TrainerConfig`` node) says, under ``output_dir``, atomic checkpoints.
 
     An integer ``val_check_interval`` counts training batches across epochs (``check_val_every_n_epoch`` None), so
-    an epoch shorter than the interval (a small corpus) is no error. The model summary and the progress bar are
-    Lightning's, without what says nothing (a FLOPs count of 0, "Epoch 0/-2" in a run bounded by max_steps).
+    an epoch shorter than the interval (a small corpus) is no error. The model summary is Lightning's, without what
+    says nothing (a FLOPs count of 0); the progress bar counts updates to the run's budget (``StepProgress``).
     """
     quiet_library_noise()
     if torch.cuda.is_available():
@@ -44,9 +43,8 @@ def build_trainer(
     if isinstance(interval, int) and not isinstance(interval, bool):
         args["check_val_every_n_epoch"] = None
     callbacks = [*(callbacks or []), SummaryWithoutZeroFlops()]
-    bar = args.get("enable_progress_bar", True) and not any(isinstance(c, ProgressBar) for c in callbacks)
-    if bar and _RICH_AVAILABLE:  # (without rich, Lightning's tqdm bar, which shows no max_epochs)
-        callbacks.append(ProgressBarWithoutNegativeEpochs())
+    if args.get("enable_progress_bar", True) and not any(isinstance(c, ProgressBar) for c in callbacks):
+        callbacks.append(StepProgress())  # counts updates to the budget, on a terminal and in a log file
     return L.Trainer(
         **args,
         default_root_dir=output_dir,

@@ -1,0 +1,84 @@
+"""gpt1 as a Python library: the common jobs in one place (docs/library.md shows each one at work).
+
+    from gpt1 import api
+    cfg = api.compose("finetune", ["task=sentiment", "init_from=CKPT", "trainer.max_steps=300"])
+    metrics = api.finetune(cfg)                    # what `gpt1 finetune ...` does, no Hydra runtime needed
+    loaded = api.load_checkpoint(metrics["checkpoint"])
+
+Each name is the function or class the commands use, imported when first used (``import gpt1.api`` itself is
+cheap and changes nothing). The command functions take a config from ``compose`` (or from ``hydra.compose`` after
+``gpt1.config.register()``), write to ``paths.output_dir`` (outputs/<run_name>/<time> unless set) and return the
+metrics they write to metrics.json.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from omegaconf import DictConfig
+
+_NAMES = {
+    # checkpoints and OpenAI's weights
+    "load_checkpoint": "gpt1.checkpoint",  # a gpt1 checkpoint -> Loaded(model, tokenizer, heads, task, raw)
+    "save_checkpoint": "gpt1.checkpoint",
+    "import_hf": "gpt1.hf",  # an HF openai-gpt directory (OpenAI's weights) -> a gpt1 checkpoint file
+    "export_hf": "gpt1.hf",  # a gpt1 checkpoint -> an HF openai-gpt directory (transformers, lm-evaluation-harness)
+    # the model and its tokenizer
+    "GPT": "gpt1.model",
+    "GPTConfig": "gpt1.model",
+    "PRESETS": "gpt1.model",
+    "Tokenizer": "gpt1.tokenizer",
+    "load_tokenizer": "gpt1.tokenizer",
+    "train_bpe": "gpt1.tokenizer",
+    "prompt_ids": "gpt1.tokenizer",  # a generation prompt's ids (empty: the end-of-document token)
+    # the commands' functions: a composed config in, the metrics (generate: the texts) out
+    "configure_cpu": ("gpt1.cpu", "configure"),
+    "pretrain": ("gpt1.commands.pretrain", "train"),
+    "finetune": "gpt1.commands.finetune",
+    "evaluate": "gpt1.commands.evaluate",
+    "zeroshot": "gpt1.commands.zeroshot",
+    "generate": "gpt1.commands.generate",
+}
+"""Public name -> its module (or (module, name there))."""
+
+__all__ = ["compose", *_NAMES]
+
+
+def compose(command: str, overrides: Sequence[str] = ()) -> DictConfig:
+    """The config that ``gpt1 <command> <overrides...>`` runs with (``command``: pretrain, finetune, evaluate,
+    zeroshot, generate or convert), composed by Hydra from the installed conf/ and typed by gpt1's schemas (a
+    misspelt key or a wrong type fails here), without starting a Hydra app: the group choices it names are settled
+    (``run_name``, ``task.name``) and ``paths.output_dir`` defaults to outputs/<run_name>/<time>. Call it outside a
+    running Hydra app (Hydra keeps one global instance)."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_module
+    from omegaconf import open_dict
+
+    from gpt1.config import register
+
+    register()
+    with initialize_config_module("gpt1.conf", version_base="1.3"):
+        cfg = hydra_compose(command, overrides=list(overrides), return_hydra_config=True)
+    with open_dict(cfg):  # what needs Hydra's node (the groups chosen) is read, then the node goes
+        cfg.run_name = cfg.run_name  # finetune/${gpt1.choice:task} -> finetune/sentiment
+        if cfg.get("task") is not None and not cfg.task.name:
+            cfg.task.name = cfg.hydra.runtime.choices.get("task")
+        del cfg["hydra"]
+    return cfg
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _NAMES:
+        raise AttributeError(f"module 'gpt1.api' has no attribute {name!r}; it has {', '.join(__all__)}")
+    where = _NAMES[name]
+    module, attr = (where, name) if isinstance(where, str) else where
+    value = getattr(importlib.import_module(module), attr)
+    globals()[name] = value  # imported once
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
