@@ -1,5 +1,5 @@
-"""Progress bars of the work that runs outside Lightning's loops (``gpt1 zeroshot``'s checkpoints and sequences):
-tqdm's, on stderr, and ``write`` to print a line above them without breaking them."""
+"""Progress bars: tqdm's, on stderr (``gpt1 zeroshot``'s checkpoints and sequences; training's, through
+``gpt1.training.console.StepProgress``), and ``write`` to print a line above them without breaking them."""
 
 from __future__ import annotations
 
