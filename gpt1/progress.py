@@ -1,6 +1,6 @@
-"""Progress bars of the work that runs outside Lightning's loops (``gpt1 zeroshot``'s checkpoints and sequences):
-tqdm's, on stderr, and ``write`` to print a line above them without breaking them; ``Meter``, the documents and rate
-of corpus preparation, a bar on a terminal and plain lines in a log."""
+"""Progress bars: tqdm's, on stderr (``gpt1 zeroshot``'s checkpoints and sequences; training's, through
+``gpt1.training.console.StepProgress``), ``write`` to print a line above them without breaking them, and ``Meter``,
+the documents and rate of corpus preparation, a bar on a terminal and plain lines in a log."""
 
 from __future__ import annotations
 
