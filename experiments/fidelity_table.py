@@ -32,8 +32,10 @@ def main(out: Path) -> None:
         column, task = path.parts[-4], path.parts[-3]
         runs.setdefault((column, task), []).append(json.loads(path.read_text()))
     seeds = sorted({p.name for p in out.glob("seed*")})
-    print(f"Validation metrics, median [min, max] over {len(seeds)} seeds ({', '.join(seeds)}); baseline: the constant"
-          " prediction's.\n")
+    print(
+        f"Validation metrics, median [min, max] over {len(seeds)} seeds ({', '.join(seeds)}); baseline: the constant"
+        " prediction's.\n"
+    )
     print("| task | metric | baseline | " + " | ".join(COLUMNS.values()) + " |")
     print("|---" * (3 + len(COLUMNS)) + "|")
     for task in TASKS:

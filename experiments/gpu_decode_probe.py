@@ -49,6 +49,8 @@ for _ in range(5):
 with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
     model.generate(prompt, 32, temperature=0)
 ops = {e.key: e.count / 32 for e in prof.key_averages() if e.key.startswith("aten::")}
-print(f"RESULT {name} ms/token median {statistics.median(ms):.3f} all {' '.join(f'{t:.3f}' for t in ms)}; "
-      f"aten ops/token {sum(ops.values()):.1f}")
+print(
+    f"RESULT {name} ms/token median {statistics.median(ms):.3f} all {' '.join(f'{t:.3f}' for t in ms)}; "
+    f"aten ops/token {sum(ops.values()):.1f}"
+)
 print("OPS", name, " ".join(f"{k}={v:.1f}" for k, v in sorted(ops.items())))

@@ -12,5 +12,22 @@ from gpt1.model import PRESETS
 PRESETS["gpt1-no-dropout"] = replace(PRESETS["gpt1"], attn_pdrop=0.0, resid_pdrop=0.0, embd_pdrop=0.0)
 from gpt1.tools.bench import main  # noqa: E402  (its --model choices are read from PRESETS)
 
-main(["--model", sys.argv[1], "--batch", "64", "--seq", "512", "--precision", "bf16-mixed", "--mc-batch", "0",
-      "--compile", "--new-tokens", "8", "--json", sys.argv[2]])
+main(
+    [
+        "--model",
+        sys.argv[1],
+        "--batch",
+        "64",
+        "--seq",
+        "512",
+        "--precision",
+        "bf16-mixed",
+        "--mc-batch",
+        "0",
+        "--compile",
+        "--new-tokens",
+        "8",
+        "--json",
+        sys.argv[2],
+    ]
+)

@@ -8,7 +8,7 @@ document), ``jsonl`` a paragraph per row. The tokenizer is a BPE of 8,192 traine
 own, from ``resource.getrusage``), and they alternate: tokenizers' rate, then preparation, so that the two sides of
 each ratio are timed minutes apart on a shared machine.
 
-    python experiments/prepare_bench.py --mb 100 200 --out /tmp/prepare-bench      # what experiments/benchmarks.md records
+    python experiments/prepare_bench.py --mb 100 200 --out /tmp/prepare-bench  # what experiments/benchmarks.md records
     python experiments/prepare_bench.py --mb 2048 --out /scratch/prepare-bench        # the issue's 2 GB corpus
     python experiments/prepare_bench.py --mb 100 --shape one-file jsonl --num-proc 1
 
@@ -36,7 +36,8 @@ import json, resource, sys, time
 from pathlib import Path
 what, corpus, tokenizer, cache, num_proc = sys.argv[1:6]
 def cpu():  # seconds of CPU of this process and its waited-for workers
-    return sum(r.ru_utime + r.ru_stime for r in map(resource.getrusage, (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)))
+    usages = map(resource.getrusage, (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
+    return sum(r.ru_utime + r.ru_stime for r in usages)
 from gpt1.tokenizer import Tokenizer
 tok = Tokenizer.from_str(Path(tokenizer).read_text())
 if what == "tokenizers":
@@ -77,8 +78,12 @@ def sample_books() -> Path:
 
 
 def paragraphs() -> list[str]:
-    return [line for path in sorted(sample_books().glob("*/*.txt")) for line in path.read_text().splitlines()
-            if line.strip()]
+    return [
+        line
+        for path in sorted(sample_books().glob("*/*.txt"))
+        for line in path.read_text().splitlines()
+        if line.strip()
+    ]
 
 
 def generate(root: Path, mb: int, shape: str, seed: int = 0) -> str:
@@ -110,8 +115,12 @@ def generate(root: Path, mb: int, shape: str, seed: int = 0) -> str:
 
 
 def measure(what: str, corpus: str, tokenizer: Path, cache: Path, num_proc: int = 1) -> dict:
-    proc = subprocess.run([sys.executable, "-c", CHILD, what, corpus, str(tokenizer), str(cache), str(num_proc)],
-                          capture_output=True, text=True, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-c", CHILD, what, corpus, str(tokenizer), str(cache), str(num_proc)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if proc.returncode != 0:
         sys.exit(f"error: {what} failed:\n{proc.stderr[-3000:]}")
     result = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -139,24 +148,37 @@ def main() -> None:
             corpus = generate(args.out / f"{shape}-{mb}mb", mb, shape)
             for num_proc in args.num_proc:
                 base = measure("tokenizers", corpus, tokenizer, args.out / "cache-scratch")
-                ours = measure("prepare", corpus, tokenizer, args.out / f"cache-{shape}-{mb}-{num_proc}-{time.time_ns()}",
-                               num_proc)
-                row = {"shape": shape, "mb": mb, "num_proc": num_proc, "tokens": ours["tokens"],
-                       "seconds": round(ours["seconds"], 1), "tokens_per_s": round(ours["tokens_per_s"]),
-                       "tokenizers_per_s": round(base["tokens_per_s"]),
-                       "ratio": round(ours["tokens_per_s"] / base["tokens_per_s"], 3),
-                       "cpu_s": round(ours["cpu_s"], 1), "tokenizers_cpu_s": round(base["cpu_s"], 1),
-                       "peak_rss_mb": round(ours["peak_rss_mb"]), "tokenizers_peak_rss_mb": round(base["peak_rss_mb"]),
-                       "at": time.strftime("%H:%M")}
+                ours = measure(
+                    "prepare", corpus, tokenizer, args.out / f"cache-{shape}-{mb}-{num_proc}-{time.time_ns()}", num_proc
+                )
+                row = {
+                    "shape": shape,
+                    "mb": mb,
+                    "num_proc": num_proc,
+                    "tokens": ours["tokens"],
+                    "seconds": round(ours["seconds"], 1),
+                    "tokens_per_s": round(ours["tokens_per_s"]),
+                    "tokenizers_per_s": round(base["tokens_per_s"]),
+                    "ratio": round(ours["tokens_per_s"] / base["tokens_per_s"], 3),
+                    "cpu_s": round(ours["cpu_s"], 1),
+                    "tokenizers_cpu_s": round(base["cpu_s"], 1),
+                    "peak_rss_mb": round(ours["peak_rss_mb"]),
+                    "tokenizers_peak_rss_mb": round(base["peak_rss_mb"]),
+                    "at": time.strftime("%H:%M"),
+                }
                 rows.append(row)
                 print(json.dumps(row), flush=True)
-    print("| shape | MB | num_proc | tokens | time s | tokens/s | tokenizers' tokens/s | ratio | CPU s (tokenizers') "
-          "| peak RSS MB (tokenizers') |")
+    print(
+        "| shape | MB | num_proc | tokens | time s | tokens/s | tokenizers' tokens/s | ratio | CPU s (tokenizers') "
+        "| peak RSS MB (tokenizers') |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['shape']} | {r['mb']} | {r['num_proc']} | {r['tokens']:,} | {r['seconds']} | {r['tokens_per_s']:,} "
-              f"| {r['tokenizers_per_s']:,} | {r['ratio']:.2f} | {r['cpu_s']} ({r['tokenizers_cpu_s']}) "
-              f"| {r['peak_rss_mb']:,} ({r['tokenizers_peak_rss_mb']:,}) |")
+        print(
+            f"| {r['shape']} | {r['mb']} | {r['num_proc']} | {r['tokens']:,} | {r['seconds']} | {r['tokens_per_s']:,} "
+            f"| {r['tokenizers_per_s']:,} | {r['ratio']:.2f} | {r['cpu_s']} ({r['tokenizers_cpu_s']}) "
+            f"| {r['peak_rss_mb']:,} ({r['tokenizers_peak_rss_mb']:,}) |"
+        )
     (args.out / "results.json").write_text(json.dumps(rows, indent=1))
 
 

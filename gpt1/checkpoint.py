@@ -163,8 +163,10 @@ def read_checkpoint(path: str | os.PathLike, map_location: str | torch.device = 
         names = [str(p.relative_to(path)) for p in found]
         raise CheckpointError(
             f"checkpoint {path} is a directory: pass one of its checkpoints, e.g. {best} (it holds "
-            f"{', '.join(names[:8])}{', ...' if len(names) > 8 else ''})" if found else
-            f"checkpoint {path} is a directory with no .ckpt file in it or in its checkpoints/: pass a .ckpt file")
+            f"{', '.join(names[:8])}{', ...' if len(names) > 8 else ''})"
+            if found
+            else f"checkpoint {path} is a directory with no .ckpt file in it or in its checkpoints/: pass a .ckpt file"
+        )
     if not path.is_file():
         raise CheckpointError(f"checkpoint {path} does not exist: pass the path of a .ckpt file")
     try:

@@ -129,8 +129,10 @@ def machine_key() -> str:
     any ISA override (``ISA_VARIABLES``) and the probes (``PROBES``)."""
     flags = hashlib.sha1(" ".join(cpu_flags()).encode()).hexdigest()[:12]
     isa = "".join(f", {v}={os.environ[v]}" for v in ISA_VARIABLES if os.environ.get(v))
-    return (f"{cpu_model()} (flags {flags}), torch {torch.__version__}, {torch.get_num_threads()} threads{isa}, "
-            f"probes {PROBES}")
+    return (
+        f"{cpu_model()} (flags {flags}), torch {torch.__version__}, {torch.get_num_threads()} threads{isa}, "
+        f"probes {PROBES}"
+    )
 
 
 def cache_path() -> Path:
@@ -157,8 +159,12 @@ def cached_timings() -> tuple[dict[str, dict[str, float]], str]:
         timings, source = entry.get("timings"), "cached"
         if not _valid(timings) or _busy_then_quiet_now(entry.get("load")):
             timings, source = measure_matmuls(), "measured"
-            entries[key] = {"timings": timings, "choices": choose(timings), "date": time.strftime("%Y-%m-%d %H:%M"),
-                            "load": _load()}
+            entries[key] = {
+                "timings": timings,
+                "choices": choose(timings),
+                "date": time.strftime("%Y-%m-%d %H:%M"),
+                "load": _load(),
+            }
             with contextlib.suppress(OSError):
                 tmp = path.with_suffix(f".{os.getpid()}.tmp")
                 tmp.write_text(json.dumps(entries, indent=1, sort_keys=True) + "\n")
@@ -183,10 +189,15 @@ def _busy_then_quiet_now(load_then: object) -> bool:
 
 
 def _valid(timings: object) -> bool:
-    return isinstance(timings, dict) and set(timings) == set(ops.KINDS) and all(
-        isinstance(t, dict) and set(t) == set(ops.KERNELS[kind])
-        and all(isinstance(v, (int, float)) and v > 0 for v in t.values())
-        for kind, t in timings.items()
+    return (
+        isinstance(timings, dict)
+        and set(timings) == set(ops.KINDS)
+        and all(
+            isinstance(t, dict)
+            and set(t) == set(ops.KERNELS[kind])
+            and all(isinstance(v, (int, float)) and v > 0 for v in t.values())
+            for kind, t in timings.items()
+        )
     )
 
 

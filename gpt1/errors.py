@@ -30,8 +30,14 @@ class CheckpointError(UserError, ValueError):
 
 
 def ranged(
-    default: Any = dataclasses.MISSING, *, factory: Any = dataclasses.MISSING, ge: float | None = None,
-    gt: float | None = None, lt: float | None = None, le: float | None = None, hint: str = "",
+    default: Any = dataclasses.MISSING,
+    *,
+    factory: Any = dataclasses.MISSING,
+    ge: float | None = None,
+    gt: float | None = None,
+    lt: float | None = None,
+    le: float | None = None,
+    hint: str = "",
 ) -> Any:
     """A dataclass field (``default``, or ``factory`` for a list) whose value, or each value of a list, ``check_ranges``
     keeps within ``ge <= v``, ``gt < v``, ``v < lt``, ``v <= le`` (None and missing values pass); ``hint``: what the

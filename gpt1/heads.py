@@ -91,8 +91,14 @@ CONTEXT = -1
 """The group of a shared context's tokens, which every sequence of its row sees."""
 
 
-def _rows(tokens: torch.Tensor, at: torch.Tensor, positions: torch.Tensor, groups: torch.Tensor, shape: tuple[int, int],
-          index: torch.Tensor) -> Packed:
+def _rows(
+    tokens: torch.Tensor,
+    at: torch.Tensor,
+    positions: torch.Tensor,
+    groups: torch.Tensor,
+    shape: tuple[int, int],
+    index: torch.Tensor,
+) -> Packed:
     """Rows of ``shape`` (R, L) holding M tokens at flat places ``at``, with their positions and groups (M,): a token
     sees the earlier tokens of its own group and of ``CONTEXT``; an empty slot sees only itself."""
     R, L = shape

@@ -17,11 +17,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import tokenizers
 import torch
 from safetensors.torch import load_file
 from safetensors.torch import save as safetensors_bytes
 from torch import nn
-import tokenizers
 
 from gpt1.checkpoint import empty_model, load_checkpoint, save_checkpoint
 from gpt1.errors import CheckpointError
@@ -50,7 +50,9 @@ def config_from_hf(hf: Mapping[str, Any]) -> GPTConfig:
         raise CheckpointError(f"config.json has model_type {hf['model_type']!r}: only 'openai-gpt' checkpoints import")
     hf = {**HF_DEFAULTS, **hf}
     if hf["afn"] not in AFN_TO_ACTIVATION:
-        raise CheckpointError(f"config.json afn={hf['afn']!r} has no gpt1 equivalent (one of {sorted(AFN_TO_ACTIVATION)})")
+        raise CheckpointError(
+            f"config.json afn={hf['afn']!r} has no gpt1 equivalent (one of {sorted(AFN_TO_ACTIVATION)})"
+        )
     return GPTConfig(
         vocab_size=hf["vocab_size"],
         n_ctx=hf["n_positions"],
@@ -111,7 +113,9 @@ def from_hf_state_dict(state: Mapping[str, torch.Tensor]) -> dict[str, torch.Ten
             out[name] = _maybe_transpose(name, tensor)
     head = state.get(HF_LM_HEAD)
     if head is not None and not torch.equal(head, out.get("tokens_embed.weight", torch.empty(0))):
-        raise CheckpointError(f"{HF_LM_HEAD} differs from tokens_embed.weight: GPT-1's LM head is tied to the embedding")
+        raise CheckpointError(
+            f"{HF_LM_HEAD} differs from tokens_embed.weight: GPT-1's LM head is tied to the embedding"
+        )
     return out
 
 
@@ -254,7 +258,9 @@ def import_hf(src: str | os.PathLike, dst: str | os.PathLike, tokenizer: str | o
         )
     rows = state["tokens_embed.weight"].size(0)
     if rows != config.vocab_size:
-        raise CheckpointError(f"{src}: tokens_embed.weight has {rows} rows but config.json vocab_size={config.vocab_size}")
+        raise CheckpointError(
+            f"{src}: tokens_embed.weight has {rows} rows but config.json vocab_size={config.vocab_size}"
+        )
     if tok.vocab_size != config.vocab_size:
         raise CheckpointError(
             f"the tokenizer ({tokenizer or src}) has {tok.vocab_size} tokens but the model in {src} "
@@ -289,8 +295,9 @@ def export_hf(src: str | os.PathLike, dst: str | os.PathLike) -> None:
     with atomic_file(dst / "model.safetensors", needed=len(weights)) as f:  # (save_file's: 0600, torn on a full disk)
         f.write(weights)
     (dst / "tokenizer.json").write_text(hf_tokenizer_json(loaded.tokenizer), encoding="utf-8")
-    (dst / "tokenizer_config.json").write_text(json.dumps(
-        {"tokenizer_class": "OpenAIGPTTokenizer", "model_max_length": config.n_ctx, **tokens}, indent=2) + "\n")
+    (dst / "tokenizer_config.json").write_text(
+        json.dumps({"tokenizer_class": "OpenAIGPTTokenizer", "model_max_length": config.n_ctx, **tokens}, indent=2)
+        + "\n"
+    )
     if loaded.tokenizer.pipeline == "openai":
         loaded.tokenizer.bpe.model.save(str(dst))  # vocab.json + merges.txt
-

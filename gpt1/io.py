@@ -85,9 +85,11 @@ def write_error(path: Path, e: BaseException, needed: int = 0) -> Exception:
     code = _errno(e)
     if code in UNWRITABLE:
         where = next((p for p in [path.parent, *path.parent.parents] if p.exists()), path.parent)
-        return WriteError(f"cannot write {path}: {where} is not a writable directory ({os.strerror(code)}): "
-                          "make it writable or choose another directory (paths.output_dir, hydra.run.dir, "
-                          "paths.cache_dir or the command's output path)")
+        return WriteError(
+            f"cannot write {path}: {where} is not a writable directory ({os.strerror(code)}): "
+            "make it writable or choose another directory (paths.output_dir, hydra.run.dir, "
+            "paths.cache_dir or the command's output path)"
+        )
     if code in FULL:
         try:
             free = shutil.disk_usage(path.parent).free
@@ -95,14 +97,16 @@ def write_error(path: Path, e: BaseException, needed: int = 0) -> Exception:
             free = 0
         kept = "keeps its previous version" if path.exists() else "was not written"
         need = f"about {_size(needed)}" if needed else "more than is free"
-        return WriteError(f"no space left on the device of {path}: writing it needs {need}, {_size(free)} is free "
-                          f"there; {path.name} {kept}, nothing else was lost{_last_good(path)}; free some space, or "
-                          "choose another directory, and run the command again")
+        return WriteError(
+            f"no space left on the device of {path}: writing it needs {need}, {_size(free)} is free "
+            f"there; {path.name} {kept}, nothing else was lost{_last_good(path)}; free some space, or "
+            "choose another directory, and run the command again"
+        )
     return e  # type: ignore[return-value]
 
 
 def _last_good(path: Path) -> str:
-    """"; the last good checkpoint is X" for a file of a run directory (a checkpoint, metrics.json), X the newest
+    """ "; the last good checkpoint is X" for a file of a run directory (a checkpoint, metrics.json), X the newest
     checkpoint beside it or in its checkpoints/."""
     found = [p for d in (path.parent, path.parent / "checkpoints") if d.is_dir() for p in d.glob("*.ckpt")]
     if not found:

@@ -53,6 +53,8 @@ def memory_line(peaks: dict[str, float]) -> str:
     if "peak_host_memory_children_gb" in peaks:
         line += f" (largest child process {peaks['peak_host_memory_children_gb']:.3f} GB)"
     if "peak_device_memory_gb" in peaks:
-        line += (f", CUDA device {peaks['peak_device_memory_gb']:.3f} GB "
-                 f"({peaks['peak_device_reserved_gb']:.3f} GB reserved)")
+        line += (
+            f", CUDA device {peaks['peak_device_memory_gb']:.3f} GB "
+            f"({peaks['peak_device_reserved_gb']:.3f} GB reserved)"
+        )
     return line

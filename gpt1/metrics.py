@@ -85,8 +85,9 @@ def check_metric(name: str, regression: bool, choices: bool, num_labels: Optiona
         fits = [m.name for m in METRICS.values() if m.regression == regression and (m.choices or not choices)]
         raise ConfigError(f"task.metrics {[name]} do not suit a {kind} task: use {fits}")
     if spec.num_labels is not None and num_labels is not None and num_labels != spec.num_labels:
-        raise ConfigError(f"task.metrics: {name} is defined for {spec.num_labels} classes only, but the task has "
-                          f"{num_labels} labels")
+        raise ConfigError(
+            f"task.metrics: {name} is defined for {spec.num_labels} classes only, but the task has {num_labels} labels"
+        )
     return spec
 
 

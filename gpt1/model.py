@@ -211,7 +211,9 @@ class GPT(nn.Module):
         past = cache[0].length if cache is not None else 0
         if positions is None:
             if past + T > self.config.n_ctx:
-                raise ValueError(f"sequence of {past + T} tokens exceeds the context of {self.config.n_ctx} (model.n_ctx)")
+                raise ValueError(
+                    f"sequence of {past + T} tokens exceeds the context of {self.config.n_ctx} (model.n_ctx)"
+                )
             positions = torch.arange(past, past + T, device=idx.device)  # (T,)
         if self.training and self.config.embd_dropout == "table" and self.drop.p > 0:
             # the original's we = dropout(we): one mask per table row for the whole batch; lm_logits reads this table
@@ -230,7 +232,9 @@ class GPT(nn.Module):
         table = self._dropped_table if self.training and self._dropped_table is not None else self.tokens_embed.weight
         logits = linear(hidden, table)
         # slice only when padded: even a no-op slice costs its backward a zeroed (..., V) copy
-        return logits[..., : self.config.vocab_size] if self.config.padded_vocab_size > self.config.vocab_size else logits
+        return (
+            logits[..., : self.config.vocab_size] if self.config.padded_vocab_size > self.config.vocab_size else logits
+        )
 
     def resize_token_embeddings(self, vocab_size: int) -> None:
         """Grow the vocabulary (e.g. for new special tokens); new rows are drawn from N(0, init_std)."""

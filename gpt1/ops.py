@@ -32,7 +32,6 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-
 PRODUCTS = ("forward", "input_grad", "weight_grad")
 """The three products of a linear layer in training: x @ W.T, its input gradient g @ W and its weight gradient
 g.T @ x."""
@@ -174,15 +173,15 @@ class _Linear(torch.autograd.Function):
         return grad_x, grad_w, grad_b, None
 
 
-def _row_blocks(
-    weight: torch.Tensor, bias: torch.Tensor | None, blocks: int
-) -> Callable[[torch.Tensor], torch.Tensor]:
+def _row_blocks(weight: torch.Tensor, bias: torch.Tensor | None, blocks: int) -> Callable[[torch.Tensor], torch.Tensor]:
     """A function of one contiguous row x (..., in) -> x @ weight (out, in).T + bias, as a bmm of ``blocks`` row blocks
     of weight (views, no copy, made here once), which torch's CPU bmm runs one block per thread. Decoding calls each
     product once a token: every op saved here is saved 49 times a token."""
     N, K = weight.shape
     step = N // blocks
-    rows = N - (blocks - 1) * step  # block i holds rows i*step .. i*step+rows-1: rows > step where blocks don't divide N
+    rows = (
+        N - (blocks - 1) * step
+    )  # block i holds rows i*step .. i*step+rows-1: rows > step where blocks don't divide N
     if K > N and rows == step:
         # rows longer than the matrix is tall (the MLP's output projection, 768 x 3072) stream faster as
         # x (1, K) @ each block's transposed view (K, rows)

@@ -12,12 +12,14 @@ from typing import IO, Any, Optional
 from tqdm import tqdm
 
 
-def bar(iterable: Optional[Iterable[Any]] = None, *, desc: str, unit: str, total: Optional[int] = None,
-        leave: bool = True) -> tqdm:
+def bar(
+    iterable: Optional[Iterable[Any]] = None, *, desc: str, unit: str, total: Optional[int] = None, leave: bool = True
+) -> tqdm:
     """A tqdm bar on stderr (what a command prints, its results, stays on stdout); ``leave=False`` for an inner bar,
     erased when done."""
-    return tqdm(iterable, desc=desc, unit=unit, total=total, leave=leave, file=sys.stderr, dynamic_ncols=True,
-                mininterval=0.5)
+    return tqdm(
+        iterable, desc=desc, unit=unit, total=total, leave=leave, file=sys.stderr, dynamic_ncols=True, mininterval=0.5
+    )
 
 
 def write(text: str) -> None:
@@ -38,16 +40,18 @@ class Meter:
     minutes: a tqdm bar when ``file`` (stderr) is a terminal, else a plain line every ``interval`` seconds and a last
     one at ``close``, so that a log shows it move too."""
 
-    def __init__(self, desc: str, unit: str, total: Optional[int] = None, interval: float = 15.0,
-                 file: Optional[IO[str]] = None) -> None:
+    def __init__(
+        self, desc: str, unit: str, total: Optional[int] = None, interval: float = 15.0, file: Optional[IO[str]] = None
+    ) -> None:
         self.desc, self.unit, self.total, self.interval = desc, unit, total, interval
         self.file = file or sys.stderr
         self.docs, self.amount = 0, 0
         self.start = self.shown = time.perf_counter()
         self.bar = None
         if self.file.isatty():
-            self.bar = tqdm(desc=desc, unit=" documents", total=total, file=self.file, dynamic_ncols=True,
-                            mininterval=0.5)
+            self.bar = tqdm(
+                desc=desc, unit=" documents", total=total, file=self.file, dynamic_ncols=True, mininterval=0.5
+            )
 
     def status(self) -> str:
         """E.g. "12/40 documents, 2.51M tokens, 251k tokens/s"."""
@@ -60,8 +64,10 @@ class Meter:
         self.amount += amount
         now = time.perf_counter()
         if self.bar is not None:
-            self.bar.set_postfix_str(f"{_si(self.amount)} {self.unit}, "
-                                     f"{_si(self.amount / max(now - self.start, 1e-9))} {self.unit}/s", refresh=False)
+            self.bar.set_postfix_str(
+                f"{_si(self.amount)} {self.unit}, {_si(self.amount / max(now - self.start, 1e-9))} {self.unit}/s",
+                refresh=False,
+            )
             self.bar.update(docs)
         elif now - self.shown >= self.interval:
             self.shown = now
@@ -71,5 +77,6 @@ class Meter:
         if self.bar is not None:
             self.bar.close()
         else:
-            print(f"{self.desc}: {self.status()} in {time.perf_counter() - self.start:.0f} s", file=self.file,
-                  flush=True)
+            print(
+                f"{self.desc}: {self.status()} in {time.perf_counter() - self.start:.0f} s", file=self.file, flush=True
+            )

@@ -65,8 +65,11 @@ def watch_with_squeue_without_accounting() -> None:
     except (OSError, subprocess.TimeoutExpired):
         accounting = False
     if not accounting:
-        print("note: this SLURM keeps no accounting (sacct): job states come from squeue only", file=sys.stderr,
-              flush=True)
+        print(
+            "note: this SLURM keeps no accounting (sacct): job states come from squeue only",
+            file=sys.stderr,
+            flush=True,
+        )
         SlurmJob.watcher = SqueueWatcher()
 
 

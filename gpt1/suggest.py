@@ -64,8 +64,10 @@ def _yaml_of(config_path: str, key: str) -> Optional[Path]:
     """The YAML file ``config_path`` (``task/mine``) that Hydra read, the one holding ``key`` where several could."""
     files = [d / f"{config_path}.yaml" for d in config_dirs() if (d / f"{config_path}.yaml").is_file()]
     pattern = re.compile(rf"^\s*{re.escape(key)}\s*:", re.MULTILINE)
-    return next((f for f in files if pattern.search(f.read_text(encoding="utf-8", errors="replace"))),
-                files[0] if files else None)
+    return next(
+        (f for f in files if pattern.search(f.read_text(encoding="utf-8", errors="replace"))),
+        files[0] if files else None,
+    )
 
 
 def _fields(schema: Any) -> list[str]:
@@ -105,23 +107,29 @@ def config_hint(e: BaseException) -> Optional[str]:
     if parse is not None and parse.override:  # ++task.splits.train=train[:1000]: bash removed the quotes
         key, _, value = str(parse.override).partition("=")
         detail = str(parse).splitlines()[0]
-        return (f"{parse.override}: Hydra cannot parse this override ({detail}); a value holding [ ] : , ( ) or "
-                f"spaces is a string in double quotes inside the shell's single quotes: '{key}=\"{value}\"'")
+        return (
+            f"{parse.override}: Hydra cannot parse this override ({detail}); a value holding [ ] : , ( ) or "
+            f"spaces is a string in double quotes inside the shell's single quotes: '{key}=\"{value}\"'"
+        )
 
     found = re.fullmatch(r"Ambiguous value for argument '([^=']+)=(.*)'", text.split("\n", 1)[0])
     if found:  # prompt="It was a dark night, and she said": bash removed the quotes, Hydra reads a comma as a sweep
         key, value = found.groups()
-        return (f"{key}={value}: Hydra reads a comma as a list of values to sweep; a value holding a comma (or [ ] : "
-                f"( ) spaces) is a string in double quotes inside the shell's single quotes: '{key}=\"{value}\"' "
-                f"(a sweep: -m {key}=a,b)")
+        return (
+            f"{key}={value}: Hydra reads a comma as a list of values to sweep; a value holding a comma (or [ ] : "
+            f"( ) spaces) is a string in double quotes inside the shell's single quotes: '{key}=\"{value}\"' "
+            f"(a sweep: -m {key}=a,b)"
+        )
 
     missing = next((c for c in chain if isinstance(c, MissingConfigException)), None)
     found = re.search(r"Could not find '([\w/]+)/([^'/]+)'", text)
     if missing is not None and found:  # task=sentimnt, experiment=ablation_auxlm, model=smal
         group, value = found.groups()
         options = list(missing.options or []) or _group_options(group)
-        return (f"{group}={value}: there is no {group} {value!r}{_did_you_mean(value, options, f'{group}=')} "
-                f"(the {group}s: {', '.join(options)})")
+        return (
+            f"{group}={value}: there is no {group} {value!r}{_did_you_mean(value, options, f'{group}=')} "
+            f"(the {group}s: {', '.join(options)})"
+        )
 
     found = re.match(r"Could not override '([\w.]+)'\. No match in the defaults list", text)
     if found:  # gpt1 pretrain task=sentiment: a config group this command does not have
@@ -136,9 +144,11 @@ def config_hint(e: BaseException) -> Optional[str]:
         override, group = merging.group(1), str(omega.full_key or "").split(".")[0]
         sweep = _swept(group)
         if sweep:
-            return (f"{override}: a {group}.* override cannot be merged while {group} is swept ({sweep}): Hydra "
-                    f"composes a sweep's config once without its swept groups; run one command per {group} "
-                    f"({group}=NAME {override}), or set the key in each {group}'s YAML (--config-dir)")
+            return (
+                f"{override}: a {group}.* override cannot be merged while {group} is swept ({sweep}): Hydra "
+                f"composes a sweep's config once without its swept groups; run one command per {group} "
+                f"({group}=NAME {override}), or set the key in each {group}'s YAML (--config-dir)"
+            )
         return f"{override}: there is no {group} to merge it into: give {group}=NAME first"
 
     if isinstance(omega, MissingMandatoryValue) and omega.full_key:  # gpt1 evaluate without ckpt=
@@ -155,8 +165,10 @@ def config_hint(e: BaseException) -> Optional[str]:
             config_path = composing.group(1)
             path = _yaml_of(config_path, key)
             where = f"{path}" if path else f"{config_path}.yaml"
-            return (f"{where}: unknown field {key!r} ({schema}){_did_you_mean(key, fields)} (its fields: "
-                    f"{', '.join(fields)})")
+            return (
+                f"{where}: unknown field {key!r} ({schema}){_did_you_mean(key, fields)} (its fields: "
+                f"{', '.join(fields)})"
+            )
         first = str(omega).splitlines()[0]  # Key 'n_layr' not in 'GPTConfig'
         return f"{full_key}: {first}{_did_you_mean(key, fields, parent)} (`--cfg job` prints every key)"
     return None

@@ -288,4 +288,3 @@ def build_tokenizer(cfg: TokenizerConfig, texts: Callable[[], Iterable[str]] | N
     if texts is None:
         raise ConfigError("tokenizer.path is not set and there is no corpus to train a tokenizer on")
     return train_bpe(texts(), cfg.vocab_size, cfg.min_frequency)
-

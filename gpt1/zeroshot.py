@@ -141,7 +141,11 @@ def choice_logprobs(
 
 
 def substitution_logprobs(
-    model: nn.Module, tokenizer: Any, rests: Sequence[str], prefixes: Sequence[Sequence[str]], batch_size: int = 32,
+    model: nn.Module,
+    tokenizer: Any,
+    rests: Sequence[str],
+    prefixes: Sequence[Sequence[str]],
+    batch_size: int = 32,
 ) -> tuple[torch.Tensor, int]:
     """Mean token log-probability of each example's ``rests[i]`` after each of its ``prefixes[i]`` (the sentence up
     to the pronoun, a candidate in its place): (N, K), -inf where an example has fewer, and how many examples had a
@@ -182,14 +186,19 @@ def heuristic_of(task: TaskConfig) -> str:
         raise ConfigError(f"task {task.name}: set task.zeroshot.heuristic: {' or '.join(kind.heuristics)}{words}")
     if name is None:
         scored = [n for n, t in task_types().items() if t.heuristics]
-        raise ConfigError(f"task {task.name}: there is no zero-shot heuristic for {kind} tasks "
-                          f"(the paper's score {', '.join(scored[:-1])} and {scored[-1]} tasks)")
+        raise ConfigError(
+            f"task {task.name}: there is no zero-shot heuristic for {kind} tasks "
+            f"(the paper's score {', '.join(scored[:-1])} and {scored[-1]} tasks)"
+        )
     if name not in kind.heuristics:
-        raise ConfigError(f"task.zeroshot.heuristic={name!r} does not score {kind} tasks: use one of "
-                          f"{list(kind.heuristics)}")
+        raise ConfigError(
+            f"task.zeroshot.heuristic={name!r} does not score {kind} tasks: use one of {list(kind.heuristics)}"
+        )
     if name == "verbalizer" and not task.zeroshot.words:
-        raise ConfigError("task.zeroshot.words is empty: the verbalizer needs one word per class, in class order, "
-                          "e.g. task.zeroshot.words=[negative,positive]")
+        raise ConfigError(
+            "task.zeroshot.words is empty: the verbalizer needs one word per class, in class order, "
+            "e.g. task.zeroshot.words=[negative,positive]"
+        )
     return name
 
 
@@ -204,8 +213,14 @@ def metric_values(task: TaskConfig, num_labels: int, preds: torch.Tensor, labels
 
 
 def predict(
-    heuristic: str, model: nn.Module, tokenizer: Any, task: TaskConfig, val: Examples,
-    fit: Optional[tuple[list[str], torch.Tensor]], num_labels: int, batch_size: int,
+    heuristic: str,
+    model: nn.Module,
+    tokenizer: Any,
+    task: TaskConfig,
+    val: Examples,
+    fit: Optional[tuple[list[str], torch.Tensor]],
+    num_labels: int,
+    batch_size: int,
 ) -> tuple[torch.Tensor, dict[str, Any]]:
     """The heuristic's predictions (N,) for ``val``, and what else to report (how many inputs were cut; the
     threshold). fit: mean_logprob's (texts, labels) to fit the threshold on."""

@@ -72,13 +72,26 @@ TINY_RUN = [
 ]
 """Overrides for a pretrain run of seconds: the tiny model on one novel, validated on 32 windows of another."""
 
-FEW = [*TINY_RUN, "trainer.max_steps=4", "trainer.val_check_interval=2", "trainer.check_val_every_n_epoch=null",
-       "trainer.limit_val_batches=2", "callbacks.samples.every_n_steps=0"]
+FEW = [
+    *TINY_RUN,
+    "trainer.max_steps=4",
+    "trainer.val_check_interval=2",
+    "trainer.check_val_every_n_epoch=null",
+    "trainer.limit_val_batches=2",
+    "callbacks.samples.every_n_steps=0",
+]
 """4 updates of the tiny model, validated twice on 2 batches."""
 
-FEW_FINETUNE = ["++task.splits.train='train[:64]'", "++task.splits.validation='validation[:16]'",
-                "++task.splits.test='test[:16]'", "batch_size=8", "trainer.max_steps=4", "logger=csv",
-                "trainer.enable_progress_bar=false", "trainer.num_sanity_val_steps=0"]
+FEW_FINETUNE = [
+    "++task.splits.train='train[:64]'",
+    "++task.splits.validation='validation[:16]'",
+    "++task.splits.test='test[:16]'",
+    "batch_size=8",
+    "trainer.max_steps=4",
+    "logger=csv",
+    "trainer.enable_progress_bar=false",
+    "trainer.num_sanity_val_steps=0",
+]
 """4 fine-tuning updates of 8 examples (of the first 64), validated and tested on 16 examples each."""
 
 
@@ -89,6 +102,16 @@ def tiny_ckpt(tmp_path_factory: pytest.TempPathFactory, cache_dir: Path) -> Path
 
     run = tmp_path_factory.mktemp("pretrain")
     with initialize_config_module(config_module="gpt1.conf", version_base="1.3"):
-        train(compose("pretrain", [f"paths.output_dir={run}", f"paths.cache_dir={cache_dir}", *TINY_RUN,
-                                   "trainer.max_steps=2", "callbacks.samples.every_n_steps=0"]))
+        train(
+            compose(
+                "pretrain",
+                [
+                    f"paths.output_dir={run}",
+                    f"paths.cache_dir={cache_dir}",
+                    *TINY_RUN,
+                    "trainer.max_steps=2",
+                    "callbacks.samples.every_n_steps=0",
+                ],
+            )
+        )
     return run / "checkpoints" / "last.ckpt"

@@ -23,8 +23,9 @@ def test_a_config_composed_by_hydra_runs_without_hydras_runtime(tiny_ckpt, tmp_p
     fails (paths.output_dir: outputs/<run_name>/<time>), and the task is named (it printed ``task None``)."""
     monkeypatch.chdir(tmp_path)
     with initialize_config_module("gpt1.conf", version_base="1.3"):
-        cfg = compose("finetune", [f"init_from={tiny_ckpt}", "task=sentiment", f"paths.cache_dir={cache_dir}",
-                                   *FEW_FINETUNE])
+        cfg = compose(
+            "finetune", [f"init_from={tiny_ckpt}", "task=sentiment", f"paths.cache_dir={cache_dir}", *FEW_FINETUNE]
+        )
     metrics = api.finetune(cfg)
     assert metrics["task"] == "sentiment"
     [run] = (tmp_path / "outputs" / "finetune" / "sentiment").iterdir()  # outputs/finetune/<task>/<time>
@@ -39,11 +40,14 @@ def test_compose_settles_the_run_directory_and_the_task_name():
     assert api.compose("pretrain").run_name == "quickstart"
 
 
-@pytest.mark.parametrize("overrides, name", [
-    (["data=files", "data.train_files=[my_corpus/*.txt]"], "pretrain/my_corpus"),
-    (["data=files", "data.train_files=docs.jsonl"], "pretrain/docs"),
-    (["data=wikitext103", "data.hf_config=wikitext-2-raw-v1"], "pretrain/wikitext-2-raw-v1"),
-])
+@pytest.mark.parametrize(
+    "overrides, name",
+    [
+        (["data=files", "data.train_files=[my_corpus/*.txt]"], "pretrain/my_corpus"),
+        (["data=files", "data.train_files=docs.jsonl"], "pretrain/docs"),
+        (["data=wikitext103", "data.hf_config=wikitext-2-raw-v1"], "pretrain/wikitext-2-raw-v1"),
+    ],
+)
 def test_a_corpus_of_ones_own_names_its_runs_and_prompts_its_samples_from_itself(overrides, name):
     cfg = api.compose("pretrain", overrides)
     assert cfg.run_name == name and cfg.paths.output_dir.startswith(f"outputs/{name}/")
@@ -67,8 +71,12 @@ def test_the_api_names_are_the_commands_functions_each_documented():
 def test_a_prediction_of_a_single_class_is_flagged(predicted, single, monkeypatch):
     tok = train_bpe(["a tiny corpus of words"] * 10, vocab_size=40)
     task = TaskConfig(name="t", type="classification", data_files={"train": "x.jsonl"}, num_labels=2)
-    module = TaskModule(GPT(GPTConfig(vocab_size=tok.vocab_size, n_ctx=8, n_layer=1, n_head=1, n_embd=4, n_inner=8)),
-                        tok, OptimConfig(), task)
+    module = TaskModule(
+        GPT(GPTConfig(vocab_size=tok.vocab_size, n_ctx=8, n_layer=1, n_head=1, n_embd=4, n_inner=8)),
+        tok,
+        OptimConfig(),
+        task,
+    )
     logits = torch.nn.functional.one_hot(torch.tensor(predicted), 2).float()  # (4, 2)
     monkeypatch.setattr(module, "forward", lambda batch: SimpleNamespace(logits=logits))
     logged = {}

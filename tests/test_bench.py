@@ -16,14 +16,33 @@ from gpt1.tools.bench_report import report
 
 pytest.importorskip("transformers", reason="--compare hf builds HF's models")
 
-TINY = ["--model", "tiny", "--batch", "2", "--seq", "16", "--new-tokens", "2", "--gen-batch", "2", "--warmup", "0",
-        "--iters", "1"]
+TINY = [
+    "--model",
+    "tiny",
+    "--batch",
+    "2",
+    "--seq",
+    "16",
+    "--new-tokens",
+    "2",
+    "--gen-batch",
+    "2",
+    "--warmup",
+    "0",
+    "--iters",
+    "1",
+]
 """A bench of the test model, one timing of each figure: seconds."""
 
 REAL_MC_NOTE = gpt1.tools.bench.mc_note
 
-RUNS = {"gpt1": [0.3, 0.1, 0.2], "hf": [0.5, 0.6, 0.4], "step_s": [1.0, 3.0, 2.0], "shared_context_step_s": [1.0],
-        "": [0.021, 0.043, 0.035]}
+RUNS = {
+    "gpt1": [0.3, 0.1, 0.2],
+    "hf": [0.5, 0.6, 0.4],
+    "step_s": [1.0, 3.0, 2.0],
+    "shared_context_step_s": [1.0],
+    "": [0.021, 0.043, 0.035],
+}
 """Stubbed wall times by name (interleaved_times' keys; "" is a generation's runs)."""
 
 
@@ -45,7 +64,9 @@ def stubbed(monkeypatch):
     monkeypatch.setattr(gpt1.tools.bench, "gemv_bandwidth", lambda model: 1e9)
     times = {kind: dict(zip(kernels, (1e-3, 2e-3, 3e-3, 4e-3))) for kind, kernels in gpt1.ops.KERNELS.items()}
     monkeypatch.setattr(gpt1.tools.bench, "measure_matmuls", lambda: times)
-    monkeypatch.setattr(gpt1.tools.bench, "hf_generation", lambda hf, args, device: {"generate_batch1_ms_per_token": 40.0})
+    monkeypatch.setattr(
+        gpt1.tools.bench, "hf_generation", lambda hf, args, device: {"generate_batch1_ms_per_token": 40.0}
+    )
     monkeypatch.setattr(gpt1.tools.bench, "mc_note", lambda: None)
     return calls
 
@@ -74,10 +95,13 @@ def test_every_figure_is_the_median_of_its_runs_and_the_ratios_follow(stubbed, t
     assert gen["batch1_ms_per_token_range"] == pytest.approx([10.5, 43])
     assert gen["batch2_ms_per_token"] == pytest.approx(17.5)
     assert out["hf"]["speedup_generate"] == pytest.approx(40.0 / b1)
-    weights = sum(p.numel() * 4 for p in gpt1.model.GPT(gpt1.tools.bench.replace(
-        gpt1.model.PRESETS["tiny"], vocab_size=40481)).parameters())
+    weights = sum(
+        p.numel() * 4
+        for p in gpt1.model.GPT(gpt1.tools.bench.replace(gpt1.model.PRESETS["tiny"], vocab_size=40481)).parameters()
+    )
     assert out["decode_bound_ms"] == pytest.approx(1e3 * weights / 1e9) and gen["bound_fraction"] == pytest.approx(
-        out["decode_bound_ms"] / b1)
+        out["decode_bound_ms"] / b1
+    )
     mc = out["multiple_choice"]
     assert mc["step_s"] == 2.0 and mc["step_s_range"] == [1.0, 3.0] and mc["shape"][:2] == [2, 4]
     assert out["hf"]["speedup_multiple_choice"] == pytest.approx(0.5 / 2.0)
@@ -97,13 +121,17 @@ def test_the_matmul_choices_and_both_kernels_times_are_shown(stubbed, monkeypatc
     decode = {"onednn": 1e-3, "row_blocks": 2e-3, "column_blocks": 3e-3, "torch": 4e-3}
     assert out["cpu_matmul_times"]["decode"] == decode
     printed = capsys.readouterr().out
-    assert ("CPU matmuls (GPT1_CPU_MATMUL=torch): train.forward torch, train.input_grad torch, train.weight_grad "
-            "torch, head.forward torch, head.input_grad torch, head.weight_grad torch, decode torch, batched "
-            "torch") in printed
-    assert ("measured now, ms: train.forward onednn 1.0, torch 2.0; train.input_grad onednn 1.0, torch 2.0; "
-            "train.weight_grad onednn 1.0, torch 2.0; head.forward onednn 1.0, torch 2.0; head.input_grad onednn 1.0, "
-            "torch 2.0; head.weight_grad onednn 1.0, torch 2.0; decode onednn 1.0, row_blocks 2.0, column_blocks 3.0, "
-            "torch 4.0; batched onednn 1.0, torch 2.0") in printed
+    assert (
+        "CPU matmuls (GPT1_CPU_MATMUL=torch): train.forward torch, train.input_grad torch, train.weight_grad "
+        "torch, head.forward torch, head.input_grad torch, head.weight_grad torch, decode torch, batched "
+        "torch"
+    ) in printed
+    assert (
+        "measured now, ms: train.forward onednn 1.0, torch 2.0; train.input_grad onednn 1.0, torch 2.0; "
+        "train.weight_grad onednn 1.0, torch 2.0; head.forward onednn 1.0, torch 2.0; head.input_grad onednn 1.0, "
+        "torch 2.0; head.weight_grad onednn 1.0, torch 2.0; decode onednn 1.0, row_blocks 2.0, column_blocks 3.0, "
+        "torch 4.0; batched onednn 1.0, torch 2.0"
+    ) in printed
 
 
 def test_one_sequence_decodes_from_weights_laid_out_as_generate_loads_them(stubbed, monkeypatch):
@@ -114,9 +142,14 @@ def test_one_sequence_decodes_from_weights_laid_out_as_generate_loads_them(stubb
     monkeypatch.setattr(gpt1.tools.bench, "configure", lambda: gpt1.cpu.CpuSettings(False, False, {}, "stubbed"))
     decoders, ceilings = [], []
     real_times = gpt1.tools.bench.interleaved_times
-    monkeypatch.setattr(gpt1.tools.bench, "interleaved_times", lambda fns, *args: (
-        decoders.extend((fn.func.__self__, fn.args[0].size(0)) for name, fn in fns.items() if name == ""),
-        real_times(fns, *args))[-1])
+    monkeypatch.setattr(
+        gpt1.tools.bench,
+        "interleaved_times",
+        lambda fns, *args: (
+            decoders.extend((fn.func.__self__, fn.args[0].size(0)) for name, fn in fns.items() if name == ""),
+            real_times(fns, *args),
+        )[-1],
+    )
     monkeypatch.setattr(gpt1.tools.bench, "gemv_bandwidth", lambda model: ceilings.append(model) or 1e9)
     main([*TINY, "--mc-batch", "0", "--device", "cpu"])
     (one, batch1), (batched, batch2) = decoders
@@ -190,7 +223,9 @@ def test_the_ceilings_try_every_kernel_whatever_was_chosen(monkeypatch):
 def test_a_cpu_peak_is_measured_in_the_steps_precision(monkeypatch):
     """Under bf16 autocast the CPU's peak is its bf16 GEMM rate: an fp32 peak would put MFU above 100%."""
     dtypes = []
-    monkeypatch.setattr(gpt1.tools.bench, "gemm_peak", lambda config, tokens, device, dtype: dtypes.append(dtype) or 1e9)
+    monkeypatch.setattr(
+        gpt1.tools.bench, "gemm_peak", lambda config, tokens, device, dtype: dtypes.append(dtype) or 1e9
+    )
     out = main([*TINY, "--mc-batch", "0", "--device", "cpu", "--precision", "bf16-mixed"])
     assert out["peak_source"] == "measured bfloat16 GEMM on the model's shapes" and set(dtypes) == {torch.bfloat16}
 
@@ -218,14 +253,17 @@ def test_the_cpu_peak_counts_each_weights_three_products_by_their_fastest_way(mo
     assert peak == pytest.approx(flops / firsts)
 
 
-@pytest.mark.parametrize("name, row", [
-    ("NVIDIA H100 80GB HBM3", "H100 SXM"),  # torch's name for the SXM part
-    ("NVIDIA H100 PCIe", "H100 PCIe"),
-    ("NVIDIA H100 NVL", "H100 NVL"),
-    ("NVIDIA H200", "H200"),
-    ("NVIDIA A100-SXM4-80GB", "A100"),
-    ("NVIDIA GeForce RTX 4090", None),
-])
+@pytest.mark.parametrize(
+    "name, row",
+    [
+        ("NVIDIA H100 80GB HBM3", "H100 SXM"),  # torch's name for the SXM part
+        ("NVIDIA H100 PCIe", "H100 PCIe"),
+        ("NVIDIA H100 NVL", "H100 NVL"),
+        ("NVIDIA H200", "H200"),
+        ("NVIDIA A100-SXM4-80GB", "A100"),
+        ("NVIDIA GeForce RTX 4090", None),
+    ],
+)
 def test_a_gpu_peak_comes_from_the_table_by_the_devices_name(monkeypatch, name, row):
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: name)
     peak, source = device_peak(torch.device("cuda"), "bf16-mixed", None)
@@ -249,13 +287,16 @@ def test_the_decode_bound_is_never_looser_than_what_the_products_streamed(stubbe
     assert out["decode_bound_ms"] == out["decode_gemv_bound_ms"]
 
 
-@pytest.mark.parametrize("flags, says", [
-    (["--seq", "33"], "--seq 33: the tiny preset reads at most 32 tokens"),
-    (["--new-tokens", "17"], "--new-tokens 17: the tiny preset reads at most 32 tokens, 16 of them the prompt"),
-    (["--batch", "0"], "--batch 0: choose 1 or more"),
-    (["--device", "tpu"], "--device=tpu: choose cpu, cuda"),
-    (["--json", "missing/bench.json"], "no directory missing to write it in"),
-])
+@pytest.mark.parametrize(
+    "flags, says",
+    [
+        (["--seq", "33"], "--seq 33: the tiny preset reads at most 32 tokens"),
+        (["--new-tokens", "17"], "--new-tokens 17: the tiny preset reads at most 32 tokens, 16 of them the prompt"),
+        (["--batch", "0"], "--batch 0: choose 1 or more"),
+        (["--device", "tpu"], "--device=tpu: choose cpu, cuda"),
+        (["--json", "missing/bench.json"], "no directory missing to write it in"),
+    ],
+)
 def test_bad_flags_are_one_line_before_any_measuring(flags, says, monkeypatch, capsys, tmp_path):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(gpt1.tools.bench, "bench", lambda args: pytest.fail("measured despite a bad flag"))

@@ -49,31 +49,62 @@ def test_pretrain_then_evaluate_and_generate_from_the_command_line(tmp_path, cac
     metrics = json.loads((run / "metrics.json").read_text())
     assert metrics["steps"] == 4 and (run / ".hydra" / "config.yaml").is_file()
     ckpt = run / "checkpoints" / "last.ckpt"
-    out = gpt1("evaluate", f"ckpt={ckpt}", "data.max_valid_windows=8", f"paths.cache_dir={cache_dir}",
-               f"hydra.run.dir={tmp_path / 'eval'}", "trainer.enable_progress_bar=false", cwd=tmp_path).stdout
+    out = gpt1(
+        "evaluate",
+        f"ckpt={ckpt}",
+        "data.max_valid_windows=8",
+        f"paths.cache_dir={cache_dir}",
+        f"hydra.run.dir={tmp_path / 'eval'}",
+        "trainer.enable_progress_bar=false",
+        cwd=tmp_path,
+    ).stdout
     assert "perplexity" in out
-    out = gpt1("generate", f"ckpt={ckpt}", "prompt=she said", "max_new_tokens=5", f"hydra.run.dir={tmp_path / 'gen'}",
-               cwd=tmp_path).stdout
+    out = gpt1(
+        "generate",
+        f"ckpt={ckpt}",
+        "prompt=she said",
+        "max_new_tokens=5",
+        f"hydra.run.dir={tmp_path / 'gen'}",
+        cwd=tmp_path,
+    ).stdout
     assert "she said" in out
 
 
 def test_python_dash_m_runs_a_command(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "gpt1.commands.generate", "--cfg", "job"], cwd=tmp_path, env=ENV,
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "gpt1.commands.generate", "--cfg", "job"],
+        cwd=tmp_path,
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0 and "max_new_tokens: 100" in proc.stdout
 
 
 def test_multirun_sweeps_over_overrides(tmp_path, cache_dir):
     sweep = tmp_path / "sweep"
-    gpt1("pretrain", "-m", *TINY_RUN, "debug=fast", "optim.lr=1e-3,3e-3", "callbacks.samples.every_n_steps=0",
-         f"hydra.sweep.dir={sweep}", f"paths.cache_dir={cache_dir}", cwd=tmp_path)
+    gpt1(
+        "pretrain",
+        "-m",
+        *TINY_RUN,
+        "debug=fast",
+        "optim.lr=1e-3,3e-3",
+        "callbacks.samples.every_n_steps=0",
+        f"hydra.sweep.dir={sweep}",
+        f"paths.cache_dir={cache_dir}",
+        cwd=tmp_path,
+    )
     for job in ("0", "1"):
         assert json.loads((sweep / job / "metrics.json").read_text())["steps"] == 4
 
 
 def test_positional_convert_arguments_become_overrides():
     assert positional_to_overrides(["from-hf", "a/b", "c.ckpt", "tokenizer=t"]) == [
-        "direction='from-hf'", "src='a/b'", "dst='c.ckpt'", "tokenizer=t"
+        "direction='from-hf'",
+        "src='a/b'",
+        "dst='c.ckpt'",
+        "tokenizer=t",
     ]
     assert positional_to_overrides(["to-hf", "x", "y", "--cfg", "job"])[-2:] == ["--cfg", "job"]
 
@@ -103,8 +134,12 @@ def test_convert_from_hf_then_generate_then_back_to_hf(tmp_path, make_cfg):
     assert loaded.tokenizer.decode(ids[0].tolist()) in out.stdout  # gpt1 generate picks the same tokens
 
     # evaluate too: its vocab has no end-of-document token, so documents are joined without one
-    result = evaluate(make_cfg("evaluate", [f"ckpt={tmp_path / 'model.ckpt'}", "data.max_valid_windows=4",
-                                            "trainer.enable_progress_bar=false"]))
+    result = evaluate(
+        make_cfg(
+            "evaluate",
+            [f"ckpt={tmp_path / 'model.ckpt'}", "data.max_valid_windows=4", "trainer.enable_progress_bar=false"],
+        )
+    )
     assert math.isfinite(result["ppl"]) and result["tokens"] == 4 * 32
 
     gpt1("convert", "to-hf", "model.ckpt", str(tmp_path / "back"), cwd=tmp_path)
@@ -123,8 +158,17 @@ def test_pretrain_on_a_corpus_it_has_never_seen(tmp_path, sample_data):
         (corpus / f"part{i // 100}.txt").write_text("\n".join(stories[i : i + 100]))
     (tmp_path / "held_out.txt").write_text("\n".join(stories[600:]))
     run = tmp_path / "run"
-    gpt1("pretrain", "data.train_files=corpus/*.txt", "data.valid_files=held_out.txt", "model=tiny",
-         "tokenizer.vocab_size=400", "debug=fast", f"hydra.run.dir={run}", "paths.cache_dir=cache", cwd=tmp_path)
+    gpt1(
+        "pretrain",
+        "data.train_files=corpus/*.txt",
+        "data.valid_files=held_out.txt",
+        "model=tiny",
+        "tokenizer.vocab_size=400",
+        "debug=fast",
+        f"hydra.run.dir={run}",
+        "paths.cache_dir=cache",
+        cwd=tmp_path,
+    )
     metrics = json.loads((run / "metrics.json").read_text())
     assert metrics["steps"] == 4 and metrics["val_ppl"] > 0 and metrics["val_unigram_ppl"] > 0
     assert len(list((tmp_path / "cache" / "tokenizers").glob("*.json"))) == 1  # a BPE trained on this corpus

@@ -8,13 +8,12 @@ from hydra.errors import ConfigCompositionException
 from omegaconf import OmegaConf
 from omegaconf.errors import ConfigAttributeError, ValidationError
 
-from gpt1.config import CheckpointModelConfig, EvaluateConfig, FinetuneConfig, PretrainConfig, Schedule
-from gpt1.tasks.spec import TaskConfig
-from gpt1.config import check_ranges
+from gpt1.commands.pretrain import train
+from gpt1.config import CheckpointModelConfig, EvaluateConfig, FinetuneConfig, PretrainConfig, Schedule, check_ranges
 from gpt1.errors import ConfigError
 from gpt1.lstm import LSTMConfig
 from gpt1.model import PRESETS, GPTConfig
-from gpt1.commands.pretrain import train
+from gpt1.tasks.spec import TaskConfig
 from tests.test_experiments import EXPERIMENTS as EXPERIMENTS_BY_COMMAND
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
@@ -63,8 +62,12 @@ def test_paper_experiment_holds_the_papers_recipe(make_cfg):
 
 @pytest.mark.parametrize(
     "config_name, overrides",
-    [("evaluate", ["ckpt=x.ckpt"]), ("generate", ["ckpt=x.ckpt"]), ("convert", []),
-     ("finetune", ["task=sentiment", "init_from=x.ckpt"])],
+    [
+        ("evaluate", ["ckpt=x.ckpt"]),
+        ("generate", ["ckpt=x.ckpt"]),
+        ("convert", []),
+        ("finetune", ["task=sentiment", "init_from=x.ckpt"]),
+    ],
 )
 def test_every_command_config_composes(make_cfg, config_name, overrides):
     cfg = make_cfg(config_name, overrides)
@@ -110,8 +113,12 @@ TASKS = GROUPS.pop("task")  # fine-tuning's
 
 @pytest.mark.parametrize(
     "group, option",
-    [(g, o) for g, options in GROUPS.items() if g not in ("experiment", "debug", "hydra", "hparams_search")
-     for o in options],  # (hparams_search is fine-tuning's: tests/test_experiments.py)
+    [
+        (g, o)
+        for g, options in GROUPS.items()
+        if g not in ("experiment", "debug", "hydra", "hparams_search")
+        for o in options
+    ],  # (hparams_search is fine-tuning's: tests/test_experiments.py)
 )
 def test_every_group_option_composes(make_cfg, group, option):
     cfg = make_cfg("pretrain", [f"{group}={option}"])
@@ -158,10 +165,20 @@ def test_a_users_task_yaml_is_typed(tmp_path, cache_dir):
     assert "txt" in str(info.value) + str(info.value.__cause__)
 
 
-@pytest.mark.parametrize("override", ["trainer.gradient_clip_val=0", "trainer.gradient_clip_val=null",
-                                      "trainer.max_steps=-1", "trainer.max_epochs=-1", "callbacks.checkpoint.keep_last=-1",
-                                      "callbacks.samples.top_k=null", "callbacks.samples.temperature=0",
-                                      "optim.warmup_fraction=1", "trainer.num_sanity_val_steps=-1"])
+@pytest.mark.parametrize(
+    "override",
+    [
+        "trainer.gradient_clip_val=0",
+        "trainer.gradient_clip_val=null",
+        "trainer.max_steps=-1",
+        "trainer.max_epochs=-1",
+        "callbacks.checkpoint.keep_last=-1",
+        "callbacks.samples.top_k=null",
+        "callbacks.samples.temperature=0",
+        "optim.warmup_fraction=1",
+        "trainer.num_sanity_val_steps=-1",
+    ],
+)
 def test_the_special_values_the_schema_documents_are_in_range(make_cfg, override):
     check_ranges(make_cfg("pretrain", [override]))
 

@@ -15,15 +15,29 @@ import gpt1.ops
 
 FAST = {"onednn": 1.0, "torch": 2.0}
 SLOW = {"onednn": 2.0, "torch": 1.0}
-TIMINGS = {"train.forward": FAST, "train.input_grad": SLOW, "train.weight_grad": SLOW, "head.forward": FAST,
-           "head.input_grad": SLOW, "head.weight_grad": {"onednn": 0.99, "torch": 1.0},
-           "decode": {"onednn": 1.5, "row_blocks": 1.0, "column_blocks": 1.2, "torch": 2.0}, "batched": {"onednn": 0.99, "torch": 1.0}}
+TIMINGS = {
+    "train.forward": FAST,
+    "train.input_grad": SLOW,
+    "train.weight_grad": SLOW,
+    "head.forward": FAST,
+    "head.input_grad": SLOW,
+    "head.weight_grad": {"onednn": 0.99, "torch": 1.0},
+    "decode": {"onednn": 1.5, "row_blocks": 1.0, "column_blocks": 1.2, "torch": 2.0},
+    "batched": {"onednn": 0.99, "torch": 1.0},
+}
 """Stubbed measurements: oneDNN twice as fast for the forward products, half as fast for the input gradients, 1%
 faster (within the margin: a tie) for the head's weight gradient and batched products; decoding's row blocks the
 fastest of four."""
-CHOSEN = {"train.forward": "onednn", "train.input_grad": "torch", "train.weight_grad": "torch",
-          "head.forward": "onednn", "head.input_grad": "torch", "head.weight_grad": "torch", "decode": "row_blocks",
-          "batched": "torch"}
+CHOSEN = {
+    "train.forward": "onednn",
+    "train.input_grad": "torch",
+    "train.weight_grad": "torch",
+    "head.forward": "onednn",
+    "head.input_grad": "torch",
+    "head.weight_grad": "torch",
+    "decode": "row_blocks",
+    "batched": "torch",
+}
 
 
 @pytest.fixture
@@ -46,8 +60,9 @@ def cpu(monkeypatch, tmp_path):
 
 
 def _run(code: str, **env: str) -> str:
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                          env={**os.environ, **env}).stdout
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, env={**os.environ, **env}
+    ).stdout
 
 
 def test_importing_gpt1_changes_no_environment_warning_filter_or_allocator():
@@ -137,8 +152,10 @@ OLD_KINDS = {"train": FAST, "head": SLOW, "decode": FAST, "batched": FAST}
 """A cache entry of the kinds before the products were told apart: measured again."""
 
 
-@pytest.mark.parametrize("content", ["not json", "[]", '{"KEY": {"timings": {"train": {"onednn": 1}}}}',
-                                     json.dumps({"KEY": {"timings": OLD_KINDS}})])
+@pytest.mark.parametrize(
+    "content",
+    ["not json", "[]", '{"KEY": {"timings": {"train": {"onednn": 1}}}}', json.dumps({"KEY": {"timings": OLD_KINDS}})],
+)
 def test_an_unreadable_or_incomplete_cache_is_measured_again(cpu, monkeypatch, tmp_path, content):
     path = tmp_path / "gpt1" / "cpu-matmuls.json"
     path.parent.mkdir()
@@ -186,9 +203,12 @@ def test_the_allocator_keeps_freed_memory_and_asks_for_huge_pages_unless_opted_o
     assert not gpt1.allocator.tune_cpu_allocator()
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux") or "[never]" in Path(
-    "/sys/kernel/mm/transparent_hugepage/enabled").read_text() if Path(
-    "/sys/kernel/mm/transparent_hugepage/enabled").exists() else True, reason="needs Linux with THP not [never]")
+@pytest.mark.skipif(
+    not sys.platform.startswith("linux") or "[never]" in Path("/sys/kernel/mm/transparent_hugepage/enabled").read_text()
+    if Path("/sys/kernel/mm/transparent_hugepage/enabled").exists()
+    else True,
+    reason="needs Linux with THP not [never]",
+)
 def test_configure_after_importing_torch_still_gets_huge_pages():
     """torch reads THP_MEM_ALLOC_ENABLE at its first CPU allocation, not at import: configure() after `import
     torch`, before any allocation, still backs a large tensor with huge pages."""
@@ -198,6 +218,11 @@ def test_configure_after_importing_torch_still_gets_huge_pages():
         x = torch.ones(64 * 2**20 // 4)
         print(next(int(l.split()[1]) for l in open("/proc/self/smaps_rollup") if l.startswith("AnonHugePages")))"""
     env = {k: v for k, v in os.environ.items() if k not in ("THP_MEM_ALLOC_ENABLE", "GPT1_SYSTEM_MALLOC")}
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         env={**env, "GPT1_CPU_MATMUL": "torch"}).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**env, "GPT1_CPU_MATMUL": "torch"},
+    ).stdout
     assert int(out) > 0

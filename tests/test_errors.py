@@ -31,8 +31,9 @@ PRETRAIN = ["model=tiny", "tokenizer.vocab_size=300", "data.batch_size=8", "logg
 """A pre-training run of seconds (the tiny model, 301 tokens with eod), as in the battery."""
 
 
-def gpt1_subprocess(command: str, *overrides: str, cwd: Path, env: dict[str, str] = ENV,
-                    module: str | None = None) -> subprocess.CompletedProcess:
+def gpt1_subprocess(
+    command: str, *overrides: str, cwd: Path, env: dict[str, str] = ENV, module: str | None = None
+) -> subprocess.CompletedProcess:
     """``python -m gpt1.commands.<command> overrides...`` (or ``python -m gpt1.cli <command> ...``, the console script's
     path, with ``module="cli"``) in ``cwd`` (made if need be), its run directory under ``cwd``."""
     cwd.mkdir(parents=True, exist_ok=True)
@@ -110,8 +111,9 @@ def bad(tmp_path_factory, sample_data) -> Path:
     torch.save({"weights": torch.zeros(3)}, d / "foreign.ckpt")
 
     rows = [json.loads(line) for line in (sample_data / "tasks/sentiment/train.jsonl").open()][:32]
-    (d / "neutral.jsonl").write_text("".join(json.dumps({**r, "label": "neutral" if i == 7 else r["label"]}) + "\n"
-                                             for i, r in enumerate(rows)))
+    (d / "neutral.jsonl").write_text(
+        "".join(json.dumps({**r, "label": "neutral" if i == 7 else r["label"]}) + "\n" for i, r in enumerate(rows))
+    )
     (d / "unlabelled.jsonl").write_text("".join(json.dumps({**r, "label": -1}) + "\n" for r in rows))
     return d
 
@@ -122,9 +124,15 @@ def trained(tmp_path_factory, cache_dir, bad) -> Path:
     state), and beside it weights.ckpt (weights only), truncated.ckpt, vocab.ckpt (its tokenizer and model disagree)
     and shape.ckpt (its weights do not fit its model config)."""
     run = tmp_path_factory.mktemp("trained")
-    overrides = [f"paths.output_dir={run}", f"paths.cache_dir={cache_dir}", *PRETRAIN, "trainer.max_steps=2",
-                 f"data.train_files={bad}/good.txt", f"data.valid_files={bad}/good.txt",
-                 "callbacks.samples.every_n_steps=0"]
+    overrides = [
+        f"paths.output_dir={run}",
+        f"paths.cache_dir={cache_dir}",
+        *PRETRAIN,
+        "trainer.max_steps=2",
+        f"data.train_files={bad}/good.txt",
+        f"data.valid_files={bad}/good.txt",
+        "callbacks.samples.every_n_steps=0",
+    ]
     with initialize_config_module(config_module="gpt1.conf", version_base="1.3"):
         train(compose(config_name="pretrain", overrides=overrides))
     last = run / "checkpoints" / "last.ckpt"
@@ -148,17 +156,31 @@ def trained(tmp_path_factory, cache_dir, bad) -> Path:
         pytest.param("nothere.txt", "good.txt", ["data.train_files", "nothere.txt", "matches no file"], id="missing"),
         pytest.param("*.xyz", "good.txt", ["data.train_files", "*.xyz", "matches no file"], id="glob-matching-nothing"),
         pytest.param("empty.txt", "good.txt", ["data.train_files", "empty.txt", "is empty"], id="empty"),
-        pytest.param("small.txt", "good.txt", ["data.train_files", "small.txt", "fewer than one window", "model.n_ctx"],
-                     id="smaller-than-a-window"),
+        pytest.param(
+            "small.txt",
+            "good.txt",
+            ["data.train_files", "small.txt", "fewer than one window", "model.n_ctx"],
+            id="smaller-than-a-window",
+        ),
         pytest.param("malformed.jsonl", "good.txt", ["malformed.jsonl:2:", "not valid JSON"], id="malformed-jsonl"),
-        pytest.param("nocolumn.jsonl", "good.txt", ["nocolumn.jsonl", "'text'", "['body', 'id']", "data.text_column"],
-                     id="missing-text-column"),
+        pytest.param(
+            "nocolumn.jsonl",
+            "good.txt",
+            ["nocolumn.jsonl", "'text'", "['body', 'id']", "data.text_column"],
+            id="missing-text-column",
+        ),
         pytest.param("latin1.jsonl", "good.txt", ["latin1.jsonl:2:", "invalid UTF-8", "byte 31 "], id="invalid-utf8"),
     ],
 )
 def test_bad_pretraining_data_is_named_in_one_line(gpt1, bad, cache_dir, train_files, valid_files, names):
-    proc = gpt1("pretrain", *PRETRAIN, f"data.train_files={bad / train_files}", f"data.valid_files={bad / valid_files}",
-                f"paths.cache_dir={cache_dir}", cwd=bad.parent / f"run-{train_files}-{valid_files}".replace("*", "_"))
+    proc = gpt1(
+        "pretrain",
+        *PRETRAIN,
+        f"data.train_files={bad / train_files}",
+        f"data.valid_files={bad / valid_files}",
+        f"paths.cache_dir={cache_dir}",
+        cwd=bad.parent / f"run-{train_files}-{valid_files}".replace("*", "_"),
+    )
     one_line_error(proc, *names)
 
 
@@ -172,8 +194,11 @@ def test_bad_pretraining_data_is_named_in_one_line(gpt1, bad, cache_dir, train_f
         pytest.param(["model.n_layer=two"], ["model.n_layer", "'two'"], id="wrong-type"),
         pytest.param(["trainer=gpu"], ["trainer=gpu", "no CUDA GPU is visible", "use trainer=cpu"], id="trainer-gpu"),
         pytest.param(["trainer=ddp"], ["trainer=ddp", "no CUDA GPU is visible", "use trainer=cpu"], id="trainer-ddp"),
-        pytest.param(["trainer.max_steps=-5"], ["trainer.max_steps=-5", "out of range", ">= -1", "-1: bounded by"],
-                     id="negative-steps"),
+        pytest.param(
+            ["trainer.max_steps=-5"],
+            ["trainer.max_steps=-5", "out of range", ">= -1", "-1: bounded by"],
+            id="negative-steps",
+        ),
         pytest.param(["optim.lr=-1"], ["optim.lr=-1.0", ">= 0"], id="negative-lr"),
         pytest.param(["optim.betas=[0.9,1.5]"], ["optim.betas=[0.9, 1.5]", "< 1"], id="beta-of-one-or-more"),
         pytest.param(["model.n_ctx=0"], ["model.n_ctx=0", ">= 1"], id="no-context"),
@@ -183,15 +208,23 @@ def test_bad_pretraining_data_is_named_in_one_line(gpt1, bad, cache_dir, train_f
         pytest.param(["trainer.precision=17"], ["trainer.precision=17", "bf16-mixed"], id="unknown-precision"),
         pytest.param(["trainer.strategy=dpp"], ["trainer.strategy=dpp", "ddp, "], id="unknown-strategy"),
         pytest.param(["trainer.max_time=12h"], ["trainer.max_time=12h", "DD:HH:MM:SS"], id="malformed-max-time"),
-        pytest.param(["logger=wandb", "logger.wandb.mode=of"], ["logger.wandb.mode", "'of'", "offline"],
-                     id="unknown-wandb-mode"),
+        pytest.param(
+            ["logger=wandb", "logger.wandb.mode=of"], ["logger.wandb.mode", "'of'", "offline"], id="unknown-wandb-mode"
+        ),
     ],
 )
 def test_bad_configuration_is_named_in_one_line(gpt1, tmp_path, bad, overrides, names):
     if "trainer=" in overrides[0] and torch.cuda.is_available():
         pytest.skip("this machine has a GPU")
-    proc = gpt1("pretrain", *PRETRAIN, f"data.train_files={bad}/good.txt", f"data.valid_files={bad}/good.txt",
-                f"paths.cache_dir={tmp_path / 'cache'}", *overrides, cwd=tmp_path)
+    proc = gpt1(
+        "pretrain",
+        *PRETRAIN,
+        f"data.train_files={bad}/good.txt",
+        f"data.valid_files={bad}/good.txt",
+        f"paths.cache_dir={tmp_path / 'cache'}",
+        *overrides,
+        cwd=tmp_path,
+    )
     one_line_error(proc, *names)
     assert not (tmp_path / "cache").exists()  # refused before a tokenizer is trained
 
@@ -199,18 +232,30 @@ def test_bad_configuration_is_named_in_one_line(gpt1, tmp_path, bad, overrides, 
 @pytest.mark.parametrize(
     "command, overrides, names",
     [
-        pytest.param("finetune", ["task=sentiment", "init_from=random", "head_pdrop=1.5"], ["head_pdrop=1.5"],
-                     id="finetune"),
-        pytest.param("finetune", ["task=sentiment", "init_from=random", "model=lstm", "model.hidden_size=0"],
-                     ["model.hidden_size=0"], id="finetune-lstm"),
-        pytest.param("finetune", ["task=sentiment", "init_from=random", "model.pad_vocab_to_multiple=0"],
-                     ["model.pad_vocab_to_multiple=0"], id="finetune-checkpoint-model"),
-        pytest.param("generate", ["ckpt=nothere.ckpt", "temperature=-1"], ["temperature=-1.0", "0: greedy"],
-                     id="generate"),
-        pytest.param("zeroshot", ["ckpts=[nothere.ckpt]", "task=sentiment", "batch_size=0"], ["batch_size=0"],
-                     id="zeroshot"),
-        pytest.param("evaluate", ["ckpt=nothere.ckpt", "data.max_valid_windows=0"], ["data.max_valid_windows=0"],
-                     id="evaluate"),
+        pytest.param(
+            "finetune", ["task=sentiment", "init_from=random", "head_pdrop=1.5"], ["head_pdrop=1.5"], id="finetune"
+        ),
+        pytest.param(
+            "finetune",
+            ["task=sentiment", "init_from=random", "model=lstm", "model.hidden_size=0"],
+            ["model.hidden_size=0"],
+            id="finetune-lstm",
+        ),
+        pytest.param(
+            "finetune",
+            ["task=sentiment", "init_from=random", "model.pad_vocab_to_multiple=0"],
+            ["model.pad_vocab_to_multiple=0"],
+            id="finetune-checkpoint-model",
+        ),
+        pytest.param(
+            "generate", ["ckpt=nothere.ckpt", "temperature=-1"], ["temperature=-1.0", "0: greedy"], id="generate"
+        ),
+        pytest.param(
+            "zeroshot", ["ckpts=[nothere.ckpt]", "task=sentiment", "batch_size=0"], ["batch_size=0"], id="zeroshot"
+        ),
+        pytest.param(
+            "evaluate", ["ckpt=nothere.ckpt", "data.max_valid_windows=0"], ["data.max_valid_windows=0"], id="evaluate"
+        ),
     ],
 )
 def test_every_command_refuses_a_value_out_of_range_first(gpt1, tmp_path, command, overrides, names):
@@ -225,8 +270,9 @@ def test_every_command_refuses_a_value_out_of_range_first(gpt1, tmp_path, comman
         ("prompt=she said [yes]", "'prompt=\"she said [yes]\"'"),  # brackets
     ],
 )
-def test_a_value_with_commas_or_brackets_names_the_argument_and_the_quoting_that_works(gpt1, tmp_path, override,
-                                                                                        quoted):
+def test_a_value_with_commas_or_brackets_names_the_argument_and_the_quoting_that_works(
+    gpt1, tmp_path, override, quoted
+):
     """As bash passes ``prompt="It was a dark night, and she said"`` (its quotes removed)."""
     last = one_line_error(gpt1("generate", "ckpt=none.ckpt", override, cwd=tmp_path), override, quoted)
     assert "Ambiguous" not in last and "1. To use it" not in last  # Hydra's own multi-line advice, not shown
@@ -235,7 +281,9 @@ def test_a_value_with_commas_or_brackets_names_the_argument_and_the_quoting_that
 @pytest.mark.parametrize("flags", [["-m", "--cfg", "job"], ["--multirun", "--info", "config"]])
 def test_flags_that_cannot_be_combined_are_named_in_one_line(gpt1, tmp_path, flags):
     proc = gpt1("finetune", *flags, "task=sentiment", "init_from=x.ckpt", "seed=1,2", cwd=tmp_path)
-    one_line_error(proc, "-m (--multirun), --cfg, --info and --shell-completion cannot be combined", "--cfg job without -m")
+    one_line_error(
+        proc, "-m (--multirun), --cfg, --info and --shell-completion cannot be combined", "--cfg job without -m"
+    )
 
 
 def test_the_slurm_launcher_without_slurm_is_named_in_one_line(gpt1, tmp_path, monkeypatch):
@@ -268,8 +316,15 @@ def test_an_unusable_hf_directory_is_named_in_one_line(gpt1, tmp_path, src, name
 
 
 def test_a_model_config_that_cannot_be_built_fails_before_any_data_work(gpt1, tmp_path, bad):
-    proc = gpt1("pretrain", *PRETRAIN, f"data.train_files={bad}/good.txt", f"data.valid_files={bad}/good.txt",
-                f"paths.cache_dir={tmp_path / 'cache'}", "model.n_head=5", cwd=tmp_path)
+    proc = gpt1(
+        "pretrain",
+        *PRETRAIN,
+        f"data.train_files={bad}/good.txt",
+        f"data.valid_files={bad}/good.txt",
+        f"paths.cache_dir={tmp_path / 'cache'}",
+        "model.n_head=5",
+        cwd=tmp_path,
+    )
     one_line_error(proc, "model.n_embd=32", "model.n_head=5", "multiple")
     assert not (tmp_path / "cache").exists()  # no tokenizer trained, nothing tokenised
 
@@ -280,23 +335,43 @@ def test_a_model_config_that_cannot_be_built_fails_before_any_data_work(gpt1, tm
 @pytest.mark.parametrize(
     "module, overrides, names",
     [
-        pytest.param(None, ["data.train_files={bad}/nothere.txt"],
-                     ["data.train_files", "nothere.txt", "matches no file"], id="data-error-python-m-gpt1.commands.pretrain"),
-        pytest.param("cli", ["data.train_files={bad}/good.txt", "model.n_layr=3"], ["model.n_layr", "not in"],
-                     id="config-error-python-m-gpt1.cli"),
+        pytest.param(
+            None,
+            ["data.train_files={bad}/nothere.txt"],
+            ["data.train_files", "nothere.txt", "matches no file"],
+            id="data-error-python-m-gpt1.commands.pretrain",
+        ),
+        pytest.param(
+            "cli",
+            ["data.train_files={bad}/good.txt", "model.n_layr=3"],
+            ["model.n_layr", "not in"],
+            id="config-error-python-m-gpt1.cli",
+        ),
     ],
 )
 def test_the_command_line_prints_one_line_and_exits_2(tmp_path, bad, module, overrides, names):
-    proc = gpt1_subprocess("pretrain", *PRETRAIN, *(o.format(bad=bad) for o in overrides),
-                           f"data.valid_files={bad}/good.txt", f"paths.cache_dir={tmp_path / 'cache'}", cwd=tmp_path,
-                           module=module)
+    proc = gpt1_subprocess(
+        "pretrain",
+        *PRETRAIN,
+        *(o.format(bad=bad) for o in overrides),
+        f"data.valid_files={bad}/good.txt",
+        f"paths.cache_dir={tmp_path / 'cache'}",
+        cwd=tmp_path,
+        module=module,
+    )
     one_line_error(proc, *names)
 
 
 def test_hydra_full_error_keeps_the_traceback(tmp_path, bad):
-    proc = gpt1_subprocess("pretrain", *PRETRAIN, f"data.train_files={bad}/nothere.txt",
-                           f"data.valid_files={bad}/good.txt", f"paths.cache_dir={tmp_path / 'cache'}", cwd=tmp_path,
-                           env={**ENV, "HYDRA_FULL_ERROR": "1"})
+    proc = gpt1_subprocess(
+        "pretrain",
+        *PRETRAIN,
+        f"data.train_files={bad}/nothere.txt",
+        f"data.valid_files={bad}/good.txt",
+        f"paths.cache_dir={tmp_path / 'cache'}",
+        cwd=tmp_path,
+        env={**ENV, "HYDRA_FULL_ERROR": "1"},
+    )
     assert proc.returncode == 1 and "Traceback" in proc.stderr and "DataError: data.train_files" in proc.stderr
 
 
@@ -310,10 +385,18 @@ def test_hydra_full_error_keeps_the_traceback(tmp_path, bad):
         pytest.param("evaluate", "{bad}/corrupt.ckpt", ["corrupt.ckpt", "cannot be read"], id="corrupt"),
         pytest.param("generate", "{run}/truncated.ckpt", ["truncated.ckpt", "cannot be read"], id="truncated"),
         pytest.param("evaluate", "{bad}/foreign.ckpt", ["foreign.ckpt", "not a gpt1 checkpoint"], id="foreign"),
-        pytest.param("generate", "{run}/vocab.ckpt", ["vocab.ckpt", "tokenizer has 301 tokens", "600"],
-                     id="tokenizer-and-model-vocab-differ"),
-        pytest.param("evaluate", "{run}/shape.ckpt", ["shape.ckpt", "tokens_embed.weight is (301, 32)", "(301, 64)"],
-                     id="weights-do-not-fit-the-model-config"),
+        pytest.param(
+            "generate",
+            "{run}/vocab.ckpt",
+            ["vocab.ckpt", "tokenizer has 301 tokens", "600"],
+            id="tokenizer-and-model-vocab-differ",
+        ),
+        pytest.param(
+            "evaluate",
+            "{run}/shape.ckpt",
+            ["shape.ckpt", "tokens_embed.weight is (301, 32)", "(301, 64)"],
+            id="weights-do-not-fit-the-model-config",
+        ),
     ],
 )
 def test_unusable_checkpoints_are_named_in_one_line(gpt1, bad, trained, command, ckpt, names):
@@ -323,8 +406,13 @@ def test_unusable_checkpoints_are_named_in_one_line(gpt1, bad, trained, command,
 
 
 def test_a_language_model_scored_on_a_task_says_it_has_no_head(gpt1, tmp_path, trained, cache_dir):
-    proc = gpt1("evaluate", f"ckpt={trained}/checkpoints/last.ckpt", "task=sentiment", f"paths.cache_dir={cache_dir}",
-                cwd=tmp_path)
+    proc = gpt1(
+        "evaluate",
+        f"ckpt={trained}/checkpoints/last.ckpt",
+        "task=sentiment",
+        f"paths.cache_dir={cache_dir}",
+        cwd=tmp_path,
+    )
     one_line_error(proc, "last.ckpt", "no classification head", "gpt1 finetune")
 
 
@@ -333,18 +421,34 @@ def test_a_language_model_scored_on_a_task_says_it_has_no_head(gpt1, tmp_path, t
     [
         pytest.param("{bad}/nothere.ckpt", [], ["resume=", "nothere.ckpt", "no such checkpoint"], id="missing"),
         pytest.param("{run}/weights.ckpt", [], ["weights.ckpt", "no training state", "init_from="], id="weights-only"),
-        pytest.param("{run}/checkpoints/last.ckpt", ["model.n_embd=64"],
-                     ["last.ckpt", "does not fit", "(301, 32) in the checkpoint but (301, 64) here"], id="other-shape"),
-        pytest.param("{run}/checkpoints/last.ckpt", ["tokenizer.vocab_size=320"],
-                     ["last.ckpt", "does not fit", "(301, 32) in the checkpoint but (321, 32) here"], id="other-vocab"),
+        pytest.param(
+            "{run}/checkpoints/last.ckpt",
+            ["model.n_embd=64"],
+            ["last.ckpt", "does not fit", "(301, 32) in the checkpoint but (301, 64) here"],
+            id="other-shape",
+        ),
+        pytest.param(
+            "{run}/checkpoints/last.ckpt",
+            ["tokenizer.vocab_size=320"],
+            ["last.ckpt", "does not fit", "(301, 32) in the checkpoint but (321, 32) here"],
+            id="other-vocab",
+        ),
     ],
 )
-def test_a_checkpoint_that_cannot_be_resumed_is_named_in_one_line(gpt1, bad, trained, cache_dir, resume, overrides,
-                                                                  names):
+def test_a_checkpoint_that_cannot_be_resumed_is_named_in_one_line(
+    gpt1, bad, trained, cache_dir, resume, overrides, names
+):
     path = resume.format(bad=bad, run=trained)
-    proc = gpt1("pretrain", *PRETRAIN, f"data.train_files={bad}/good.txt", f"data.valid_files={bad}/good.txt",
-                f"paths.cache_dir={cache_dir}", f"resume={path}", *overrides,
-                cwd=bad.parent / f"resume-{Path(path).name}-{len(overrides)}-{overrides[0][:7] if overrides else ''}")
+    proc = gpt1(
+        "pretrain",
+        *PRETRAIN,
+        f"data.train_files={bad}/good.txt",
+        f"data.valid_files={bad}/good.txt",
+        f"paths.cache_dir={cache_dir}",
+        f"resume={path}",
+        *overrides,
+        cwd=bad.parent / f"resume-{Path(path).name}-{len(overrides)}-{overrides[0][:7] if overrides else ''}",
+    )
     one_line_error(proc, *names)
 
 
@@ -355,27 +459,42 @@ def test_a_checkpoint_that_cannot_be_resumed_is_named_in_one_line(gpt1, bad, tra
     "train_file, names",
     [
         pytest.param("neutral.jsonl", ["neutral.jsonl:8:", "'neutral'", "task.label_names"], id="unknown-label"),
-        pytest.param("unlabelled.jsonl", ["unlabelled.jsonl", "no row has a label", "train split"],
-                     id="no-training-examples"),
+        pytest.param(
+            "unlabelled.jsonl", ["unlabelled.jsonl", "no row has a label", "train split"], id="no-training-examples"
+        ),
     ],
 )
 def test_bad_finetuning_data_is_named_in_one_line(gpt1, bad, trained, cache_dir, train_file, names):
-    proc = gpt1("finetune", "task=sentiment", f"task.data_files.train={bad / train_file}",
-                f"init_from={trained}/checkpoints/last.ckpt", f"paths.cache_dir={cache_dir}",
-                cwd=bad.parent / f"finetune-{train_file}")
+    proc = gpt1(
+        "finetune",
+        "task=sentiment",
+        f"task.data_files.train={bad / train_file}",
+        f"init_from={trained}/checkpoints/last.ckpt",
+        f"paths.cache_dir={cache_dir}",
+        cwd=bad.parent / f"finetune-{train_file}",
+    )
     one_line_error(proc, *names)
 
 
 def test_a_training_split_sliced_to_nothing_is_named(gpt1, tmp_path, trained, cache_dir):
-    proc = gpt1("finetune", "task=sentiment", "++task.splits.train='train[:0]'",
-                f"init_from={trained}/checkpoints/last.ckpt", f"paths.cache_dir={cache_dir}", cwd=tmp_path)
+    proc = gpt1(
+        "finetune",
+        "task=sentiment",
+        "++task.splits.train='train[:0]'",
+        f"init_from={trained}/checkpoints/last.ckpt",
+        f"paths.cache_dir={cache_dir}",
+        cwd=tmp_path,
+    )
     one_line_error(proc, "train.jsonl", "the train split has no rows", "train[:0]")
 
 
-@pytest.mark.parametrize("command, args", [("generate", ["ckpt=nothere.ckpt"]),
-                                           ("zeroshot", ["ckpts=[nothere.ckpt]", "task=sentiment"])])
-@pytest.mark.parametrize("device, names", [("tpu", ["device=tpu", "cpu, cuda, cuda:N or auto"]),
-                                           ("cuda:7", ["device=cuda:7", "visible here", "device=cpu"])])
+@pytest.mark.parametrize(
+    "command, args", [("generate", ["ckpt=nothere.ckpt"]), ("zeroshot", ["ckpts=[nothere.ckpt]", "task=sentiment"])]
+)
+@pytest.mark.parametrize(
+    "device, names",
+    [("tpu", ["device=tpu", "cpu, cuda, cuda:N or auto"]), ("cuda:7", ["device=cuda:7", "visible here", "device=cpu"])],
+)
 def test_a_device_this_machine_lacks_is_named_before_the_checkpoint(gpt1, tmp_path, command, args, device, names):
     if device.startswith("cuda") and torch.cuda.device_count() > 7:
         pytest.skip("this machine has 8 GPUs")
@@ -398,18 +517,31 @@ def test_closest_valid_name():
     [
         pytest.param("pretrain", ["model.n_layr=3"], ["model.n_layr", "did you mean model.n_layer?"], id="config-key"),
         pytest.param("pretrain", ["modle=small"], ["modle", "did you mean model?"], id="config-group-key"),
-        pytest.param("finetune", ["task=sentimnt", "init_from=x.ckpt"],
-                     ["task=sentimnt", "did you mean task=sentiment?"], id="task-name"),
-        pytest.param("finetune", ["experiment=ablation_auxlm", "task=sentiment", "init_from=x.ckpt"],
-                     ["experiment=ablation_auxlm", "did you mean experiment=ablation_aux_lm?"], id="experiment-name"),
-        pytest.param("pretrain", ["task=sentiment"],
-                     ["task=sentiment", "gpt1 pretrain takes no task", "gpt1 finetune task=sentiment init_from=CKPT"],
-                     id="pretrain-task"),
+        pytest.param(
+            "finetune",
+            ["task=sentimnt", "init_from=x.ckpt"],
+            ["task=sentimnt", "did you mean task=sentiment?"],
+            id="task-name",
+        ),
+        pytest.param(
+            "finetune",
+            ["experiment=ablation_auxlm", "task=sentiment", "init_from=x.ckpt"],
+            ["experiment=ablation_auxlm", "did you mean experiment=ablation_aux_lm?"],
+            id="experiment-name",
+        ),
+        pytest.param(
+            "pretrain",
+            ["task=sentiment"],
+            ["task=sentiment", "gpt1 pretrain takes no task", "gpt1 finetune task=sentiment init_from=CKPT"],
+            id="pretrain-task",
+        ),
         pytest.param("evaluate", [], ["ckpt is required", "ckpt="], id="evaluate-without-ckpt"),
-        pytest.param("zeroshot",
-                     ["-m", "ckpts=[x.ckpt]", "task=sentiment,story", '++task.splits.validation="validation[:9]"'],
-                     ["++task.splits.validation", "while task is swept (task=sentiment,story)", "one command per task"],
-                     id="override-of-a-swept-group"),
+        pytest.param(
+            "zeroshot",
+            ["-m", "ckpts=[x.ckpt]", "task=sentiment,story", '++task.splits.validation="validation[:9]"'],
+            ["++task.splits.validation", "while task is swept (task=sentiment,story)", "one command per task"],
+            id="override-of-a-swept-group",
+        ),
     ],
 )
 def test_a_misspelt_or_misplaced_name_gets_its_fix(gpt1, tmp_path, command, overrides, names):
@@ -446,29 +578,44 @@ def csv_task(tmp_path_factory) -> Path:
     for name in ("ragged", "neutral", "header"):
         (d / "my_conf" / "task" / f"{name}.yaml").write_text(
             f"type: classification\ndata_files: {{train: {d}/{name}.csv, validation: {d}/good.csv}}\n"
-            "text: text\nlabel: label\nlabel_names: [neg, pos]\n")
+            "text: text\nlabel: label\nlabel_names: [neg, pos]\n"
+        )
     return d
 
 
 @pytest.mark.parametrize(
     "name, names",
     [
-        pytest.param("neutral", ["neutral.csv:34:", "'neutral'", "task.label_names"],
-                     id="label-error-at-the-file-line"),
+        pytest.param(
+            "neutral", ["neutral.csv:34:", "'neutral'", "task.label_names"], id="label-error-at-the-file-line"
+        ),
         pytest.param("header", ["header.csv has a header but no rows", "give it examples"], id="header-only"),
     ],
 )
 def test_a_bad_task_csv_is_named_at_its_line(gpt1, csv_task, trained, cache_dir, name, names):
-    proc = gpt1("finetune", "--config-dir", str(csv_task / "my_conf"), f"task={name}",
-                f"init_from={trained}/checkpoints/last.ckpt", f"paths.cache_dir={cache_dir}", cwd=csv_task / name)
+    proc = gpt1(
+        "finetune",
+        "--config-dir",
+        str(csv_task / "my_conf"),
+        f"task={name}",
+        f"init_from={trained}/checkpoints/last.ckpt",
+        f"paths.cache_dir={cache_dir}",
+        cwd=csv_task / name,
+    )
     one_line_error(proc, *names)
 
 
 def test_a_ragged_csv_row_is_one_line_without_the_loggers_output(csv_task, trained, cache_dir):
     """In a subprocess: datasets' own log handler writes to the stderr it found at import, past pytest's capture."""
-    proc = gpt1_subprocess("finetune", "--config-dir", str(csv_task / "my_conf"), "task=ragged",
-                           f"init_from={trained}/checkpoints/last.ckpt", f"paths.cache_dir={cache_dir}",
-                           cwd=csv_task / "ragged-subprocess")
+    proc = gpt1_subprocess(
+        "finetune",
+        "--config-dir",
+        str(csv_task / "my_conf"),
+        "task=ragged",
+        f"init_from={trained}/checkpoints/last.ckpt",
+        f"paths.cache_dir={cache_dir}",
+        cwd=csv_task / "ragged-subprocess",
+    )
     one_line_error(proc, "ragged.csv:32: 3 fields where the header has 2", "quote a field that holds a comma")
     assert "Failed to read file" not in proc.stderr + proc.stdout, proc.stderr
 

@@ -17,8 +17,7 @@ from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig, OmegaConf
 
-from gpt1.config import FinetuneConfig, Schedule, ZeroshotCommandConfig
-from gpt1.config import check_ranges
+from gpt1.config import FinetuneConfig, Schedule, ZeroshotCommandConfig, check_ranges
 from gpt1.zeroshot import heuristic_of
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
@@ -42,9 +41,17 @@ OPTUNA_SPACE = {
     "head_pdrop": "interval(0.0, 0.3)",
     "trainer.max_epochs": "int(interval(2, 4))",
 }
-TINY_TASK = ["task=sentiment", "++task.splits.train='train[:64]'", "++task.splits.validation='validation[:32]'",
-             "++task.splits.test='test[:32]'", "batch_size=8", "trainer.max_steps=2", "logger=csv",
-             "trainer.enable_progress_bar=false", "trainer.num_sanity_val_steps=0"]
+TINY_TASK = [
+    "task=sentiment",
+    "++task.splits.train='train[:64]'",
+    "++task.splits.validation='validation[:32]'",
+    "++task.splits.test='test[:32]'",
+    "batch_size=8",
+    "trainer.max_steps=2",
+    "logger=csv",
+    "trainer.enable_progress_bar=false",
+    "trainer.num_sanity_val_steps=0",
+]
 """Overrides for fine-tuning jobs of a second: 2 updates of 8 examples, 32 validation and 32 test examples."""
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
 
@@ -73,15 +80,22 @@ def overrides(job: Path) -> dict[str, Any]:
 
 
 def gpt1(command: str, *args: str, cwd: Path) -> subprocess.CompletedProcess:
-    proc = subprocess.run([sys.executable, "-m", f"gpt1.commands.{command}", *args], cwd=cwd, env=ENV, capture_output=True,
-                          text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", f"gpt1.commands.{command}", *args],
+        cwd=cwd,
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, f"gpt1 {command} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
     return proc
 
 
 def test_every_experiment_is_listed_under_its_command():
     assert sorted(e for names in EXPERIMENTS.values() for e in names) == sorted(
-        p.stem for p in (CONF / "experiment").glob("*.yaml"))
+        p.stem for p in (CONF / "experiment").glob("*.yaml")
+    )
 
 
 @pytest.mark.parametrize("experiment", EXPERIMENTS["finetune"])
@@ -140,8 +154,9 @@ def test_the_zero_shot_curve_sweeps_the_papers_heuristic_tasks():
     expected = {"sst2": "verbalizer", "cola": "mean_logprob", "race": "multiple_choice", "winograd": "winograd"}
     for task, heuristic in expected.items():
         with initialize_config_module(config_module="gpt1.conf", version_base="1.3"):
-            cfg = compose("zeroshot", ["paths.output_dir=run", "experiment=zero_shot_curve", f"task={task}",
-                                       "ckpts=[a.ckpt]"])
+            cfg = compose(
+                "zeroshot", ["paths.output_dir=run", "experiment=zero_shot_curve", f"task={task}", "ckpts=[a.ckpt]"]
+            )
         obj = OmegaConf.to_object(cfg)
         assert isinstance(obj, ZeroshotCommandConfig)
         obj.task.name = task
@@ -152,8 +167,11 @@ def test_the_optuna_search_maximises_the_returned_metric_around_the_papers_recip
     cfg = hydra_cfg("finetune", ["hparams_search=optuna", "task=rte", "init_from=x.ckpt"])
     sweeper = cfg.hydra.sweeper
     assert sweeper._target_ == "hydra_plugins.hydra_optuna_sweeper.optuna_sweeper.OptunaSweeper"
-    assert (sweeper.direction, sweeper.n_jobs, sweeper.sampler._target_) == ("maximize", 1,
-                                                                             "optuna.samplers.TPESampler")
+    assert (sweeper.direction, sweeper.n_jobs, sweeper.sampler._target_) == (
+        "maximize",
+        1,
+        "optuna.samplers.TPESampler",
+    )
     assert cfg.hydra.mode.name == "MULTIRUN" and cfg.run_name == "hparams_search/rte"
     assert OmegaConf.to_container(sweeper.params) == OPTUNA_SPACE
     parsed = OverridesParser.create().parse_overrides([f"{k}={v}" for k, v in OPTUNA_SPACE.items()])
@@ -164,8 +182,16 @@ def test_the_optuna_search_maximises_the_returned_metric_around_the_papers_recip
 
 def test_an_ablation_sweep_runs_one_directory_per_job(tmp_path, tiny_ckpt, cache_dir):
     """The issue's command: gpt1 finetune -m experiment=ablation_aux_lm task=sentiment init_from=CKPT seed=1,2."""
-    gpt1("finetune", "-m", "experiment=ablation_aux_lm", f"init_from={tiny_ckpt}", "seed=1,2", *TINY_TASK,
-         f"paths.cache_dir={cache_dir}", cwd=tmp_path)
+    gpt1(
+        "finetune",
+        "-m",
+        "experiment=ablation_aux_lm",
+        f"init_from={tiny_ckpt}",
+        "seed=1,2",
+        *TINY_TASK,
+        f"paths.cache_dir={cache_dir}",
+        cwd=tmp_path,
+    )
     (sweep,) = (tmp_path / "outputs" / "ablation_aux_lm" / "multirun").iterdir()
     done = sweep_jobs(sweep)
     assert [job.name for job in done] == ["0", "1", "2", "3"] and (sweep / "multirun.yaml").is_file()
@@ -183,8 +209,16 @@ def test_the_pretraining_ablation_takes_the_checkpoint_once(tmp_path, tiny_ckpt,
     ckpt = tmp_path / "a run, n=2" / "last.ckpt"
     ckpt.parent.mkdir()
     shutil.copy(tiny_ckpt, ckpt)
-    gpt1("finetune", "-m", "experiment=ablation_pretraining", f"tokenizer_from='{ckpt}'", "seed=1", *TINY_TASK,
-         f"paths.cache_dir={cache_dir}", cwd=tmp_path)
+    gpt1(
+        "finetune",
+        "-m",
+        "experiment=ablation_pretraining",
+        f"tokenizer_from='{ckpt}'",
+        "seed=1",
+        *TINY_TASK,
+        f"paths.cache_dir={cache_dir}",
+        cwd=tmp_path,
+    )
     (sweep,) = (tmp_path / "outputs" / "ablation_pretraining" / "multirun").iterdir()
     done = sweep_jobs(sweep)
     assert [overrides(job)["init_from"] for job in done] == ["random", str(ckpt)]
@@ -192,8 +226,15 @@ def test_the_pretraining_ablation_takes_the_checkpoint_once(tmp_path, tiny_ckpt,
 
 
 def test_an_optuna_search_runs_its_trials_and_reports_the_best(tmp_path, tiny_ckpt, cache_dir):
-    gpt1("finetune", "hparams_search=optuna", "hydra.sweeper.n_trials=2", f"init_from={tiny_ckpt}", *TINY_TASK,
-         f"paths.cache_dir={cache_dir}", cwd=tmp_path)
+    gpt1(
+        "finetune",
+        "hparams_search=optuna",
+        "hydra.sweeper.n_trials=2",
+        f"init_from={tiny_ckpt}",
+        *TINY_TASK,
+        f"paths.cache_dir={cache_dir}",
+        cwd=tmp_path,
+    )
     (sweep,) = (tmp_path / "outputs" / "hparams_search" / "sentiment" / "multirun").iterdir()
     done = sweep_jobs(sweep)
     assert [job.name for job in done] == ["0", "1"]
@@ -213,8 +254,17 @@ def test_an_optuna_search_runs_its_trials_and_reports_the_best(tmp_path, tiny_ck
     [("ablation_lstm", [], ["checkpoint", "lstm"]), ("layers_transferred", ["n_transfer=range(0,3)"], [0, 1, 2])],
 )
 def test_the_other_ablations_run(tmp_path, tiny_ckpt, cache_dir, experiment, args, swept):
-    gpt1("finetune", "-m", f"experiment={experiment}", f"init_from={tiny_ckpt}", "seed=1", *args, *TINY_TASK,
-         f"paths.cache_dir={cache_dir}", cwd=tmp_path)
+    gpt1(
+        "finetune",
+        "-m",
+        f"experiment={experiment}",
+        f"init_from={tiny_ckpt}",
+        "seed=1",
+        *args,
+        *TINY_TASK,
+        f"paths.cache_dir={cache_dir}",
+        cwd=tmp_path,
+    )
     (sweep,) = (tmp_path / "outputs" / experiment / "multirun").iterdir()
     done = sweep_jobs(sweep)
     assert [next(iter(overrides(job).values())) for job in done] == swept
@@ -223,8 +273,15 @@ def test_the_other_ablations_run(tmp_path, tiny_ckpt, cache_dir, experiment, arg
 
 @pytest.mark.slow
 def test_the_zero_shot_curve_runs_one_job_per_task(tmp_path, tiny_ckpt, cache_dir):
-    gpt1("zeroshot", "-m", "experiment=zero_shot_curve", f"ckpts=[{tiny_ckpt}]", "task=multiple_choice,story",
-         f"paths.cache_dir={cache_dir}", cwd=tmp_path)
+    gpt1(
+        "zeroshot",
+        "-m",
+        "experiment=zero_shot_curve",
+        f"ckpts=[{tiny_ckpt}]",
+        "task=multiple_choice,story",
+        f"paths.cache_dir={cache_dir}",
+        cwd=tmp_path,
+    )
     (sweep,) = (tmp_path / "outputs" / "zero_shot_curve" / "multirun").iterdir()
     done = sweep_jobs(sweep)
     assert [overrides(job)["task"] for job in done] == ["multiple_choice", "story"]

@@ -23,15 +23,14 @@ from gpt1.commands.finetune import finetune, start_from
 from gpt1.commands.zeroshot import zeroshot
 from gpt1.config import OptimConfig
 from gpt1.data.task_batches import EpochSampler
-from gpt1.errors import ConfigError
 from gpt1.data.tasks import TaskDataModule
+from gpt1.errors import ConfigError
 from gpt1.heads import MultipleChoiceHead
 from gpt1.model import GPT, PRESETS, GPTConfig
 from gpt1.tasks.registry import get_task_type
 from gpt1.tasks.spec import task_from_dict
 from tests.conftest import REPO
 from tests.test_finetune import FAST, pretrained  # noqa: F401  (the tiny pre-trained checkpoint)
-
 
 # -- 1. dropout 0.1 whatever the checkpoint --------------------------------------------------------------------
 
@@ -47,8 +46,18 @@ def test_finetuning_dropout_is_the_recipes_whatever_the_checkpoint(make_cfg, pre
     assert (c.embd_pdrop, c.attn_pdrop, c.resid_pdrop) == (0.1, 0.1, 0.1) and c.embd_dropout == "table"
     assert model.drop.p == 0.1 and model.h[0].attn.attn_pdrop == 0.1 and model.h[0].mlp.dropout.p == 0.1
 
-    model, _ = start_from(make_cfg("finetune", ["task=sentiment", f"init_from={undropped}", "model.attn_pdrop=0.3",
-                                                "model.embd_pdrop=null", "model.embd_dropout=occurrence"]))
+    model, _ = start_from(
+        make_cfg(
+            "finetune",
+            [
+                "task=sentiment",
+                f"init_from={undropped}",
+                "model.attn_pdrop=0.3",
+                "model.embd_pdrop=null",
+                "model.embd_dropout=occurrence",
+            ],
+        )
+    )
     c = model.config
     assert (c.embd_pdrop, c.attn_pdrop, c.resid_pdrop) == (0.0, 0.3, 0.1) and c.embd_dropout == "occurrence"
 
@@ -90,7 +99,9 @@ def test_embedding_dropout_on_the_table_shares_a_tokens_mask_and_the_lm_head_rea
         rows = x[ids == token]
         assert torch.equal(rows, rows[:1].expand_as(rows))
     dropped = x[ids == 5][0]
-    assert (dropped == 0).any() and torch.allclose(dropped[dropped != 0], 2 * model.tokens_embed.weight[5][dropped != 0])
+    assert (dropped == 0).any() and torch.allclose(
+        dropped[dropped != 0], 2 * model.tokens_embed.weight[5][dropped != 0]
+    )
     # the tied LM head reads the dropped table (the auxiliary loss of fine-tuning)
     logits = model.lm_logits(hidden)
     for token in (5, 7, 9, 3):
@@ -143,9 +154,19 @@ def _validations(run: Path) -> list[float]:
 
 
 def test_finetuning_keeps_the_weights_of_the_best_validation(make_cfg, pretrained):
-    cfg = make_cfg("finetune", ["task=sentiment", f"init_from={pretrained}", *FAST, "trainer.max_steps=-1",
-                                "trainer.max_epochs=4", "++task.splits.train='train[:48]'", "optim.lr=3e-2",
-                                "predict=true"])
+    cfg = make_cfg(
+        "finetune",
+        [
+            "task=sentiment",
+            f"init_from={pretrained}",
+            *FAST,
+            "trainer.max_steps=-1",
+            "trainer.max_epochs=4",
+            "++task.splits.train='train[:48]'",
+            "optim.lr=3e-2",
+            "predict=true",
+        ],
+    )
     metrics = finetune(cfg)
     run = Path(cfg.paths.output_dir)
     validations = _validations(run)
@@ -166,8 +187,10 @@ def test_model_selection_last_keeps_the_last_weights(make_cfg, pretrained):
     metrics = finetune(cfg)
     assert metrics["selected_step"] == metrics["steps"] == 3
     assert metrics["val/accuracy"] == metrics["val_last/accuracy"]
-    assert metrics["checkpoint"].endswith("last.ckpt") and not (Path(cfg.paths.output_dir) / "checkpoints" /
-                                                                "best.ckpt").exists()
+    assert (
+        metrics["checkpoint"].endswith("last.ckpt")
+        and not (Path(cfg.paths.output_dir) / "checkpoints" / "best.ckpt").exists()
+    )
 
 
 # -- 5. the lr of every update, and the number of updates --------------------------------------------------------
@@ -192,9 +215,20 @@ def test_every_updates_lr_is_the_originals(make_cfg, pretrained, monkeypatch):
     build = finetune_command.build_callbacks
     monkeypatch.setattr(finetune_command, "build_callbacks", lambda *a, **k: [*build(*a, **k), recorder])
     # 330 examples in batches of 32, 3 epochs: the original's 10 updates an epoch (the last 10 examples dropped)
-    cfg = make_cfg("finetune", ["task=sentiment", f"init_from={pretrained}", *FAST, "batch_size=32",
-                                "trainer.max_steps=-1", "trainer.max_epochs=3", "++task.splits.train='train[:330]'",
-                                "++task.splits.validation='validation[:8]'", "++task.splits.test='test[:8]'"])
+    cfg = make_cfg(
+        "finetune",
+        [
+            "task=sentiment",
+            f"init_from={pretrained}",
+            *FAST,
+            "batch_size=32",
+            "trainer.max_steps=-1",
+            "trainer.max_epochs=3",
+            "++task.splits.train='train[:330]'",
+            "++task.splits.validation='validation[:8]'",
+            "++task.splits.test='test[:8]'",
+        ],
+    )
     metrics = finetune(cfg)
     t_total = 330 // 32 * 3
     assert metrics["steps"] == t_total == 30
@@ -218,8 +252,10 @@ def test_an_epoch_leaves_out_the_last_partial_batch_on_every_rank():
 
 
 def test_fewer_training_examples_than_a_batch_are_refused(make_cfg, pretrained):
-    cfg = make_cfg("finetune", ["task=sentiment", f"init_from={pretrained}", *FAST, "batch_size=32",
-                                "++task.splits.train='train[:20]'"])
+    cfg = make_cfg(
+        "finetune",
+        ["task=sentiment", f"init_from={pretrained}", *FAST, "batch_size=32", "++task.splits.train='train[:20]'"],
+    )
     with pytest.raises(ConfigError, match="has 20 training examples, fewer than batch_size=32"):
         finetune(cfg)
 
@@ -228,10 +264,20 @@ def test_fewer_training_examples_than_a_batch_are_refused(make_cfg, pretrained):
 
 
 def test_story_clozes_validation_stories_are_the_originals(make_cfg, tmp_path):
-    fields = ["InputStoryid", "InputSentence1", "InputSentence2", "InputSentence3", "InputSentence4",
-              "RandomFifthSentenceQuiz1", "RandomFifthSentenceQuiz2", "AnswerRightEnding"]
-    for name, n in (("cloze_test_val__spring2016 - cloze_test_ALL_val.csv", 1871),
-                    ("cloze_test_test__spring2016 - cloze_test_ALL_test.csv", 10)):
+    fields = [
+        "InputStoryid",
+        "InputSentence1",
+        "InputSentence2",
+        "InputSentence3",
+        "InputSentence4",
+        "RandomFifthSentenceQuiz1",
+        "RandomFifthSentenceQuiz2",
+        "AnswerRightEnding",
+    ]
+    for name, n in (
+        ("cloze_test_val__spring2016 - cloze_test_ALL_val.csv", 1871),
+        ("cloze_test_test__spring2016 - cloze_test_ALL_test.csv", 10),
+    ):
         with open(tmp_path / name, "w", newline="") as f:
             w = csv.writer(f)
             w.writerow(fields)
@@ -239,8 +285,15 @@ def test_story_clozes_validation_stories_are_the_originals(make_cfg, tmp_path):
     cfg = make_cfg("finetune", ["task=story_cloze", f"task.data_dir={tmp_path}", "init_from=x"])
     from omegaconf import OmegaConf
 
-    data = TaskDataModule(OmegaConf.to_object(cfg.task), tokenizer=None, n_ctx=5, batch_size=1, seed=0, cache_dir=None,
-                          roles=("train", "validation"))
+    data = TaskDataModule(
+        OmegaConf.to_object(cfg.task),
+        tokenizer=None,
+        n_ctx=5,
+        batch_size=1,
+        seed=0,
+        cache_dir=None,
+        roles=("train", "validation"),
+    )
     train, val = data.read("train"), data.read("validation")
     # datasets.py: train_test_split(storys, ..., test_size=374, random_state=3535999445): (train part, validation)
     original_train, original_val = train_test_split(np.arange(1871), test_size=374, random_state=3535999445)
@@ -252,21 +305,52 @@ def test_story_clozes_validation_stories_are_the_originals(make_cfg, tmp_path):
 
 
 DPRD = [  # the Definite Pronoun Resolution Dataset's schema (hub: sentence, pronoun, candidates, label)
-    {"sentence": "The trophy does not fit in the suitcase because it is too big.", "pronoun": "it",
-     "candidates": ["The trophy", "the suitcase"], "label": 0},
-    {"sentence": "The trophy does not fit in the suitcase because it is too small.", "pronoun": "it",
-     "candidates": ["The trophy", "the suitcase"], "label": 1},
-    {"sentence": "Anna told Mary that she had won the prize.", "pronoun": "she",
-     "candidates": ["Anna", "Mary"], "label": 0},
-    {"sentence": "The dog chased the cat until it was tired.", "pronoun": "it",
-     "candidates": ["The dog", "the cat"], "label": 0},
+    {
+        "sentence": "The trophy does not fit in the suitcase because it is too big.",
+        "pronoun": "it",
+        "candidates": ["The trophy", "the suitcase"],
+        "label": 0,
+    },
+    {
+        "sentence": "The trophy does not fit in the suitcase because it is too small.",
+        "pronoun": "it",
+        "candidates": ["The trophy", "the suitcase"],
+        "label": 1,
+    },
+    {
+        "sentence": "Anna told Mary that she had won the prize.",
+        "pronoun": "she",
+        "candidates": ["Anna", "Mary"],
+        "label": 0,
+    },
+    {
+        "sentence": "The dog chased the cat until it was tired.",
+        "pronoun": "it",
+        "candidates": ["The dog", "the cat"],
+        "label": 0,
+    },
 ]
 WSC = [  # the WSC's schema (hub winograd_wsc: text, pronoun, pronoun_loc, options, label); "he" twice: the second
-    {"text": "He said the man ate because he was hungry.", "pronoun": "he", "pronoun_loc": 28,
-     "options": ["the man", "the dog"], "label": 0, "quote": "he was hungry", "quote_loc": 28, "source": "test"},
-    {"text": "The city councilmen refused the demonstrators a permit because they feared violence.",
-     "pronoun": "they", "pronoun_loc": 63, "options": ["The city councilmen", "The demonstrators"], "label": 0,
-     "quote": "they feared violence", "quote_loc": 63, "source": "test"},
+    {
+        "text": "He said the man ate because he was hungry.",
+        "pronoun": "he",
+        "pronoun_loc": 28,
+        "options": ["the man", "the dog"],
+        "label": 0,
+        "quote": "he was hungry",
+        "quote_loc": 28,
+        "source": "test",
+    },
+    {
+        "text": "The city councilmen refused the demonstrators a permit because they feared violence.",
+        "pronoun": "they",
+        "pronoun_loc": 63,
+        "options": ["The city councilmen", "The demonstrators"],
+        "label": 0,
+        "quote": "they feared violence",
+        "quote_loc": 63,
+        "source": "test",
+    },
 ]
 
 
@@ -278,20 +362,41 @@ def _jsonl(path: Path, rows: list[dict]) -> Path:
 def test_winograd_substitutes_each_candidate_for_the_pronoun(tmp_path):
     from gpt1.tasks.winograd import Winograd
 
-    task = task_from_dict({"type": "winograd", "data_files": {"test": str(_jsonl(tmp_path / "d.jsonl", DPRD))},
-                           "splits": {"validation": "test", "train": None, "test": None},
-                           "text": "sentence", "pronoun": "pronoun", "choices": "candidates"})
-    val = TaskDataModule(task, tokenizer=None, n_ctx=5, batch_size=1, seed=0, cache_dir=None, roles=("validation",)).read("validation")
+    task = task_from_dict(
+        {
+            "type": "winograd",
+            "data_files": {"test": str(_jsonl(tmp_path / "d.jsonl", DPRD))},
+            "splits": {"validation": "test", "train": None, "test": None},
+            "text": "sentence",
+            "pronoun": "pronoun",
+            "choices": "candidates",
+        }
+    )
+    val = TaskDataModule(
+        task, tokenizer=None, n_ctx=5, batch_size=1, seed=0, cache_dir=None, roles=("validation",)
+    ).read("validation")
     # the first "it" as a word (not the one in "fit"): the rest after it, the sentence up to it with each candidate
     assert val.text[0] == " is too big."
-    assert val.choices[0] == ["The trophy does not fit in the suitcase because The trophy",
-                              "The trophy does not fit in the suitcase because the suitcase"]
+    assert val.choices[0] == [
+        "The trophy does not fit in the suitcase because The trophy",
+        "The trophy does not fit in the suitcase because the suitcase",
+    ]
     assert val.labels.tolist() == [0, 1, 0, 0]
 
-    task = task_from_dict({"type": "winograd", "data_files": {"test": str(_jsonl(tmp_path / "w.jsonl", WSC))},
-                           "splits": {"validation": "test", "train": None, "test": None}, "text": "text",
-                           "pronoun": "pronoun", "pronoun_loc": "pronoun_loc", "choices": "options"})
-    val = TaskDataModule(task, tokenizer=None, n_ctx=5, batch_size=1, seed=0, cache_dir=None, roles=("validation",)).read("validation")
+    task = task_from_dict(
+        {
+            "type": "winograd",
+            "data_files": {"test": str(_jsonl(tmp_path / "w.jsonl", WSC))},
+            "splits": {"validation": "test", "train": None, "test": None},
+            "text": "text",
+            "pronoun": "pronoun",
+            "pronoun_loc": "pronoun_loc",
+            "choices": "options",
+        }
+    )
+    val = TaskDataModule(
+        task, tokenizer=None, n_ctx=5, batch_size=1, seed=0, cache_dir=None, roles=("validation",)
+    ).read("validation")
     assert val.text[0] == " was hungry." and val.choices[0][1] == "He said the man ate because the dog"
     with pytest.raises(ConfigError, match="task.pronoun: a winograd task needs it"):
         task_from_dict({"type": "winograd", "data_files": {"test": "x.jsonl"}, "text": "text", "choices": "options"})
@@ -304,9 +409,13 @@ def test_the_winograd_heuristic_picks_the_higher_mean_logprob_of_the_rest(pretra
     loaded = load_checkpoint(pretrained)
     model, tok = loaded.model.eval(), loaded.tokenizer
     rests = [" is too big.", " was tired."]
-    prefixes = [["the trophy does not fit in the suitcase because the trophy",
-                 "the trophy does not fit in the suitcase because the suitcase"], ["the dog chased the cat until the dog",
-                                                                                   "the dog chased the cat until the cat"]]
+    prefixes = [
+        [
+            "the trophy does not fit in the suitcase because the trophy",
+            "the trophy does not fit in the suitcase because the suitcase",
+        ],
+        ["the dog chased the cat until the dog", "the dog chased the cat until the cat"],
+    ]
     scores, cut = substitution_logprobs(model, tok, rests, prefixes)
     eod = [tok.specials["eod"]] if "eod" in tok.specials else []
     for i, row in enumerate(prefixes):
@@ -344,9 +453,22 @@ def test_the_sample_winograd_task_scores_its_24_schemas_from_the_command_line(pr
     assert all(r["pronoun"] in r["sentence"].split() or r["pronoun"] + "," in r["sentence"] for r in rows)
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
     proc = subprocess.run(
-        [sys.executable, "-m", "gpt1.commands.zeroshot", "--config-dir", "experiments/conf", "task=winograd_sample",
-         f"ckpts=[{pretrained}]", f"paths.cache_dir={cache_dir}", f"hydra.run.dir={tmp_path / 'run'}"],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "gpt1.commands.zeroshot",
+            "--config-dir",
+            "experiments/conf",
+            "task=winograd_sample",
+            f"ckpts=[{pretrained}]",
+            f"paths.cache_dir={cache_dir}",
+            f"hydra.run.dir={tmp_path / 'run'}",
+        ],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert proc.returncode == 0, proc.stderr
     metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())

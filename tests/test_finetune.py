@@ -15,26 +15,36 @@ import torch
 from hydra import compose, initialize_config_module
 
 from gpt1.checkpoint import load_checkpoint, save_checkpoint
-from gpt1.config import OptimConfig
-from gpt1.data.tasks import TaskDataModule
-from gpt1.tasks.spec import TASK_SPECIAL_TOKENS, task_from_dict
-from gpt1.errors import CheckpointError, ConfigError
 from gpt1.commands.evaluate import evaluate
 from gpt1.commands.finetune import REQUIRED, finetune, start_from
+from gpt1.commands.pretrain import train
+from gpt1.config import OptimConfig
 from gpt1.data.base import split_batch
+from gpt1.data.task_batches import IGNORE_INDEX
+from gpt1.data.tasks import TaskDataModule
+from gpt1.errors import CheckpointError, ConfigError
 from gpt1.heads import task_logits
 from gpt1.lstm import LSTM
-from gpt1.data.task_batches import IGNORE_INDEX
 from gpt1.metrics import build_metric
+from gpt1.tasks.spec import TASK_SPECIAL_TOKENS, task_from_dict
 from gpt1.training.task_module import TaskModule
-from gpt1.commands.pretrain import train
 from tests.conftest import TINY_RUN
 
 SAMPLE_TASKS = ["sentiment", "entailment", "nli", "similarity", "paraphrase", "multiple_choice", "story"]
-CAPPED = ["++task.splits.train='train[:256]'", "++task.splits.validation='validation[:48]'", "++task.splits.test='test[:40]'"]
+CAPPED = [
+    "++task.splits.train='train[:256]'",
+    "++task.splits.validation='validation[:48]'",
+    "++task.splits.test='test[:40]'",
+]
 """The first rows of each split only (task.splits slices): seconds to read and encode."""
-FAST = [*CAPPED, "batch_size=16", "trainer.max_steps=3", "logger=csv", "trainer.enable_progress_bar=false",
-        "trainer.num_sanity_val_steps=0"]
+FAST = [
+    *CAPPED,
+    "batch_size=16",
+    "trainer.max_steps=3",
+    "logger=csv",
+    "trainer.enable_progress_bar=false",
+    "trainer.num_sanity_val_steps=0",
+]
 """Overrides for a fine-tuning run of seconds: 3 updates of 16 examples."""
 
 
@@ -42,8 +52,15 @@ FAST = [*CAPPED, "batch_size=16", "trainer.max_steps=3", "logger=csv", "trainer.
 def pretrained(tmp_path_factory, cache_dir) -> Path:
     """A tiny pre-trained checkpoint (20 steps on one novel; context 32)."""
     run = tmp_path_factory.mktemp("pretrain")
-    overrides = [f"paths.output_dir={run}", f"paths.cache_dir={cache_dir}", *TINY_RUN, "trainer.max_steps=20",
-                 "callbacks.samples.every_n_steps=0", "optim.lr=3e-3", "optim.warmup_steps=5"]
+    overrides = [
+        f"paths.output_dir={run}",
+        f"paths.cache_dir={cache_dir}",
+        *TINY_RUN,
+        "trainer.max_steps=20",
+        "callbacks.samples.every_n_steps=0",
+        "optim.lr=3e-3",
+        "optim.warmup_steps=5",
+    ]
     with initialize_config_module(config_module="gpt1.conf", version_base="1.3"):
         train(compose(config_name="pretrain", overrides=overrides))
     return run / "checkpoints" / "last.ckpt"
@@ -67,8 +84,15 @@ def finetuned(tmp_path_factory, cache_dir, pretrained) -> dict[str, Path]:
     runs = {}
     for task in SAMPLE_TASKS:
         run = tmp_path_factory.mktemp(task)
-        overrides = [f"paths.output_dir={run}", f"paths.cache_dir={cache_dir}", f"task={task}", f"task.name={task}",
-                     f"init_from={pretrained}", *FAST, "predict=true"]  # (the CLI names the task after its option)
+        overrides = [
+            f"paths.output_dir={run}",
+            f"paths.cache_dir={cache_dir}",
+            f"task={task}",
+            f"task.name={task}",
+            f"init_from={pretrained}",
+            *FAST,
+            "predict=true",
+        ]  # (the CLI names the task after its option)
         with initialize_config_module(config_module="gpt1.conf", version_base="1.3"):
             finetune(compose(config_name="finetune", overrides=overrides))
         runs[task] = run
@@ -79,8 +103,9 @@ def task_module(ckpt: Path, cache_dir: Path) -> tuple[TaskModule, TaskDataModule
     """The fine-tuned module of a checkpoint (eval mode) and its task's data."""
     loaded = load_checkpoint(ckpt)
     task = task_from_dict(loaded.task)
-    data = TaskDataModule(task, loaded.tokenizer, n_ctx=loaded.model.config.n_ctx, batch_size=8, seed=0,
-                          cache_dir=cache_dir)
+    data = TaskDataModule(
+        task, loaded.tokenizer, n_ctx=loaded.model.config.n_ctx, batch_size=8, seed=0, cache_dir=cache_dir
+    )
     data.prepare_data()
     data.setup("validate")
     module = TaskModule(loaded.model, loaded.tokenizer, OptimConfig(), task, *data.metric_prefixes())
@@ -121,32 +146,53 @@ def test_the_baseline_is_the_majority_class_or_the_mean(finetuned, sample_data):
     metrics = json.loads((finetuned["sentiment"] / "metrics.json").read_text())
     assert metrics["baseline/accuracy"] == pytest.approx((val == train.mode()[0]).mean())
     similarity = json.loads((finetuned["similarity"] / "metrics.json").read_text())
-    assert similarity["baseline/pearson"] == similarity["baseline/spearman"] == 0.0  # a constant correlates with nothing
+    assert (
+        similarity["baseline/pearson"] == similarity["baseline/spearman"] == 0.0
+    )  # a constant correlates with nothing
 
 
 def test_evaluate_reproduces_the_runs_validation_metrics(finetuned, make_cfg):
     for task, given in (("nli", False), ("similarity", True)):  # the checkpoint's task, or task=NAME
         metrics = json.loads((finetuned[task] / "metrics.json").read_text())
         ckpt = finetuned[task] / "checkpoints" / "last.ckpt"
-        cfg = make_cfg("evaluate", [f"ckpt={ckpt}", "data.batch_size=16", "trainer.enable_progress_bar=false",
-                                    *([f"task={task}", f"task.name={task}", *CAPPED] if given else [])])
+        cfg = make_cfg(
+            "evaluate",
+            [
+                f"ckpt={ckpt}",
+                "data.batch_size=16",
+                "trainer.enable_progress_bar=false",
+                *([f"task={task}", f"task.name={task}", *CAPPED] if given else []),
+            ],
+        )
         result = evaluate(cfg)
         for name in load_checkpoint(ckpt).task["metrics"]:
             assert result[f"val/{name}"] == pytest.approx(metrics[f"val/{name}"], abs=1e-6), (task, name)
         assert json.loads((Path(cfg.paths.output_dir) / "metrics.json").read_text())["task"] == metrics["task"]
 
 
-def test_a_run_ending_with_a_validation_reports_it_without_validating_again(pretrained, make_cfg, monkeypatch,
-                                                                          tmp_path):
+def test_a_run_ending_with_a_validation_reports_it_without_validating_again(
+    pretrained, make_cfg, monkeypatch, tmp_path
+):
     """The last epoch's validation scored the final weights: metrics.json takes its figures (the same as a new
     validation's: ``gpt1 evaluate``). A run stopped between validations (max_steps) validates its final weights."""
     calls = []
     validate = L.Trainer.validate
     monkeypatch.setattr(L.Trainer, "validate", lambda *args, **kwargs: calls.append(1) or validate(*args, **kwargs))
-    common = [f"init_from={pretrained}", "task=nli", "task.name=nli", *CAPPED, "++task.splits.train='train[:32]'",
-              "batch_size=16", "logger=csv", "trainer.enable_progress_bar=false", "trainer.num_sanity_val_steps=0"]
-    two_splits = ["++task.data_files.validation_b=${paths.sample_data}/tasks/nli/validation.parquet",
-                  "++task.splits.validation=['validation[:48]',validation_b]"]  # as MNLI's matched, mismatched
+    common = [
+        f"init_from={pretrained}",
+        "task=nli",
+        "task.name=nli",
+        *CAPPED,
+        "++task.splits.train='train[:32]'",
+        "batch_size=16",
+        "logger=csv",
+        "trainer.enable_progress_bar=false",
+        "trainer.num_sanity_val_steps=0",
+    ]
+    two_splits = [
+        "++task.data_files.validation_b=${paths.sample_data}/tasks/nli/validation.parquet",
+        "++task.splits.validation=['validation[:48]',validation_b]",
+    ]  # as MNLI's matched, mismatched
     metrics = finetune(make_cfg("finetune", [*common, *two_splits, "trainer.max_epochs=1"]))  # 2 updates, validation
     assert calls == [] and metrics["steps"] == 2
     keys = ["val/accuracy", "val/loss", "val_b/accuracy", "val_b/loss"]
@@ -202,8 +248,9 @@ def test_multiple_choice_scores_permute_with_the_choices(finetuned, cache_dir):
     module, data = task_module(finetuned["multiple_choice"] / "checkpoints" / "last.ckpt", cache_dir)
     batch = first_val_batch(data)
     perm = torch.tensor([2, 0, 3, 1])
-    permuted = {k: v[:, perm] if k in ("input_ids", "extract", "targets", "choice_mask") else v
-                for k, v in batch.items()}
+    permuted = {
+        k: v[:, perm] if k in ("input_ids", "extract", "targets", "choice_mask") else v for k, v in batch.items()
+    }
     with torch.no_grad():
         logits, permuted_logits = module(batch)[0], module(permuted)[0]
     assert logits.shape == (batch["labels"].size(0), 4)
@@ -251,14 +298,25 @@ def test_debug_fast_checks_a_finetune_end_to_end(run_finetune):
     assert {p.name for p in (run / "checkpoints").glob("*.ckpt")} >= {"last.ckpt", "step0000002.ckpt"}
     with open(run / "csv" / "metrics.csv") as f:
         validated = sorted({int(r["step"]) for r in csv.DictReader(f) if r["val/accuracy"]})
-    assert validated == [1, 3]  # after batches 2 and 4; the final scoring takes the second (gpt1.training.results.score)
+    assert validated == [
+        1,
+        3,
+    ]  # after batches 2 and 4; the final scoring takes the second (gpt1.training.results.score)
 
 
 def test_debug_overfit_memorises_one_batch_of_a_task(run_finetune):
     """debug=overfit bounds the run by its steps, not by the recipe's 3 epochs (of one batch each)."""
     # without dropout, as the tiny checkpoint was pre-trained (fine-tuning's default is the recipe's 0.1)
-    metrics, run = run_finetune("sentiment", "debug=overfit", "trainer.max_steps=30", "trainer.log_every_n_steps=1",
-                                "optim.lr=3e-3", "model.embd_pdrop=0", "model.attn_pdrop=0", "model.resid_pdrop=0")
+    metrics, run = run_finetune(
+        "sentiment",
+        "debug=overfit",
+        "trainer.max_steps=30",
+        "trainer.log_every_n_steps=1",
+        "optim.lr=3e-3",
+        "model.embd_pdrop=0",
+        "model.attn_pdrop=0",
+        "model.resid_pdrop=0",
+    )
     with open(run / "csv" / "metrics.csv") as f:
         losses = [float(r["train/task_loss"]) for r in csv.DictReader(f) if r["train/task_loss"]]
     assert metrics["steps"] == 30 and len(losses) == 30
@@ -285,22 +343,27 @@ def test_fine_tuning_can_pad_the_checkpoints_vocabulary(make_cfg, pretrained, ru
     """model.pad_vocab_to_multiple rounds the table up (for GPU matmuls) or back down; the model scores the same."""
     ref = load_checkpoint(pretrained).model.eval()
     base = ref.config.vocab_size
-    model, tokenizer = start_from(make_cfg("finetune", ["task=sentiment", f"init_from={pretrained}",
-                                                        "model.pad_vocab_to_multiple=64"]))
+    model, tokenizer = start_from(
+        make_cfg("finetune", ["task=sentiment", f"init_from={pretrained}", "model.pad_vocab_to_multiple=64"])
+    )
     rows = model.tokens_embed.weight.size(0)
     assert rows % 64 == 0 and rows > model.config.vocab_size == tokenizer.vocab_size == base + 3
     assert torch.equal(model.tokens_embed.weight[:base], ref.tokens_embed.weight[:base])
     ids = torch.randint(base, (2, 16))
     with torch.no_grad():
-        logits, ref_logits = model.eval().lm_logits(model(ids)), ref.lm_logits(ref(ids))  # (2, 16, base + 3), (.., base)
+        logits, ref_logits = (
+            model.eval().lm_logits(model(ids)),
+            ref.lm_logits(ref(ids)),
+        )  # (2, 16, base + 3), (.., base)
     assert logits.size(-1) == base + 3  # padded rows are never scored
     torch.testing.assert_close(logits[..., :base], ref_logits)
 
     _, run = run_finetune("sentiment", "model.pad_vocab_to_multiple=64")
     padded = run / "checkpoints" / "last.ckpt"
     assert load_checkpoint(padded).model.tokens_embed.weight.size(0) == rows
-    unpadded, _ = start_from(make_cfg("finetune", ["task=sentiment", f"init_from={padded}",
-                                                   "model.pad_vocab_to_multiple=1"]))
+    unpadded, _ = start_from(
+        make_cfg("finetune", ["task=sentiment", f"init_from={padded}", "model.pad_vocab_to_multiple=1"])
+    )
     assert unpadded.tokens_embed.weight.size(0) == base + 3
 
 
@@ -323,8 +386,9 @@ def test_the_lstm_baseline_takes_the_checkpoints_embeddings(make_cfg, pretrained
     assert isinstance(model, LSTM) and model.config.n_embd == ref.config.n_embd
     assert torch.equal(model.tokens_embed.weight[: ref.config.vocab_size], ref.tokens_embed.weight)
     # its LM samples text during training as the transformer's does (it crashed when debug=fast turned samples on)
-    metrics, run = run_finetune("multiple_choice", "model=lstm", "model.hidden_size=64",
-                                "callbacks.samples.every_n_steps=2")
+    metrics, run = run_finetune(
+        "multiple_choice", "model=lstm", "model.hidden_size=64", "callbacks.samples.every_n_steps=2"
+    )
     assert metrics["model"] == "lstm" and math.isfinite(metrics["val/accuracy"])
     assert isinstance(load_checkpoint(run / "checkpoints" / "last.ckpt").model, LSTM)
 
@@ -364,7 +428,9 @@ def test_pretrained_task_tokens_start_fresh(make_cfg, pretrained, tmp_path):
     with torch.no_grad():
         ref.model.tokens_embed.weight[-3:] = 100.0  # "trained" rows
     save_checkpoint(tmp_path / "with_tokens.ckpt", ref.model, ref.tokenizer)
-    model, tokenizer = start_from(make_cfg("finetune", ["task=sentiment", f"init_from={tmp_path / 'with_tokens.ckpt'}"]))
+    model, tokenizer = start_from(
+        make_cfg("finetune", ["task=sentiment", f"init_from={tmp_path / 'with_tokens.ckpt'}"])
+    )
     ids = [tokenizer.special_id(role) for role in TASK_SPECIAL_TOKENS]
     assert model.config.vocab_size == grown and model.tokens_embed.weight[ids].abs().max() < 1.0
     assert torch.equal(model.tokens_embed.weight[: ids[0]], ref.model.tokens_embed.weight[: ids[0]])
@@ -401,8 +467,14 @@ def test_warmup_fraction_sets_the_warmup_from_the_number_of_updates(finetuned, c
 def test_a_missing_init_from_is_refused_in_one_line(tmp_path):
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
     env.pop("HYDRA_FULL_ERROR", None)
-    proc = subprocess.run([sys.executable, "-m", "gpt1.commands.finetune", "task=sentiment", f"hydra.run.dir={tmp_path}"],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "gpt1.commands.finetune", "task=sentiment", f"hydra.run.dir={tmp_path}"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode != 0
     assert proc.stderr.strip().splitlines() == [f"error: {REQUIRED}"]
 
@@ -411,8 +483,12 @@ def test_a_missing_init_from_is_refused_in_one_line(tmp_path):
 def test_a_resumed_finetune_continues_exactly(run_finetune, tmp_path, resume_step, recwarn):
     """Same weights and head as the uninterrupted run, bit for bit: data order, dropout RNG and counters restored;
     so without Lightning's warning that a mid-epoch resume replays the epoch's data."""
-    common = ["batch_size=64", "trainer.max_steps=6", "callbacks.checkpoint.every_n_steps=1",
-              "callbacks.checkpoint.keep_last=-1"]
+    common = [
+        "batch_size=64",
+        "trainer.max_steps=6",
+        "callbacks.checkpoint.every_n_steps=1",
+        "callbacks.checkpoint.keep_last=-1",
+    ]
     _, whole = run_finetune("sentiment", *common)
     ckpt = whole / "checkpoints" / f"step{resume_step:07d}.ckpt"
     metrics, resumed = run_finetune("sentiment", *common, f"resume={ckpt}", f"paths.output_dir={tmp_path / 'resumed'}")
@@ -436,10 +512,25 @@ def test_finetune_from_the_command_line_with_a_users_task(tmp_path, pretrained, 
     )
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
     proc = subprocess.run(
-        [sys.executable, "-m", "gpt1.commands.finetune", "--config-dir", str(tmp_path), "task=reviews", f"init_from={pretrained}",
-         "batch_size=16", "trainer.max_steps=2", "logger=csv", "trainer.enable_progress_bar=false",
-         f"paths.cache_dir={cache_dir}"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "gpt1.commands.finetune",
+            "--config-dir",
+            str(tmp_path),
+            "task=reviews",
+            f"init_from={pretrained}",
+            "batch_size=16",
+            "trainer.max_steps=2",
+            "logger=csv",
+            "trainer.enable_progress_bar=false",
+            f"paths.cache_dir={cache_dir}",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert proc.returncode == 0, proc.stderr
     (run,) = (tmp_path / "outputs" / "finetune" / "reviews").iterdir()
@@ -464,8 +555,9 @@ def test_packed_rows_give_the_same_logits_losses_and_gradients(finetuned, cache_
     for pack in packings:
         module.zero_grad()
         out = task_logits(module.model, module.head, batch, pack=pack)
-        loss = module.task_loss(out.logits, batch["labels"]) + module.sequence_lm_loss(out.hidden, out.index,
-                                                                                       batch["targets"])
+        loss = module.task_loss(out.logits, batch["labels"]) + module.sequence_lm_loss(
+            out.hidden, out.index, batch["targets"]
+        )
         loss.backward()
         results.append((out.logits.detach(), loss.detach(), [p.grad.clone() for p in module.model.parameters()]))
     (logits, loss, grads), *packed = results
@@ -482,7 +574,8 @@ def test_resuming_a_finetune_with_another_data_order_says_so(run_finetune, tmp_p
     ckpt = whole / "checkpoints" / "last.ckpt"
     run_finetune("sentiment", f"resume={ckpt}", f"paths.output_dir={tmp_path / 'same'}", "trainer.max_steps=4")
     assert "another data order" not in capsys.readouterr().err
-    run_finetune("sentiment", f"resume={ckpt}", f"paths.output_dir={tmp_path / 'other'}", "trainer.max_steps=4",
-                 "seed=7")
+    run_finetune(
+        "sentiment", f"resume={ckpt}", f"paths.output_dir={tmp_path / 'other'}", "trainer.max_steps=4", "seed=7"
+    )
     err = capsys.readouterr().err
     assert "another data order" in err and "seed: 1234 -> 7" in err

@@ -18,16 +18,34 @@ from tests.conftest import TINY_RUN
 from tests.test_scale import ENV
 
 CPU = ["trainer.accelerator=cpu", "trainer.devices=2", "trainer.precision=32-true"]
-STEPS = ["trainer.max_steps=20", "trainer.log_every_n_steps=1", "callbacks.checkpoint.every_n_steps=5",
-         "callbacks.checkpoint.keep_last=-1", "logger=csv", "trainer.enable_progress_bar=false",
-         "trainer.num_sanity_val_steps=0"]
+STEPS = [
+    "trainer.max_steps=20",
+    "trainer.log_every_n_steps=1",
+    "callbacks.checkpoint.every_n_steps=5",
+    "callbacks.checkpoint.keep_last=-1",
+    "logger=csv",
+    "trainer.enable_progress_bar=false",
+    "trainer.num_sanity_val_steps=0",
+]
 """20 updates, each one's loss logged, a checkpoint every 5 (step0000010.ckpt: what a kill after update 10-14
 leaves)."""
-PRETRAIN = [*TINY_RUN, *STEPS, "trainer.val_check_interval=10", "trainer.check_val_every_n_epoch=null",
-            "trainer.limit_val_batches=2", "callbacks.samples.every_n_steps=10"]
+PRETRAIN = [
+    *TINY_RUN,
+    *STEPS,
+    "trainer.val_check_interval=10",
+    "trainer.check_val_every_n_epoch=null",
+    "trainer.limit_val_batches=2",
+    "callbacks.samples.every_n_steps=10",
+]
 """Global batches of 8 windows (4 a process), validated at 10 and 20, a text sample at 10 and 20 (FSDP: gathered)."""
-FINETUNE = ["task=sentiment", "++task.splits.train='train[:160]'", "++task.splits.validation='validation[:16]'",
-            "++task.splits.test='test[:16]'", "batch_size=8", *STEPS]
+FINETUNE = [
+    "task=sentiment",
+    "++task.splits.train='train[:160]'",
+    "++task.splits.validation='validation[:16]'",
+    "++task.splits.test='test[:16]'",
+    "batch_size=8",
+    *STEPS,
+]
 """20 updates of 8 examples (4 a process; one epoch of 160), the auxiliary LM loss on (aux_lm_weight 0.5)."""
 RTOL = 1e-5
 """fp32: FSDP reduce-scatters the gradients where DDP all-reduces them, so sums differ in their last bits; measured
@@ -35,8 +53,14 @@ on 2 CPU processes: losses within 8e-8 (relative) after 20 updates, pre-training
 
 
 def run(command: str, directory: Path, strategy: str, *overrides: str) -> Path:
-    proc = subprocess.run(["gpt1", command, f"trainer={strategy}", *CPU, *overrides, f"hydra.run.dir={directory}"],
-                          cwd=directory.parent, env=ENV, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        ["gpt1", command, f"trainer={strategy}", *CPU, *overrides, f"hydra.run.dir={directory}"],
+        cwd=directory.parent,
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, f"gpt1 {command} trainer={strategy} failed:\n{proc.stdout}\n{proc.stderr}"
     memory = [line for line in proc.stderr.splitlines() if line.startswith("peak memory: host ")]
     assert memory == proc.stderr.splitlines()[-1:]  # the last line, rank 0's only
@@ -66,8 +90,10 @@ def assert_resumed_exactly(uninterrupted: Path, resumed: Path, keys: tuple[str, 
     for key in keys:  # updates 11-20 (steps 10-19), each one's loss bit for bit
         after = logged(resumed, key)
         assert sorted(after) == list(range(10, 20)) and after == {k: logged(uninterrupted, key)[k] for k in after}, key
-    expected, got = (torch.load(d / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)
-                     for d in (uninterrupted, resumed))
+    expected, got = (
+        torch.load(d / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)
+        for d in (uninterrupted, resumed)
+    )
     assert expected["state_dict"].keys() == got["state_dict"].keys()
     for name, tensor in expected["state_dict"].items():
         assert torch.equal(tensor, got["state_dict"][name]), name
@@ -103,16 +129,23 @@ def test_an_fsdp_checkpoint_is_one_file_that_every_command_loads(pretrained, mak
     assert ckpt.is_file() and load_checkpoint(ckpt).model.config.n_layer == 2
     text = generate(make_cfg("generate", [f"ckpt={ckpt}", "prompt=she said", "max_new_tokens=4", "device=cpu"]))
     assert text[0].startswith("she said")
-    scores = evaluate(make_cfg("evaluate", [f"ckpt={ckpt}", "data.max_valid_windows=8",
-                                            "trainer.enable_progress_bar=false"]))
+    scores = evaluate(
+        make_cfg("evaluate", [f"ckpt={ckpt}", "data.max_valid_windows=8", "trainer.enable_progress_bar=false"])
+    )
     assert scores["val/ppl"] > 1  # (fine-tuning starts from it below)
 
 
 @pytest.mark.slow  # a fifth 2-process run (fine-tuning's resume below is the default suite's): 20-30 s on 2 cores
 def test_a_resumed_fsdp_pretraining_equals_the_uninterrupted_run(pretrained, tmp_path, cache_dir):
     fsdp = pretrained["fsdp"]
-    resumed = run("pretrain", tmp_path / "resumed", "fsdp", *PRETRAIN, f"paths.cache_dir={cache_dir}",
-                  f"resume={fsdp / 'checkpoints' / 'step0000010.ckpt'}")
+    resumed = run(
+        "pretrain",
+        tmp_path / "resumed",
+        "fsdp",
+        *PRETRAIN,
+        f"paths.cache_dir={cache_dir}",
+        f"resume={fsdp / 'checkpoints' / 'step0000010.ckpt'}",
+    )
     assert_resumed_exactly(fsdp, resumed, ("train/loss",))
 
 
@@ -121,8 +154,10 @@ def finetuned(tmp_path_factory, cache_dir, pretrained) -> dict[str, Path]:
     """The same 20 fine-tuning updates under 2-process DDP and FSDP, from the FSDP pre-training's checkpoint."""
     root = tmp_path_factory.mktemp("finetune")
     init = pretrained["fsdp"] / "checkpoints" / "last.ckpt"
-    return {s: run("finetune", root / s, s, *FINETUNE, f"init_from={init}", f"paths.cache_dir={cache_dir}")
-            for s in ("ddp", "fsdp")}
+    return {
+        s: run("finetune", root / s, s, *FINETUNE, f"init_from={init}", f"paths.cache_dir={cache_dir}")
+        for s in ("ddp", "fsdp")
+    }
 
 
 def test_fsdp_finetunes_as_ddp(finetuned, make_cfg):
@@ -144,15 +179,29 @@ def test_a_resumed_fsdp_finetuning_equals_the_uninterrupted_run(finetuned, pretr
     """Each rank continues from its own generators (fine-tuning's packed rows make their dropout draws differ)."""
     fsdp = finetuned["fsdp"]
     init = pretrained["fsdp"] / "checkpoints" / "last.ckpt"
-    resumed = run("finetune", tmp_path / "resumed", "fsdp", *FINETUNE, f"init_from={init}",
-                  f"paths.cache_dir={cache_dir}", f"resume={fsdp / 'checkpoints' / 'step0000010.ckpt'}")
+    resumed = run(
+        "finetune",
+        tmp_path / "resumed",
+        "fsdp",
+        *FINETUNE,
+        f"init_from={init}",
+        f"paths.cache_dir={cache_dir}",
+        f"resume={fsdp / 'checkpoints' / 'step0000010.ckpt'}",
+    )
     assert_resumed_exactly(fsdp, resumed, ("train/loss", "train/task_loss", "train/lm_loss"))
 
 
 def test_deepspeed_on_a_cpu_is_refused_in_one_line(tmp_path):
-    proc = subprocess.run(["gpt1", "pretrain", "trainer=deepspeed", "trainer.accelerator=cpu"], cwd=tmp_path, env=ENV,
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        ["gpt1", "pretrain", "trainer=deepspeed", "trainer.accelerator=cpu"],
+        cwd=tmp_path,
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr.splitlines() == [
         "error: trainer.strategy=deepspeed_stage_2 runs on GPUs only (Lightning's), not trainer.accelerator=cpu: use "
-        "trainer=fsdp (FSDP2) or trainer=ddp with trainer.accelerator=cpu on CPUs"]
+        "trainer=fsdp (FSDP2) or trainer=ddp with trainer.accelerator=cpu on CPUs"
+    ]

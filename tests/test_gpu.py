@@ -6,13 +6,13 @@ import json
 import pytest
 import torch
 
-from gpt1.tools.bench import main as bench
 from gpt1.checkpoint import load_checkpoint
 from gpt1.commands.finetune import finetune
 from gpt1.commands.generate import generate
+from gpt1.commands.pretrain import train
 from gpt1.decoding import TokenStep
 from gpt1.model import GPT, PRESETS
-from gpt1.commands.pretrain import train
+from gpt1.tools.bench import main as bench
 from tests.conftest import FEW, FEW_FINETUNE
 
 pytestmark = pytest.mark.gpu
@@ -64,11 +64,15 @@ def test_a_token_step_on_the_gpu_gives_the_forwards_hidden_states_to_the_bit():
         assert torch.equal(a.k[:, :, :9], b.k[:, :, :9]) and torch.equal(a.v[:, :, :9], b.v[:, :, :9])
 
 
-@pytest.mark.parametrize("trainer", [
-    ["trainer=gpu", "compile=true"],  # bf16-mixed, compiled
-    ["trainer=ddp", "trainer.devices=1"],
-    ["trainer=fsdp", "trainer.devices=1"],
-], ids=["gpu-compiled", "ddp", "fsdp"])
+@pytest.mark.parametrize(
+    "trainer",
+    [
+        ["trainer=gpu", "compile=true"],  # bf16-mixed, compiled
+        ["trainer=ddp", "trainer.devices=1"],
+        ["trainer=fsdp", "trainer.devices=1"],
+    ],
+    ids=["gpu-compiled", "ddp", "fsdp"],
+)
 def test_pretrain_on_the_gpu_checkpoints_plain_weights_that_generate(make_cfg, tmp_path, trainer):
     metrics = train(make_cfg("pretrain", [*FEW, *trainer]))
     assert metrics["steps"] == 4 and torch.isfinite(torch.tensor(metrics["val/loss"]))
@@ -80,23 +84,58 @@ def test_pretrain_on_the_gpu_checkpoints_plain_weights_that_generate(make_cfg, t
     assert text[0].startswith("she said")
 
 
-@pytest.mark.parametrize("task, options", [
-    ("sentiment", []),
-    ("multiple_choice", ["compile=true"]),  # packed choices (a mask per row) through the compiled model
-])
+@pytest.mark.parametrize(
+    "task, options",
+    [
+        ("sentiment", []),
+        ("multiple_choice", ["compile=true"]),  # packed choices (a mask per row) through the compiled model
+    ],
+)
 def test_finetune_on_the_gpu(make_cfg, tmp_path, task, options):
     train(make_cfg("pretrain", [*FEW, "trainer=gpu"]))
     (tmp_path / "run").rename(tmp_path / "pre")  # finetune's run directory is tmp_path / "run" too
-    metrics = finetune(make_cfg("finetune", [
-        f"task={task}", f"init_from={tmp_path / 'pre' / 'checkpoints' / 'last.ckpt'}", "trainer=gpu", *options,
-        *FEW_FINETUNE]))
+    metrics = finetune(
+        make_cfg(
+            "finetune",
+            [
+                f"task={task}",
+                f"init_from={tmp_path / 'pre' / 'checkpoints' / 'last.ckpt'}",
+                "trainer=gpu",
+                *options,
+                *FEW_FINETUNE,
+            ],
+        )
+    )
     assert metrics["steps"] == 4 and 0 <= metrics["val/accuracy"] <= 1
 
 
 def test_bench_on_the_gpu_takes_its_peak_from_the_table(tmp_path):
-    out = bench(["--model", "tiny", "--batch", "4", "--seq", "32", "--new-tokens", "4", "--gen-batch", "2",
-                 "--warmup", "1", "--iters", "2", "--mc-batch", "0", "--precision", "bf16-mixed", "--compare", "hf",
-                 "--json", str(tmp_path / "b.json")])
+    out = bench(
+        [
+            "--model",
+            "tiny",
+            "--batch",
+            "4",
+            "--seq",
+            "32",
+            "--new-tokens",
+            "4",
+            "--gen-batch",
+            "2",
+            "--warmup",
+            "1",
+            "--iters",
+            "2",
+            "--mc-batch",
+            "0",
+            "--precision",
+            "bf16-mixed",
+            "--compare",
+            "hf",
+            "--json",
+            str(tmp_path / "b.json"),
+        ]
+    )
     assert json.loads((tmp_path / "b.json").read_text())["device"] == torch.cuda.get_device_name()
     if any(gpu in out["device"] for gpu in ("A100", "H100", "H200")):
         assert "dense bf16 (data sheet)" in out["peak_source"] and out["peak_flops"] >= 312e12

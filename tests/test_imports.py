@@ -7,12 +7,24 @@ from tests.conftest import ENV_BEFORE_GPT1
 
 PURE = ["gpt1.model", "gpt1.lstm", "gpt1.heads", "gpt1.ops"]
 """The model code: it imports torch and nothing of the training stack."""
-BLOCKED = ["hydra", "omegaconf", "lightning", "pytorch_lightning", "lightning_fabric", "torchmetrics", "datasets",
-           "tokenizers", "wandb", "transformers"]
+BLOCKED = [
+    "hydra",
+    "omegaconf",
+    "lightning",
+    "pytorch_lightning",
+    "lightning_fabric",
+    "torchmetrics",
+    "datasets",
+    "tokenizers",
+    "wandb",
+    "transformers",
+]
 
 
 def run(code: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=ENV_BEFORE_GPT1)
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=ENV_BEFORE_GPT1
+    )
 
 
 def test_the_model_code_imports_only_torch():
@@ -60,8 +72,18 @@ print(len(names))
 
 LIGHT_COMMANDS = ["gpt1.commands.generate", "gpt1.commands.convert"]
 """Commands that load a checkpoint and no data: they start without the training and data stack."""
-HEAVY = ["lightning", "pytorch_lightning", "lightning_fabric", "torchmetrics", "datasets", "pandas", "wandb",
-         "transformers", "matplotlib", "scipy"]
+HEAVY = [
+    "lightning",
+    "pytorch_lightning",
+    "lightning_fabric",
+    "torchmetrics",
+    "datasets",
+    "pandas",
+    "wandb",
+    "transformers",
+    "matplotlib",
+    "scipy",
+]
 """What takes seconds to import (lightning about 4 s on 2 cores, torchmetrics 2.5 s of it)."""
 
 

@@ -50,8 +50,10 @@ def test_the_harness_runs_an_exported_checkpoint_with_its_defaults(exported, tmp
     from lm_eval.tasks import TaskManager
 
     out, eod = exported
-    rows = [{"context": f"she said it was day {i}", "choices": ["yes", "no", "a walk", "never"], "label": i % 4}
-            for i in range(8)]
+    rows = [
+        {"context": f"she said it was day {i}", "choices": ["yes", "no", "a walk", "never"], "label": i % 4}
+        for i in range(8)
+    ]
     (tmp_path / "mc.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     (tmp_path / "tasks").mkdir()
     (tmp_path / "tasks" / "gpt1_local_mc.yaml").write_text(TASK.format(data=tmp_path / "mc.jsonl"))
@@ -59,6 +61,8 @@ def test_the_harness_runs_an_exported_checkpoint_with_its_defaults(exported, tmp
     logging.getLogger("lm_eval").setLevel(logging.WARNING)
     lm = HFLM(pretrained=str(out), device="cpu", batch_size=8)  # the defaults: no prefix_token_id given
     assert lm.prefix_token_id == eod
-    results = simple_evaluate(model=lm, tasks=["gpt1_local_mc"], task_manager=TaskManager(include_path=str(tmp_path / "tasks")))
+    results = simple_evaluate(
+        model=lm, tasks=["gpt1_local_mc"], task_manager=TaskManager(include_path=str(tmp_path / "tasks"))
+    )
     scores = results["results"]["gpt1_local_mc"]
     assert 0 <= scores["acc,none"] <= 1 and results["n-samples"]["gpt1_local_mc"]["effective"] == 8

@@ -31,9 +31,14 @@ def test_the_peaks_count_what_the_process_and_its_largest_child_held():
 
 def test_the_line_names_each_figure():
     assert memory_line({"peak_host_memory_gb": 1.5}) == "peak memory: host 1.500 GB"
-    assert memory_line({"peak_host_memory_gb": 1.5, "peak_host_memory_children_gb": 0.25, "peak_device_memory_gb": 2,
-                        "peak_device_reserved_gb": 3}) == (
-        "peak memory: host 1.500 GB (largest child process 0.250 GB), CUDA device 2.000 GB (3.000 GB reserved)")
+    assert memory_line(
+        {
+            "peak_host_memory_gb": 1.5,
+            "peak_host_memory_children_gb": 0.25,
+            "peak_device_memory_gb": 2,
+            "peak_device_reserved_gb": 3,
+        }
+    ) == ("peak memory: host 1.500 GB (largest child process 0.250 GB), CUDA device 2.000 GB (3.000 GB reserved)")
 
 
 def test_metrics_json_holds_the_peak(make_cfg, tmp_path):

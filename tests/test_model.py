@@ -123,10 +123,14 @@ def test_greedy_generation_is_identical_with_and_without_the_cache(batch):
 
 
 @pytest.mark.parametrize("kernel", KERNELS["decode"])
-@pytest.mark.parametrize("config", [
-    replace(TINY, vocab_size=50, pad_vocab_to_multiple=16),
-    replace(TINY, activation="relu", layer_norm_eps=1e-3, n_head=2),
-], ids=["padded", "relu"])
+@pytest.mark.parametrize(
+    "config",
+    [
+        replace(TINY, vocab_size=50, pad_vocab_to_multiple=16),
+        replace(TINY, activation="relu", layer_norm_eps=1e-3, n_head=2),
+    ],
+    ids=["padded", "relu"],
+)
 def test_a_token_step_gives_the_forwards_hidden_states_to_the_bit(config, kernel, monkeypatch):
     """TokenStep (one sequence's token without module calls) is GPT.forward with a cache, op for op: the hidden
     states and the cache are equal to the last bit, on each of decoding's kernels, the weights stored for it."""
@@ -152,8 +156,9 @@ def test_generate_takes_the_token_step_for_one_sequence_in_fp32_inference(monkey
     """Only where TokenStep is the same math on the same kernels: one sequence, eval mode, fp32 on the CPU (or a
     CUDA GPU: tests/test_gpu.py), no autocast; the prompt itself (and any batch) goes through the model."""
     steps = []
-    monkeypatch.setattr(TokenStep, "__call__", lambda self, token, cache: steps.append(token.shape) or
-                        GPT.forward(model, token, cache))
+    monkeypatch.setattr(
+        TokenStep, "__call__", lambda self, token, cache: steps.append(token.shape) or GPT.forward(model, token, cache)
+    )
     model = GPT(TINY).eval()
     prompt = torch.randint(0, TINY.vocab_size, (1, 5))
     model.generate(prompt, 4, temperature=0)
@@ -247,7 +252,9 @@ def test_packed_rows_give_each_sequence_its_own_hidden_states():
     for b in range(2):
         for k in range(3):
             n = lengths[b, k]
-            torch.testing.assert_close(rows.flatten(0, 1)[packed.index[b, k, :n]], alone[b, k, :n], rtol=1e-4, atol=1e-5)
+            torch.testing.assert_close(
+                rows.flatten(0, 1)[packed.index[b, k, :n]], alone[b, k, :n], rtol=1e-4, atol=1e-5
+            )
     whole = pack_sequences(ids.flatten(0, 1), lengths.flatten())  # 6 sequences of 3-9 tokens in rows of 9
     assert whole.ids.shape == (4, 9)  # first fit, longest first: 9 | 9 | 6 + 3 | 5 + 4
     with torch.no_grad():

@@ -14,7 +14,6 @@ import torch.nn.functional as F
 import gpt1.ops
 from gpt1.ops import Dropout, Embedding, attention, dropout, embedding, linear
 
-
 ONEDNN = dict.fromkeys(gpt1.ops.KINDS, "onednn")
 BATCHED_ONLY = {**dict.fromkeys(gpt1.ops.KINDS, "torch"), "batched": "onednn"}
 FORWARD_ONLY = {**dict.fromkeys(gpt1.ops.KINDS, "torch"), "train.forward": "onednn", "head.forward": "onednn"}
@@ -22,8 +21,10 @@ BACKWARD_ONLY = {**ONEDNN, "train.forward": "torch", "head.forward": "torch"}
 
 
 @pytest.mark.parametrize("shape", [(5, 7), (2, 3, 7)])
-@pytest.mark.parametrize(("matmuls", "slice_rows"), [(ONEDNN, None), (ONEDNN, 3), (BATCHED_ONLY, None),
-                                                     (FORWARD_ONLY, 3), (BACKWARD_ONLY, 3)])
+@pytest.mark.parametrize(
+    ("matmuls", "slice_rows"),
+    [(ONEDNN, None), (ONEDNN, 3), (BATCHED_ONLY, None), (FORWARD_ONLY, 3), (BACKWARD_ONLY, 3)],
+)
 def test_linear_matches_f_linear_in_value_and_gradients(shape, matmuls, slice_rows, monkeypatch):
     """gpt1's linear on oneDNN (forward, input and weight gradients, each on its own kernel; or only for 4 rows or
     more without autograd) computes F.linear, also the path of the tied head's large weight (here 13 rows in slices
@@ -34,7 +35,11 @@ def test_linear_matches_f_linear_in_value_and_gradients(shape, matmuls, slice_ro
         monkeypatch.setattr(gpt1.ops, "SLICE_BYTES", slice_rows * 7 * 4)
         monkeypatch.setattr(gpt1.ops, "TRANSPOSE_ROWS", 2)  # the 5 or 6 rows of x transposed 2 at a time
     out = 13
-    x, w, b = torch.randn(*shape, requires_grad=True), torch.randn(out, 7, requires_grad=True), torch.randn(out, requires_grad=True)
+    x, w, b = (
+        torch.randn(*shape, requires_grad=True),
+        torch.randn(out, 7, requires_grad=True),
+        torch.randn(out, requires_grad=True),
+    )
     grad = torch.randn(*shape[:-1], out)
     grads = []
     for fn in (linear, F.linear):
@@ -96,10 +101,12 @@ def test_decodings_row_product_runs_on_decodings_kernel(monkeypatch):
     monkeypatch.setattr(torch, "get_num_threads", lambda: 2)
     calls = []
     monkeypatch.setattr(gpt1.ops, "_onednn", lambda x, w, b: calls.append("onednn") or F.linear(x, w, b))
-    monkeypatch.setattr(gpt1.ops, "_row_blocks",
-                        lambda w, b, n: lambda x: calls.append(("rows", n)) or F.linear(x, w, b))
-    monkeypatch.setattr(gpt1.ops, "_column_blocks",
-                        lambda w, b, n: lambda x: calls.append(("columns", n)) or F.linear(x, w, b))
+    monkeypatch.setattr(
+        gpt1.ops, "_row_blocks", lambda w, b, n: lambda x: calls.append(("rows", n)) or F.linear(x, w, b)
+    )
+    monkeypatch.setattr(
+        gpt1.ops, "_column_blocks", lambda w, b, n: lambda x: calls.append(("columns", n)) or F.linear(x, w, b)
+    )
     transposed = torch.randn(8, 5).t()  # as decoding_layout stores a weight for column_blocks
     for weight in (torch.randn(5, 8), transposed, torch.randn(5, 8).double(), transposed.double()):
         x = torch.randn(1, 8, dtype=weight.dtype)
@@ -122,11 +129,15 @@ def test_each_kind_of_product_runs_on_its_chosen_kernel(monkeypatch):
     calls = []
     for product in gpt1.ops.PRODUCTS:
         real = getattr(gpt1.ops, f"linear_{product}")
-        monkeypatch.setattr(gpt1.ops, f"linear_{product}",
-                            lambda *args, product=product, real=real: calls.append((product, args[-1])) or real(*args))
+        monkeypatch.setattr(
+            gpt1.ops,
+            f"linear_{product}",
+            lambda *args, product=product, real=real: calls.append((product, args[-1])) or real(*args),
+        )
     monkeypatch.setattr(gpt1.ops, "_onednn", lambda x, w, b: calls.append("onednn") or F.linear(x, w, b))
-    monkeypatch.setattr(gpt1.ops, "_row_blocks",
-                        lambda w, b, n: lambda x: calls.append(("rows", n)) or F.linear(x, w, b))
+    monkeypatch.setattr(
+        gpt1.ops, "_row_blocks", lambda w, b, n: lambda x: calls.append(("rows", n)) or F.linear(x, w, b)
+    )
     small, large = torch.randn(5, 8, requires_grad=True), torch.randn(13, 8, requires_grad=True)
     for layer, w in (("train", small), ("head", large)):
         for product in gpt1.ops.PRODUCTS:
@@ -157,8 +168,13 @@ def test_each_kind_of_product_runs_on_its_chosen_kernel(monkeypatch):
 def test_until_configured_every_product_is_torchs_own(monkeypatch):
     """Importing gpt1.ops chooses nothing: every kind runs torch's matmuls until gpt1.cpu.configure sets them."""
     code = "import gpt1.ops; print(sorted(set(gpt1.ops.CPU_MATMULS.values())), len(gpt1.ops.CPU_MATMULS))"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         env={**os.environ, "GPT1_CPU_MATMUL": "onednn"}).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "GPT1_CPU_MATMUL": "onednn"},
+    ).stdout
     assert out.split() == ["['torch']", str(len(gpt1.ops.KINDS))]
 
 
@@ -178,8 +194,10 @@ def test_set_cpu_matmuls_refuses_unknown_kinds_and_kernels_and_keeps_torch_witho
     assert not gpt1.ops.onednn_available()  # Arm keeps torch's BLAS
 
 
-@pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64") or not torch.backends.mkldnn.is_available(),
-                    reason="oneDNN's linear is used on x86 CPUs only")
+@pytest.mark.skipif(
+    platform.machine().lower() not in ("x86_64", "amd64") or not torch.backends.mkldnn.is_available(),
+    reason="oneDNN's linear is used on x86 CPUs only",
+)
 def test_the_private_onednn_linear_op_exists_and_computes_f_linear():
     """gpt1.ops calls torch.ops.mkldnn._linear_pointwise (private): if torch drops or changes it, this fails (gpt1
     would fall back to torch's matmuls, correct but slower on CPUs where oneDNN wins)."""

@@ -16,15 +16,34 @@ import pytest
 ENV = {k: v for k, v in os.environ.items() if k != "HYDRA_FULL_ERROR"}
 ENV.update(HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", PYTHONUNBUFFERED="1")
 
-NOISE = ["💡", "litlogger", "litmodels", "LeafSpec", "_pytree", "FLOPs", "Epoch 0/-", "weights_only",
-         "smaller than the logging interval", "to estimate number of stepping batches", "overridden `on_before_batch",
-         "not supported by the model summary", "requested to overfit", "Downloading data"]
+NOISE = [
+    "💡",
+    "litlogger",
+    "litmodels",
+    "LeafSpec",
+    "_pytree",
+    "FLOPs",
+    "Epoch 0/-",
+    "weights_only",
+    "smaller than the logging interval",
+    "to estimate number of stepping batches",
+    "overridden `on_before_batch",
+    "not supported by the model summary",
+    "requested to overfit",
+    "Downloading data",
+]
 """Library output that says nothing to a user (issue 6): none of it may appear in a run's output."""
 
 
 def gpt1(command: str, *overrides: str, cwd: Path, run: Path) -> subprocess.CompletedProcess:
-    proc = subprocess.run([sys.executable, "-m", f"gpt1.commands.{command}", *overrides, f"hydra.run.dir={run}"], cwd=cwd,
-                          env=ENV, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", f"gpt1.commands.{command}", *overrides, f"hydra.run.dir={run}"],
+        cwd=cwd,
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, f"gpt1 {command} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
     return proc
 
@@ -38,11 +57,24 @@ def small_run(tmp_path_factory, sample_data) -> tuple[Path, subprocess.Completed
     (d / "small.txt").write_bytes(text[:1000] + b"\xff" + text[1000:])
     (d / "held_out.txt").write_bytes((sample_data / "books/valid/persuasion.txt").read_bytes()[:3000])
     run = d / "run"
-    proc = gpt1("pretrain", "experiment=quickstart", "model=tiny", "tokenizer.vocab_size=300",
-                "data.train_files=small.txt", "data.valid_files=held_out.txt", "data.batch_size=8", "logger=csv",
-                "trainer.max_steps=10", "trainer.val_check_interval=5", "callbacks.samples.every_n_steps=5",
-                "callbacks.samples.max_new_tokens=8",
-                "trainer.enable_progress_bar=true", "paths.cache_dir=cache", cwd=d, run=run)
+    proc = gpt1(
+        "pretrain",
+        "experiment=quickstart",
+        "model=tiny",
+        "tokenizer.vocab_size=300",
+        "data.train_files=small.txt",
+        "data.valid_files=held_out.txt",
+        "data.batch_size=8",
+        "logger=csv",
+        "trainer.max_steps=10",
+        "trainer.val_check_interval=5",
+        "callbacks.samples.every_n_steps=5",
+        "callbacks.samples.max_new_tokens=8",
+        "trainer.enable_progress_bar=true",
+        "paths.cache_dir=cache",
+        cwd=d,
+        run=run,
+    )
     return run, proc
 
 
@@ -81,8 +113,15 @@ def test_a_run_prints_no_library_noise(small_run):
 
 def test_generated_text_reads_like_text(small_run, tmp_path):
     run, _ = small_run
-    proc = gpt1("generate", f"ckpt={run / 'checkpoints' / 'last.ckpt'}", "prompt=\"I don't know, I hope.\"",
-                "max_new_tokens=4", "temperature=0", cwd=tmp_path, run=tmp_path / "gen")
+    proc = gpt1(
+        "generate",
+        f"ckpt={run / 'checkpoints' / 'last.ckpt'}",
+        'prompt="I don\'t know, I hope."',
+        "max_new_tokens=4",
+        "temperature=0",
+        cwd=tmp_path,
+        run=tmp_path / "gen",
+    )
     assert "i don't know, i hope." in proc.stdout  # not "i don ' t know , i hope ."
 
 
@@ -96,10 +135,21 @@ def test_choices_of_different_numbers_and_long_texts_finetune_counted(small_run,
     data = tmp_path / "mc.jsonl"
     data.write_text("".join(json.dumps(r) + "\n" for r in rows))
     out = tmp_path / "finetune"
-    proc = gpt1("finetune", "task=multiple_choice", f"task.data_files.train={data}",
-                f"task.data_files.validation={data}", f"task.data_files.test={data}", f"init_from={run / 'checkpoints' / 'last.ckpt'}", "batch_size=8",
-                "trainer.max_steps=3", "logger=csv", "trainer.enable_progress_bar=false", "paths.cache_dir=cache",
-                cwd=tmp_path, run=out)
+    proc = gpt1(
+        "finetune",
+        "task=multiple_choice",
+        f"task.data_files.train={data}",
+        f"task.data_files.validation={data}",
+        f"task.data_files.test={data}",
+        f"init_from={run / 'checkpoints' / 'last.ckpt'}",
+        "batch_size=8",
+        "trainer.max_steps=3",
+        "logger=csv",
+        "trainer.enable_progress_bar=false",
+        "paths.cache_dir=cache",
+        cwd=tmp_path,
+        run=out,
+    )
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["examples"] == {"train": 24, "validation": 24, "test": 24}
     assert metrics["truncated"] == {"train": 8, "validation": 8, "test": 8}  # the long contexts only
@@ -110,9 +160,17 @@ def test_choices_of_different_numbers_and_long_texts_finetune_counted(small_run,
 
 def test_a_debug_overfit_finetune_prints_no_library_noise(small_run, tmp_path):
     run, _ = small_run
-    proc = gpt1("finetune", "task=sentiment", f"init_from={run / 'checkpoints' / 'last.ckpt'}", "debug=overfit",
-                "trainer.max_steps=2", "++task.splits.test='test[:8]'", "paths.cache_dir=cache", cwd=tmp_path,
-                run=tmp_path / "overfit")
+    proc = gpt1(
+        "finetune",
+        "task=sentiment",
+        f"init_from={run / 'checkpoints' / 'last.ckpt'}",
+        "debug=overfit",
+        "trainer.max_steps=2",
+        "++task.splits.test='test[:8]'",
+        "paths.cache_dir=cache",
+        cwd=tmp_path,
+        run=tmp_path / "overfit",
+    )
     assert json.loads((tmp_path / "overfit" / "metrics.json").read_text())["steps"] == 2
     for noise in NOISE:
         assert noise not in proc.stdout + proc.stderr, noise

@@ -29,15 +29,40 @@ from gpt1.progress import Meter
 from gpt1.tokenizer import Tokenizer, TokenizerConfig, train_bpe
 from tests.conftest import FEW, REPO, TINY_RUN
 
-ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "PYTHONUNBUFFERED": "1",
-       "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+ENV = {
+    **os.environ,
+    "HF_HUB_OFFLINE": "1",
+    "HF_DATASETS_OFFLINE": "1",
+    "PYTHONUNBUFFERED": "1",
+    "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+}
 ENV.pop("HYDRA_FULL_ERROR", None)
 
 # Text that stresses the "gpt1" pipeline at the cuts: line breaks (\r\n too), runs of spaces, accents and combining
 # marks after a cut, CJK (spaced by the normaliser), Greek sigmas, punctuation, the characters the pipeline
 # standardises, and long words.
-ALPHABET = ["the", "Whale", "naïve", "e\u0301", "\u0301", "\u4e2d\u6587", "ΣΑΣ", "ς", "don't", "—", "…", "´", "!!",
-            "(x)", "1,000", "\t", "\u00a0", "ﬁ", "supercalifragilistic" * 3, "\ufffd"]
+ALPHABET = [
+    "the",
+    "Whale",
+    "naïve",
+    "e\u0301",
+    "\u0301",
+    "\u4e2d\u6587",
+    "ΣΑΣ",
+    "ς",
+    "don't",
+    "—",
+    "…",
+    "´",
+    "!!",
+    "(x)",
+    "1,000",
+    "\t",
+    "\u00a0",
+    "ﬁ",
+    "supercalifragilistic" * 3,
+    "\ufffd",
+]
 SEPARATORS = [" ", "  ", "\n", "\n\n", "\r\n", " \n ", "", "\t"]
 
 
@@ -74,12 +99,19 @@ def test_text_without_whitespace_is_not_cut():
 
 def test_a_txt_file_reads_in_pieces_as_datasets_reads_it_whole(tmp_path):
     rng = random.Random(2)
-    data = b"".join(rng.choice([b"a b", b"\r\n", b"\r", b"\n", b"\xff", b"\xe2\x82", "é ".encode(), b"  "])
-                    for _ in range(3000))
+    data = b"".join(
+        rng.choice([b"a b", b"\r\n", b"\r", b"\n", b"\xff", b"\xe2\x82", "é ".encode(), b"  "]) for _ in range(3000)
+    )
     path = tmp_path / "doc.txt"
     path.write_bytes(data)
-    whole = datasets.load_dataset("text", data_files=[str(path)], split="train", sample_by="document",
-                                  encoding_errors="replace", cache_dir=str(tmp_path / "cache"))["text"][0]
+    whole = datasets.load_dataset(
+        "text",
+        data_files=[str(path)],
+        split="train",
+        sample_by="document",
+        encoding_errors="replace",
+        cache_dir=str(tmp_path / "cache"),
+    )["text"][0]
     for size in (1, 5, 64, None):
         assert "".join(file_pieces(path, size)) == whole
 
@@ -148,8 +180,14 @@ def test_memory_does_not_grow_with_the_corpus(sample_data, tmp_path):
         for i in range(files):
             (tmp_path / name / f"book{i}.txt").write_text(emma * copies)
         corpora.append(str(tmp_path / name / "*.txt"))
-    proc = subprocess.run([sys.executable, "-c", PREPARE, str(tmp_path / "tok.json"), str(tmp_path / "cache"),
-                           *corpora], env=ENV, capture_output=True, text=True, timeout=300, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-c", PREPARE, str(tmp_path / "tok.json"), str(tmp_path / "cache"), *corpora],
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr
     one, books, document = (int(kib) / 1024 for kib in proc.stdout.split())
     assert books - one < MEMORY_BOUND_MB and document - one < MEMORY_BOUND_MB, (one, books, document)
@@ -165,7 +203,9 @@ def test_the_meter_draws_a_bar_on_a_terminal_and_plain_lines_in_a_log(monkeypatc
     lines = log.getvalue().splitlines()
     assert len(lines) == 2 and "\r" not in log.getvalue()
     assert lines[0].startswith("tokening train: 3/4 documents, 501k tokens, ".replace("tokening", "tokenising"))
-    assert lines[0].endswith(" tokens/s") and lines[1].startswith("tokenising train: 3/4 documents") and " in " in lines[1]
+    assert (
+        lines[0].endswith(" tokens/s") and lines[1].startswith("tokenising train: 3/4 documents") and " in " in lines[1]
+    )
 
     class Terminal(io.StringIO):
         def isatty(self) -> bool:
@@ -193,8 +233,10 @@ def test_one_process_makes_a_cache_entry_while_the_others_wait(tmp_path, capsys)
     assert made_once(path, make) is False  # waits for the first, then finds the entry
     first.join()
     assert made == ["first"] and path.read_bytes() == b"x"
-    assert capsys.readouterr().err == f"waiting for another process to prepare {path} (it holds " \
-                                      f"{tmp_path / '.entry.bin.lock'})\n"
+    assert (
+        capsys.readouterr().err == f"waiting for another process to prepare {path} (it holds "
+        f"{tmp_path / '.entry.bin.lock'})\n"
+    )
     assert made_once(path, make) is False and capsys.readouterr().err == ""  # ready: no lock, no line
 
 
@@ -208,7 +250,14 @@ def test_gpt1_prepare_packs_every_split_and_trains_nothing(make_cfg, tmp_path, c
     cfg = make_cfg("prepare", [*TINY_RUN, f"paths.cache_dir={tmp_path / 'cache'}"])
     metrics = prepare(cfg)
     assert sorted(k for k in metrics if not k.startswith("peak_")) == [  # (peak_*: every command's, gpt1.memory)
-        "tokenizer", "train_path", "train_tokens", "valid_path", "valid_tokens", "vocab_size", "wall_time_s"]
+        "tokenizer",
+        "train_path",
+        "train_tokens",
+        "valid_path",
+        "valid_tokens",
+        "vocab_size",
+        "wall_time_s",
+    ]
     assert metrics["peak_host_memory_gb"] > 0
     assert json.loads((tmp_path / "run" / "metrics.json").read_text()) == metrics
     assert not (tmp_path / "run" / "checkpoints").exists()
@@ -234,10 +283,29 @@ def test_two_ddp_processes_on_a_fresh_cache_prepare_it_once(tmp_path):
     split, the other waits, then both train on the same files."""
     cache, run = tmp_path / "cache", tmp_path / "run"
     proc = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", f"--master_port={free_port()}",
-         "-m", "gpt1.commands.pretrain", *FEW, "trainer=ddp", "trainer.accelerator=cpu", "trainer.devices=2",
-         "trainer.precision=32-true", f"hydra.run.dir={run}", f"paths.cache_dir={cache}"],
-        cwd=tmp_path, env=ENV, capture_output=True, text=True, timeout=400, check=False)
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nproc_per_node=2",
+            f"--master_port={free_port()}",
+            "-m",
+            "gpt1.commands.pretrain",
+            *FEW,
+            "trainer=ddp",
+            "trainer.accelerator=cpu",
+            "trainer.devices=2",
+            "trainer.precision=32-true",
+            f"hydra.run.dir={run}",
+            f"paths.cache_dir={cache}",
+        ],
+        cwd=tmp_path,
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=400,
+        check=False,
+    )
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out
     assert out.count("trained a 513-token BPE") == 1, out  # the tokenizer trained once
@@ -248,8 +316,13 @@ def test_two_ddp_processes_on_a_fresh_cache_prepare_it_once(tmp_path):
 
 def test_a_text_column_that_is_not_text_is_named(tmp_path, tok):
     (tmp_path / "rows.jsonl").write_text('{"text": 1}\n{"text": 2}\n')
-    dm = PretrainDataModule(DataConfig(train_files=[str(tmp_path / "rows.jsonl")], valid_fraction=0.5), tok,
-                            n_ctx=8, seed=0, cache_dir=tmp_path / "cache")
+    dm = PretrainDataModule(
+        DataConfig(train_files=[str(tmp_path / "rows.jsonl")], valid_fraction=0.5),
+        tok,
+        n_ctx=8,
+        seed=0,
+        cache_dir=tmp_path / "cache",
+    )
     with pytest.raises(DataError, match=r"column 'text' of data.train_files \(.*rows.jsonl\) holds int64, not text"):
         dm.prepare_data()
     assert not list((tmp_path / "cache" / "tokens").rglob("*.bin"))  # nothing half-written left

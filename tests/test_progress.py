@@ -14,9 +14,18 @@ from gpt1.training.console import StepProgress
 
 def fit(max_steps: int, bar: StepProgress) -> None:
     """BoringModel's 64 batches an epoch, limited to 4: a budget of ``max_steps`` runs over several epochs."""
-    trainer = L.Trainer(max_steps=max_steps, limit_train_batches=4, limit_val_batches=2, val_check_interval=4,
-                        callbacks=[bar], logger=False, enable_checkpointing=False, enable_model_summary=False,
-                        accelerator="cpu", num_sanity_val_steps=0)
+    trainer = L.Trainer(
+        max_steps=max_steps,
+        limit_train_batches=4,
+        limit_val_batches=2,
+        val_check_interval=4,
+        callbacks=[bar],
+        logger=False,
+        enable_checkpointing=False,
+        enable_model_summary=False,
+        accelerator="cpu",
+        num_sanity_val_steps=0,
+    )
     trainer.fit(BoringModel())
 
 

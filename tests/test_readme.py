@@ -32,9 +32,15 @@ from tests.conftest import FEW, FEW_FINETUNE
 README = Path(__file__).resolve().parents[1] / "README.md"
 PAGES = [README, *sorted((README.parent / "docs").glob("*.md"))]
 """The README and the docs/ pages: every command and Python block in them runs."""
-BODIES = {"pretrain": "train", "prepare": "prepare", "finetune": "finetune", "evaluate": "evaluate",
-          "zeroshot": "zeroshot",
-          "generate": "generate", "convert": "convert"}
+BODIES = {
+    "pretrain": "train",
+    "prepare": "prepare",
+    "finetune": "finetune",
+    "evaluate": "evaluate",
+    "zeroshot": "zeroshot",
+    "generate": "generate",
+    "convert": "convert",
+}
 """Command -> the function its Hydra app calls with the composed config (replaced by the recorder)."""
 
 
@@ -135,8 +141,9 @@ def _marks(line: str) -> list[pytest.MarkDecorator]:
     return [pytest.mark.slow] if re.search(r"-m experiment=|hparams_search=", line) else []
 
 
-@pytest.mark.parametrize("line", [pytest.param(c, marks=_marks(c)) for c in COMMANDS
-                                  if not c.startswith("gpt1 bench") and c not in FAILING])
+@pytest.mark.parametrize(
+    "line", [pytest.param(c, marks=_marks(c)) for c in COMMANDS if not c.startswith("gpt1 bench") and c not in FAILING]
+)
 def test_a_readme_command_runs_as_written(run_as_written, line, capsys):
     configs = run_as_written(line)
     out, err = capsys.readouterr()
@@ -177,8 +184,13 @@ def test_a_pages_python_blocks_run_as_written(page, tmp_path, monkeypatch, cache
     from gpt1 import api
 
     compose = api.compose
-    monkeypatch.setattr(api, "compose", lambda command, overrides=(): compose(
-        command, [*overrides, *TINY_API.get(command, []), f"paths.cache_dir={cache_dir}"]))
+    monkeypatch.setattr(
+        api,
+        "compose",
+        lambda command, overrides=(): compose(
+            command, [*overrides, *TINY_API.get(command, []), f"paths.cache_dir={cache_dir}"]
+        ),
+    )
     monkeypatch.setattr(HydraConfig.instance(), "cfg", None)  # as in a new process: no Hydra job ran before
     monkeypatch.chdir(tmp_path)
     namespace: dict = {}

@@ -37,8 +37,18 @@ def aux_sweep(tmp_path: Path) -> Path:
     scores = {("0", 1): 0.70, ("0", 2): 0.80, ("0", 3): 0.74, ("0.5", 1): 0.60, ("0.5", 2): 0.66}
     for num, (weight, seed) in enumerate((w, s) for w in ("0", "0.5") for s in (1, 2, 3)):
         score = scores.get((weight, seed))
-        metrics = None if score is None else {"task": "sst2", "val/accuracy": score, "val/loss": 1 - score,
-                                               "baseline/accuracy": 0.5, "steps": 10, "examples": {"train": 16}}
+        metrics = (
+            None
+            if score is None
+            else {
+                "task": "sst2",
+                "val/accuracy": score,
+                "val/loss": 1 - score,
+                "baseline/accuracy": 0.5,
+                "steps": 10,
+                "examples": {"train": 16},
+            }
+        )
         job(sweep / str(num), ["task=sst2", f"aux_lm_weight={weight}", f"seed={seed}"], metrics)
     return sweep
 
@@ -70,13 +80,21 @@ def test_a_layers_transferred_sweep_is_a_curve_and_several_dirs_merge(tmp_path):
     for sweep, layers in (("a", (0, 6)), ("b", (12,))):
         for n in layers:
             for seed in (1, 2):
-                job(tmp_path / sweep / f"{n}-{seed}", ["task=mnli", f"n_transfer={n}", f"seed={seed}"],
-                    {"task": "mnli", "val/accuracy": 0.4 + n / 100 + seed / 1000,
-                     "val_mismatched/accuracy": 0.4, "baseline/accuracy": 0.35})
+                job(
+                    tmp_path / sweep / f"{n}-{seed}",
+                    ["task=mnli", f"n_transfer={n}", f"seed={seed}"],
+                    {
+                        "task": "mnli",
+                        "val/accuracy": 0.4 + n / 100 + seed / 1000,
+                        "val_mismatched/accuracy": 0.4,
+                        "baseline/accuracy": 0.35,
+                    },
+                )
     out = tmp_path / "out"
     result = report([tmp_path / "a", tmp_path / "b"], out)
     assert result["swept"] == ["n_transfer"] and [p.name for p in result["plots"]] == [
-        "layers_transferred-val_accuracy.png"]
+        "layers_transferred-val_accuracy.png"
+    ]
     rows = read_csv(out / "report.csv")
     assert [r["n_transfer"] for r in rows] == ["0", "6", "12"]  # in numeric order
     assert float(rows[2]["val/accuracy median"]) == pytest.approx(0.5215)
@@ -88,24 +106,38 @@ def test_a_layers_transferred_sweep_is_a_curve_and_several_dirs_merge(tmp_path):
 def test_zero_shot_jobs_are_curves_over_checkpoints(tmp_path):
     for task, base in (("sentiment", 0.5), ("cola", 0.0)):
         metric = "accuracy" if task == "sentiment" else "mcc"
-        checkpoints = [{"path": f"run/step{s}.ckpt", "step": s, metric: base + s / 1000, "truncated": 0}
-                       for s in (100, 200, 300)]
-        job(tmp_path / "zs" / task, [f"task={task}"],
+        checkpoints = [
+            {"path": f"run/step{s}.ckpt", "step": s, metric: base + s / 1000, "truncated": 0} for s in (100, 200, 300)
+        ]
+        job(
+            tmp_path / "zs" / task,
+            [f"task={task}"],
             {"task": task, "heuristic": "verbalizer", "checkpoints": checkpoints, f"baseline/{metric}": base},
-            {"task": {"metrics": [metric]}})
+            {"task": {"metrics": [metric]}},
+        )
     result = report([tmp_path / "zs"])
     assert result["swept"] == ["task", "step"]
     assert sorted(p.name for p in result["plots"]) == ["zero_shot-zeroshot_accuracy.png", "zero_shot-zeroshot_mcc.png"]
     rows = read_csv(tmp_path / "zs" / "report.csv")
-    assert [(r["task"], r["step"]) for r in rows] == [("cola", "100"), ("cola", "200"), ("cola", "300"),
-                                                     ("sentiment", "100"), ("sentiment", "200"), ("sentiment", "300")]
+    assert [(r["task"], r["step"]) for r in rows] == [
+        ("cola", "100"),
+        ("cola", "200"),
+        ("cola", "300"),
+        ("sentiment", "100"),
+        ("sentiment", "200"),
+        ("sentiment", "300"),
+    ]
     assert float(rows[4]["zeroshot/accuracy median"]) == pytest.approx(0.7)
     assert not any(k.endswith("paper") for k in rows[0])  # the paper gives curves, not numbers, for zero-shot
 
 
 def test_a_single_run_directory_is_a_report_of_one_row(tmp_path, capsys):
-    run = job(tmp_path / "run", ["trainer.max_steps=300"], {"val/ppl": 227.6, "val/loss": 5.4, "val_ppl": 227.6},
-              {"trainer": {"max_steps": 300}})
+    run = job(
+        tmp_path / "run",
+        ["trainer.max_steps=300"],
+        {"val/ppl": 227.6, "val/loss": 5.4, "val_ppl": 227.6},
+        {"trainer": {"max_steps": 300}},
+    )
     result = main([str(run)])
     assert result["swept"] == [] and len(result["rows"]) == 1
     assert [p.name for p in result["plots"]] == ["ablation-val_ppl.png"]
@@ -135,11 +167,18 @@ def test_the_paper_numbers_are_those_of_the_facts_file():
     facts = {name: [float(v) for v in value.split("/")] for name, value in table.items()}
     assert facts["MNLI-m / MNLI-mm"] == [PAPER["mnli"]["/accuracy"], PAPER["mnli"]["_mismatched/accuracy"]]
     assert facts["RACE-m / RACE-h / RACE"] == [PAPER[t]["/accuracy"] for t in ("race_middle", "race_high", "race")]
-    for name, task, key in [("SNLI", "snli", "/accuracy"), ("SciTail", "scitail", "/accuracy"),
-                            ("QNLI", "qnli", "/accuracy"), ("RTE", "rte", "/accuracy"),
-                            ("Story Cloze", "story_cloze", "/accuracy"), ("CoLA", "cola", "/mcc"),
-                            ("SST-2", "sst2", "/accuracy"), ("MRPC", "mrpc", "/f1"), ("STS-B", "stsb", "/pearson"),
-                            ("QQP", "qqp", "/f1")]:
+    for name, task, key in [
+        ("SNLI", "snli", "/accuracy"),
+        ("SciTail", "scitail", "/accuracy"),
+        ("QNLI", "qnli", "/accuracy"),
+        ("RTE", "rte", "/accuracy"),
+        ("Story Cloze", "story_cloze", "/accuracy"),
+        ("CoLA", "cola", "/mcc"),
+        ("SST-2", "sst2", "/accuracy"),
+        ("MRPC", "mrpc", "/f1"),
+        ("STS-B", "stsb", "/pearson"),
+        ("QQP", "qqp", "/f1"),
+    ]:
         assert facts[name] == [PAPER[task][key]], name
 
 
@@ -157,9 +196,9 @@ def figures(dirs: list[Path]) -> dict[str, object]:
 
     swept, _, rows = group(find_jobs(dirs))
     axes = {}
-    for main in dict.fromkeys(r.main for row in rows for r in row.done if r.main):
-        fig, _ = figure(plt, swept, [row for row in rows if any(r.main == main for r in row.done)], main)
-        axes[main] = fig.axes[0]
+    for metric in dict.fromkeys(r.main for row in rows for r in row.done if r.main):
+        fig, _ = figure(plt, swept, [row for row in rows if any(r.main == metric for r in row.done)], metric)
+        axes[metric] = fig.axes[0]
         plt.close(fig)
     return axes
 
@@ -168,7 +207,9 @@ def test_ablation_plots_show_every_run_span_the_data_and_the_title_says_what_was
     ax = figures([aux_sweep])["val/accuracy"]
     low, high = ax.get_ylim()
     assert 0.4 < low < 0.5 and 0.913 < high < 1  # seeds 0.6-0.8, baseline 0.5, paper 0.913: not from 0
-    assert ax.get_title() == "val/accuracy per setting: every run (point), median over 2-3 seeds (line), min-max (whisker)"
+    assert (
+        ax.get_title() == "val/accuracy per setting: every run (point), median over 2-3 seeds (line), min-max (whisker)"
+    )
     from matplotlib.collections import PathCollection
 
     points = sorted(float(y) for c in ax.collections if isinstance(c, PathCollection) for _, y in c.get_offsets())
@@ -178,8 +219,11 @@ def test_ablation_plots_show_every_run_span_the_data_and_the_title_says_what_was
 
 def test_one_run_per_setting_says_there_is_no_spread(tmp_path):
     for i, value in enumerate((0.5907, 0.5852)):
-        job(tmp_path / "one" / str(i), ["task=sentiment", f"aux_lm_weight={i / 2}"],
-            {"task": "sentiment", "val/accuracy": value})
+        job(
+            tmp_path / "one" / str(i),
+            ["task=sentiment", f"aux_lm_weight={i / 2}"],
+            {"task": "sentiment", "val/accuracy": value},
+        )
     ax = figures([tmp_path / "one"])["val/accuracy"]
     assert "one run each" in ax.get_title() and "no spread" in ax.get_title() and "seed=1,2,3" in ax.get_title()
     assert not ax.patches and len([c for c in ax.collections if len(c.get_offsets()) == 1]) == 2  # 2 points
@@ -188,8 +232,11 @@ def test_one_run_per_setting_says_there_is_no_spread(tmp_path):
 def test_zero_shot_baselines_are_per_task_in_the_tasks_colour_and_no_seeds_are_claimed(tmp_path):
     for task, base in (("sentiment", 0.5), ("story", 0.25)):
         checkpoints = [{"path": f"step{s}.ckpt", "step": s, "accuracy": base + s / 1000} for s in (100, 200)]
-        job(tmp_path / "zs" / task, [f"task={task}"], {"task": task, "checkpoints": checkpoints,
-                                                       "baseline/accuracy": base})
+        job(
+            tmp_path / "zs" / task,
+            [f"task={task}"],
+            {"task": task, "checkpoints": checkpoints, "baseline/accuracy": base},
+        )
     ax = figures([tmp_path / "zs"])["zeroshot/accuracy"]
     legend = {t.get_text(): h for t, h in zip(ax.get_legend().get_texts(), ax.get_legend().legend_handles)}
     for task in ("sentiment", "story"):
@@ -202,11 +249,15 @@ def test_zero_shot_baselines_are_per_task_in_the_tasks_colour_and_no_seeds_are_c
 def test_an_optuna_sweeps_floats_are_rounded_in_the_plot_and_the_table(tmp_path):
     lrs = ["1.9182157424526116e-05", "6.250000000000001e-05", "0.00012345678901234567"]
     for i, lr in enumerate(lrs):
-        job(tmp_path / "optuna" / str(i), ["task=rte", f"optim.lr={lr}"],
-            {"task": "rte", "val/accuracy": 0.5 + i / 100})
+        job(
+            tmp_path / "optuna" / str(i), ["task=rte", f"optim.lr={lr}"], {"task": "rte", "val/accuracy": 0.5 + i / 100}
+        )
     ax = figures([tmp_path / "optuna"])["val/accuracy"]
-    assert [t.get_text() for t in ax.get_xticklabels()] == ["optim.lr=1.918e-05", "optim.lr=6.25e-05",
-                                                            "optim.lr=0.0001235"]
+    assert [t.get_text() for t in ax.get_xticklabels()] == [
+        "optim.lr=1.918e-05",
+        "optim.lr=6.25e-05",
+        "optim.lr=0.0001235",
+    ]
     report([tmp_path / "optuna"])
     table = (tmp_path / "optuna" / "report.md").read_text()
     assert "| 1.918e-05 | 1 | 0 | 0.5 |" in table and "1.9182157424526116e-05" not in table

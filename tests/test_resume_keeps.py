@@ -34,13 +34,15 @@ def kernels(monkeypatch, tmp_path):
             monkeypatch.setenv("GPT1_CPU_MATMUL", name)
         else:
             monkeypatch.delenv("GPT1_CPU_MATMUL", raising=False)
-            timings = {kind: {k: 1e-3 if k == name else 2e-3 for k in gpt1.ops.KERNELS[kind]}
-                       for kind in gpt1.ops.KINDS}
+            timings = {
+                kind: {k: 1e-3 if k == name else 2e-3 for k in gpt1.ops.KERNELS[kind]} for kind in gpt1.ops.KINDS
+            }
             cpu.cache_path().parent.mkdir(parents=True, exist_ok=True)
             cpu.cache_path().write_text(json.dumps({cpu.machine_key(): {"timings": timings, "load": None}}))
         settings = cpu.configure()
         assert set(settings.matmuls.values()) == {name} and settings.source == (
-            f"GPT1_CPU_MATMUL={name}" if forced else "cached")
+            f"GPT1_CPU_MATMUL={name}" if forced else "cached"
+        )
 
     return choose
 
@@ -71,13 +73,20 @@ def test_a_resumed_run_multiplies_on_the_kernels_it_started_with(make_cfg, monke
     train(whole)
     expected = weights(tmp_path / "whole")
 
-    run = stop_and_resume(make_cfg, monkeypatch, [*FP32, "resume=auto"], [3, 6],  # the cache, then the variable
-                          before_resume=lambda i: kernels("torch", forced=i == 1))  # what this process would choose
+    run = stop_and_resume(
+        make_cfg,
+        monkeypatch,
+        [*FP32, "resume=auto"],
+        [3, 6],  # the cache, then the variable
+        before_resume=lambda i: kernels("torch", forced=i == 1),
+    )  # what this process would choose
     assert_same_weights(expected, weights(run))
     err = capsys.readouterr().err
     assert "CPU matmul kernels: onednn for train.forward" in err
-    assert f"those of {run / 'checkpoints' / 'last.ckpt'}, which this run was started with (GPT1_CPU_MATMUL=torch " \
-           "applies to new runs only" in err
+    assert (
+        f"those of {run / 'checkpoints' / 'last.ckpt'}, which this run was started with (GPT1_CPU_MATMUL=torch "
+        "applies to new runs only" in err
+    )
     assert set(json.loads((run / "cpu-matmuls.json").read_text()).values()) == {"onednn"}
     ckpt = torch.load(run / "checkpoints" / "last.ckpt", weights_only=False, map_location="cpu")
     assert set(ckpt["callbacks"]["RunKernels"]["cpu_matmuls"].values()) == {"onednn"}

@@ -16,20 +16,19 @@ from hydra.errors import ConfigCompositionException
 from hydra.utils import instantiate
 from lightning.fabric.plugins.environments import SLURMEnvironment
 from lightning.pytorch.callbacks import Callback
-from omegaconf import OmegaConf
 
 import gpt1.commands.pretrain
-from gpt1.checkpoint import load_checkpoint
-from gpt1.config import OptimConfig
 from gpt1.app import user_message
-from gpt1.errors import ConfigError
+from gpt1.checkpoint import load_checkpoint
 from gpt1.commands.evaluate import evaluate
 from gpt1.commands.generate import generate
-from gpt1.model import GPT, PRESETS
-from gpt1.training.module import GPT1Module
 from gpt1.commands.pretrain import train
+from gpt1.config import OptimConfig
 from gpt1.data.base import split_batch
+from gpt1.errors import ConfigError
+from gpt1.model import GPT, PRESETS
 from gpt1.training.fsdp import FSDP2Strategy
+from gpt1.training.module import GPT1Module
 from gpt1.training.trainer import build_strategy, build_trainer, check_accelerator, compile_model
 from tests.conftest import FEW, FEW_FINETUNE, TINY_RUN
 
@@ -74,8 +73,9 @@ def test_fsdp_is_fsdp2_over_every_process_with_consolidated_checkpoints():
 def test_deepspeed_without_deepspeed_is_refused_in_one_line():
     with pytest.raises(ConfigError) as error:
         check_accelerator(composed("pretrain", ["trainer=deepspeed"]).trainer)
-    assert user_message(error.value) == ("trainer.strategy=deepspeed_stage_2 needs DeepSpeed, which is not installed: "
-                                         "pip install 'gpt1[deepspeed]'")
+    assert user_message(error.value) == (
+        "trainer.strategy=deepspeed_stage_2 needs DeepSpeed, which is not installed: pip install 'gpt1[deepspeed]'"
+    )
 
 
 def test_lightnings_fsdp1_on_cpu_is_refused_in_one_line_and_fsdp2_is_not():
@@ -83,8 +83,9 @@ def test_lightnings_fsdp1_on_cpu_is_refused_in_one_line_and_fsdp2_is_not():
         check_accelerator(composed("pretrain", ["trainer.strategy=fsdp", "trainer.accelerator=cpu"]).trainer)
     check_accelerator(composed("pretrain", ["trainer=fsdp", "trainer.accelerator=cpu"]).trainer)
     with pytest.raises(ConfigError, match=r"^trainer=fsdp \(FSDP2\) does not take trainer.precision=16-mixed: use"):
-        check_accelerator(composed("pretrain", ["trainer=fsdp", "trainer.accelerator=cpu",
-                                                "trainer.precision=16-mixed"]).trainer)
+        check_accelerator(
+            composed("pretrain", ["trainer=fsdp", "trainer.accelerator=cpu", "trainer.precision=16-mixed"]).trainer
+        )
 
 
 # -- global batch sizes ------------------------------------------------------------------------------------------
@@ -93,8 +94,11 @@ def test_lightnings_fsdp1_on_cpu_is_refused_in_one_line_and_fsdp2_is_not():
 def test_the_batch_is_split_over_devices_and_accumulation():
     assert split_batch(64, 1, key="data.batch_size") == (64, 1)
     assert split_batch(64, 8, accumulate=2, key="data.batch_size") == (4, 2)
-    with pytest.raises(ConfigError, match=r"^data.batch_size=64 .* not a multiple of devices x "
-                                          r"trainer.accumulate_grad_batches = 3 x 1"):
+    with pytest.raises(
+        ConfigError,
+        match=r"^data.batch_size=64 .* not a multiple of devices x "
+        r"trainer.accumulate_grad_batches = 3 x 1",
+    ):
         split_batch(64, 3, key="data.batch_size")
 
 
@@ -136,14 +140,31 @@ def test_ddp_pretrain_on_cpu_writes_one_run_directory(tmp_path, cache_dir, make_
 @pytest.fixture(scope="module")
 def tiny_checkpoint(tmp_path_factory, cache_dir) -> Path:
     run = tmp_path_factory.mktemp("tiny")
-    train(composed("pretrain", [f"paths.output_dir={run}", f"paths.cache_dir={cache_dir}", *TINY_RUN,
-                                "trainer.max_steps=2", "callbacks.samples.every_n_steps=0"]))
+    train(
+        composed(
+            "pretrain",
+            [
+                f"paths.output_dir={run}",
+                f"paths.cache_dir={cache_dir}",
+                *TINY_RUN,
+                "trainer.max_steps=2",
+                "callbacks.samples.every_n_steps=0",
+            ],
+        )
+    )
     return run / "checkpoints" / "last.ckpt"
 
 
 def test_ddp_finetune_on_cpu_writes_one_run_directory(tmp_path, cache_dir, make_cfg, tiny_checkpoint):
-    run_gpt1("finetune", "task=sentiment", f"init_from={tiny_checkpoint}", *CPU_DDP, *FEW_FINETUNE,
-             f"paths.cache_dir={cache_dir}", cwd=tmp_path)
+    run_gpt1(
+        "finetune",
+        "task=sentiment",
+        f"init_from={tiny_checkpoint}",
+        *CPU_DDP,
+        *FEW_FINETUNE,
+        f"paths.cache_dir={cache_dir}",
+        cwd=tmp_path,
+    )
     (run,) = (tmp_path / "outputs" / "finetune" / "sentiment").iterdir()
     metrics = json.loads((run / "metrics.json").read_text())
     assert metrics["steps"] == 4 and "val/accuracy" in metrics
@@ -171,13 +192,28 @@ def test_compile_true_compiles_the_model_head_and_loss_as_one_graph():
 @pytest.mark.slow  # compiling the forward and backward graphs of train and eval: over a minute on one core
 def test_a_compiled_run_saves_plain_parameter_names(tmp_path, cache_dir):
     run = tmp_path / "run"
-    run_gpt1("pretrain", *FEW, "trainer.max_steps=2", "data.max_valid_windows=8", "compile=true",
-             f"hydra.run.dir={run}", f"paths.cache_dir={cache_dir}", cwd=tmp_path, timeout=600)
+    run_gpt1(
+        "pretrain",
+        *FEW,
+        "trainer.max_steps=2",
+        "data.max_valid_windows=8",
+        "compile=true",
+        f"hydra.run.dir={run}",
+        f"paths.cache_dir={cache_dir}",
+        cwd=tmp_path,
+        timeout=600,
+    )
     ckpt = run / "checkpoints" / "last.ckpt"
     keys = torch.load(ckpt, map_location="cpu", weights_only=False)["state_dict"].keys()
     assert keys and not any("_orig_mod" in k for k in keys)
-    out = run_gpt1("generate", f"ckpt={ckpt}", "prompt=she said", "max_new_tokens=4",
-                   f"hydra.run.dir={tmp_path / 'g'}", cwd=tmp_path).stdout
+    out = run_gpt1(
+        "generate",
+        f"ckpt={ckpt}",
+        "prompt=she said",
+        "max_new_tokens=4",
+        f"hydra.run.dir={tmp_path / 'g'}",
+        cwd=tmp_path,
+    ).stdout
     assert "she said" in out
 
 
@@ -186,8 +222,17 @@ def test_a_compiled_run_saves_plain_parameter_names(tmp_path, cache_dir):
 
 def test_a_local_submitit_sweep_runs_each_job_in_its_directory(tmp_path, cache_dir):
     sweep = tmp_path / "sweep"
-    run_gpt1("pretrain", "-m", "hydra/launcher=submitit_local", *FEW, "trainer.max_steps=2", "optim.lr=1e-3,3e-3",
-             f"hydra.sweep.dir={sweep}", f"paths.cache_dir={cache_dir}", cwd=tmp_path)
+    run_gpt1(
+        "pretrain",
+        "-m",
+        "hydra/launcher=submitit_local",
+        *FEW,
+        "trainer.max_steps=2",
+        "optim.lr=1e-3,3e-3",
+        f"hydra.sweep.dir={sweep}",
+        f"paths.cache_dir={cache_dir}",
+        cwd=tmp_path,
+    )
     for job in ("0", "1"):
         assert json.loads((sweep / job / "metrics.json").read_text())["steps"] == 2
 
@@ -204,8 +249,11 @@ def slurm_submission(tmp_path, monkeypatch):
     monkeypatch.setattr(submitit.AutoExecutor, "map_array", lambda self, fn, *args: submitted.append(self) or [])
 
     def _submission(overrides: list[str]):
-        cfg = composed("pretrain", ["hydra/launcher=submitit_slurm", f"hydra.sweep.dir={tmp_path / 'sweep'}",
-                                    *overrides], hydra=True)
+        cfg = composed(
+            "pretrain",
+            ["hydra/launcher=submitit_slurm", f"hydra.sweep.dir={tmp_path / 'sweep'}", *overrides],
+            hydra=True,
+        )
         launcher = instantiate(cfg.hydra.launcher)
         launcher.config = cfg
         launcher.launch([["seed=1"]], initial_job_idx=0)
@@ -217,17 +265,31 @@ def slurm_submission(tmp_path, monkeypatch):
 
 def test_the_slurm_launcher_submits_what_the_yaml_says(slurm_submission):
     sbatch, executor = slurm_submission(["experiment=paper", "trainer=ddp"])
-    for line in ["--nodes=1", "--gpus-per-node=8", "--ntasks-per-node=8", "--cpus-per-task=8", "--time=1440",
-                 "--signal=USR2@120"]:
+    for line in [
+        "--nodes=1",
+        "--gpus-per-node=8",
+        "--ntasks-per-node=8",
+        "--cpus-per-task=8",
+        "--time=1440",
+        "--signal=USR2@120",
+    ]:
         assert f"#SBATCH {line}\n" in sbatch
     assert "--partition" not in sbatch and executor.max_num_timeout == 30  # requeued on timeout
     assert "\nsrun " in sbatch  # every task (rank) started by srun
 
 
 def test_the_slurm_launcher_takes_its_nodes_from_the_trainer_and_overrides(slurm_submission):
-    sbatch, executor = slurm_submission(["experiment=paper", "trainer=ddp", "trainer.num_nodes=4",
-                                         "hydra.launcher.gpus_per_node=4", "hydra.launcher.partition=gpu",
-                                         "hydra.launcher.timeout_min=120", "hydra.launcher.max_num_timeout=3"])
+    sbatch, executor = slurm_submission(
+        [
+            "experiment=paper",
+            "trainer=ddp",
+            "trainer.num_nodes=4",
+            "hydra.launcher.gpus_per_node=4",
+            "hydra.launcher.partition=gpu",
+            "hydra.launcher.timeout_min=120",
+            "hydra.launcher.max_num_timeout=3",
+        ]
+    )
     for line in ["--nodes=4", "--gpus-per-node=4", "--ntasks-per-node=4", "--partition=gpu", "--time=120"]:
         assert f"#SBATCH {line}\n" in sbatch
     assert executor.max_num_timeout == 3
@@ -245,12 +307,29 @@ def test_lightning_takes_the_ranks_of_a_slurm_job(monkeypatch, tmp_path):
     from lightning_utilities.core.rank_zero import rank_zero_only
 
     monkeypatch.setattr(rank_zero_only, "rank", rank_zero_only.rank)  # the trainer sets it to 5 for the whole process
-    for key, value in {"SLURM_NTASKS": "8", "SLURM_NTASKS_PER_NODE": "4", "SLURM_NNODES": "2", "SLURM_PROCID": "5",
-                       "SLURM_LOCALID": "1", "SLURM_NODEID": "1", "SLURM_JOB_ID": "1", "SLURM_JOB_NAME": "pretrain",
-                       "SLURM_NODELIST": "node[1-2]"}.items():
+    for key, value in {
+        "SLURM_NTASKS": "8",
+        "SLURM_NTASKS_PER_NODE": "4",
+        "SLURM_NNODES": "2",
+        "SLURM_PROCID": "5",
+        "SLURM_LOCALID": "1",
+        "SLURM_NODEID": "1",
+        "SLURM_JOB_ID": "1",
+        "SLURM_JOB_NAME": "pretrain",
+        "SLURM_NODELIST": "node[1-2]",
+    }.items():
         monkeypatch.setenv(key, value)
-    cfg = composed("pretrain", ["trainer=ddp", "trainer.accelerator=cpu", "trainer.devices=4", "trainer.num_nodes=2",
-                                "trainer.precision=32-true", "logger=csv"])
+    cfg = composed(
+        "pretrain",
+        [
+            "trainer=ddp",
+            "trainer.accelerator=cpu",
+            "trainer.devices=4",
+            "trainer.num_nodes=2",
+            "trainer.precision=32-true",
+            "logger=csv",
+        ],
+    )
     trainer = build_trainer(cfg.trainer, tmp_path)
     assert isinstance(trainer._accelerator_connector.cluster_environment, SLURMEnvironment)
     assert (trainer.world_size, trainer.global_rank, trainer.local_rank, trainer.node_rank) == (8, 5, 1, 1)

@@ -24,8 +24,13 @@ from gpt1.checkpoint import load_checkpoint
 from gpt1.commands.pretrain import train
 from tests.conftest import FEW, FEW_FINETUNE, REPO, TINY_RUN
 
-ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "PYTHONUNBUFFERED": "1",
-       "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+ENV = {
+    **os.environ,
+    "HF_HUB_OFFLINE": "1",
+    "HF_DATASETS_OFFLINE": "1",
+    "PYTHONUNBUFFERED": "1",
+    "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+}
 ENV.pop("HYDRA_FULL_ERROR", None)
 # The runs compared bit for bit multiply on torch's kernels (as the in-process reference runs, never configured, do);
 # a requeued attempt forces oneDNN's (tests/slurm_app.py), as a measurement at another load or on another node could
@@ -37,9 +42,17 @@ SLURM = ["hydra/launcher=submitit_slurm", *CPU]
 
 needs_sbatch = pytest.mark.skipif(shutil.which("sbatch") is None, reason="no SLURM here (tools/local_slurm.sh start)")
 
-LONG = [*TINY_RUN, *CPU, "trainer.max_steps=100", "trainer.val_check_interval=100",
-        "trainer.check_val_every_n_epoch=null", "trainer.limit_val_batches=2", "callbacks.checkpoint.every_n_steps=10",
-        "callbacks.samples.every_n_steps=0", "trainer.log_every_n_steps=10"]
+LONG = [
+    *TINY_RUN,
+    *CPU,
+    "trainer.max_steps=100",
+    "trainer.val_check_interval=100",
+    "trainer.check_val_every_n_epoch=null",
+    "trainer.limit_val_batches=2",
+    "callbacks.checkpoint.every_n_steps=10",
+    "callbacks.samples.every_n_steps=0",
+    "trainer.log_every_n_steps=10",
+]
 """100 updates of the tiny model; in a SLURM job each takes at least STEP_S seconds until the job is first stopped
 (tests/slurm_app.py): it trains for over 90 s on any machine, then, resumed, at full speed."""
 STEP_S = "0.9"
@@ -87,8 +100,9 @@ def weights(run_dir: Path) -> dict[str, torch.Tensor]:
 
 def composed_launcher(overrides: list[str]):
     with initialize_config_module(config_module="gpt1.conf", version_base="1.3"):
-        cfg = compose(config_name="pretrain", overrides=["hydra/launcher=submitit_slurm", *overrides],
-                      return_hydra_config=True)
+        cfg = compose(
+            config_name="pretrain", overrides=["hydra/launcher=submitit_slurm", *overrides], return_hydra_config=True
+        )
     return cfg.hydra.launcher
 
 
@@ -101,7 +115,7 @@ def test_cpu_jobs_need_no_launcher_keys():
     assert (gpu.nodes, gpu.gpus_per_node, gpu.tasks_per_node, gpu.cpus_per_task) == (4, 8, 8, 8)
 
 
-HIDE_PLUGIN = '''
+HIDE_PLUGIN = """
 import pkgutil, sys
 walk = pkgutil.walk_packages
 pkgutil.walk_packages = lambda *a, **k: (m for m in walk(*a, **k) if "hydra_submitit_launcher" not in m.name)
@@ -110,7 +124,7 @@ class Hide:
         if name.split(".")[0] == "submitit" or name.startswith("hydra_plugins.hydra_submitit_launcher"):
             raise ModuleNotFoundError(f"No module named {name!r}", name=name)
 sys.meta_path.insert(0, Hide())
-'''
+"""
 
 
 @pytest.mark.parametrize("launcher", ["submitit_slurm", "submitit_local"])
@@ -121,8 +135,10 @@ def test_a_launcher_without_the_plugin_says_to_install_it(tmp_path, launcher):
     env = {**ENV, "PYTHONPATH": os.pathsep.join([str(tmp_path / "hide"), ENV["PYTHONPATH"]])}
     proc = run("gpt1", "pretrain", "-m", f"hydra/launcher={launcher}", *FEW, cwd=tmp_path, env=env, timeout=120)
     assert proc.returncode == 2, proc.stderr
-    assert proc.stderr == ("error: hydra/launcher=submitit_slurm and submitit_local need Hydra's submitit launcher, "
-                           "which is not installed: pip install 'gpt1[slurm]'\n")
+    assert proc.stderr == (
+        "error: hydra/launcher=submitit_slurm and submitit_local need Hydra's submitit launcher, "
+        "which is not installed: pip install 'gpt1[slurm]'\n"
+    )
 
 
 # -- on the cluster ----------------------------------------------------------------------------------------------
@@ -132,8 +148,19 @@ def test_a_launcher_without_the_plugin_says_to_install_it(tmp_path, launcher):
 @needs_sbatch
 def test_a_two_node_job_runs_two_ranks_into_one_run_directory(tmp_path, cache_dir):
     sweep = tmp_path / "sweep"
-    proc = ok(run("gpt1", "pretrain", "-m", *FEW, *SLURM, *TWO_NODES, f"hydra.sweep.dir={sweep}",
-                  f"paths.cache_dir={cache_dir}", cwd=tmp_path))
+    proc = ok(
+        run(
+            "gpt1",
+            "pretrain",
+            "-m",
+            *FEW,
+            *SLURM,
+            *TWO_NODES,
+            f"hydra.sweep.dir={sweep}",
+            f"paths.cache_dir={cache_dir}",
+            cwd=tmp_path,
+        )
+    )
     assert_quiet(proc.stderr)
     assert sorted(p.name for p in sweep.iterdir()) == [".submitit", "0", "multirun.yaml"]  # one run directory
     metrics = json.loads((sweep / "0" / "metrics.json").read_text())
@@ -156,8 +183,19 @@ def test_a_two_node_job_on_a_fresh_cache_prepares_it_once(tmp_path):
     """srun starts both tasks at once on an empty cache: one trains the tokenizer and packs each split (the lock
     beside each cache entry), the other waits, then maps the same files."""
     sweep = tmp_path / "sweep"
-    ok(run("gpt1", "pretrain", "-m", *FEW, *SLURM, *TWO_NODES, f"hydra.sweep.dir={sweep}",
-           f"paths.cache_dir={tmp_path / 'cache'}", cwd=tmp_path))
+    ok(
+        run(
+            "gpt1",
+            "pretrain",
+            "-m",
+            *FEW,
+            *SLURM,
+            *TWO_NODES,
+            f"hydra.sweep.dir={sweep}",
+            f"paths.cache_dir={tmp_path / 'cache'}",
+            cwd=tmp_path,
+        )
+    )
     logs = "".join(log(sweep, task=task, kind=kind).read_text() for task in (0, 1) for kind in ("out", "err"))
     assert logs.count("trained a 513-token BPE") == 1, logs
     assert logs.count("packed 1 documents") == 2, logs  # train and valid, each once
@@ -169,9 +207,18 @@ def tiny_checkpoint(tmp_path_factory, cache_dir) -> Path:
     """2 updates of the tiny model, in this process (which also fills the data cache the jobs share)."""
     run_dir = tmp_path_factory.mktemp("tiny")
     with initialize_config_module(config_module="gpt1.conf", version_base="1.3"):
-        train(compose(config_name="pretrain", overrides=[f"paths.output_dir={run_dir}", f"paths.cache_dir={cache_dir}",
-                                                         *TINY_RUN, "trainer.max_steps=2",
-                                                         "callbacks.samples.every_n_steps=0"]))
+        train(
+            compose(
+                config_name="pretrain",
+                overrides=[
+                    f"paths.output_dir={run_dir}",
+                    f"paths.cache_dir={cache_dir}",
+                    *TINY_RUN,
+                    "trainer.max_steps=2",
+                    "callbacks.samples.every_n_steps=0",
+                ],
+            )
+        )
     return run_dir / "checkpoints" / "last.ckpt"
 
 
@@ -179,10 +226,24 @@ def start_long(tmp_path: Path, cache_dir: Path, *overrides: str) -> tuple[subpro
     """A LONG job submitted by `gpt1 pretrain -m` (tests/slurm_app.py: the sleeps), which waits for it."""
     sweep = tmp_path / "sweep"
     proc = subprocess.Popen(
-        [sys.executable, "-c", "from tests.slurm_app import main; main()", "-m", *LONG, "hydra/launcher=submitit_slurm",
-         "resume=auto", f"hydra.sweep.dir={sweep}", f"paths.cache_dir={cache_dir}", *overrides],
-        cwd=tmp_path, env={**ENV, "GPT1_TEST_STEP_S": STEP_S}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True)
+        [
+            sys.executable,
+            "-c",
+            "from tests.slurm_app import main; main()",
+            "-m",
+            *LONG,
+            "hydra/launcher=submitit_slurm",
+            "resume=auto",
+            f"hydra.sweep.dir={sweep}",
+            f"paths.cache_dir={cache_dir}",
+            *overrides,
+        ],
+        cwd=tmp_path,
+        env={**ENV, "GPT1_TEST_STEP_S": STEP_S},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     return proc, sweep
 
 
@@ -204,24 +265,49 @@ def long_jobs(tmp_path_factory, cache_dir, tiny_checkpoint):
     limit. Meanwhile this process trains the uninterrupted runs, without the sleeps: one process, and DDP over two.
     -> {"timeout", "preempt", "ddp_timeout": (proc, sweep), "requeue": scontrol's result, "uninterrupted",
     "ddp_uninterrupted": weights}"""
-    jobs = {"timeout": start_long(tmp_path_factory.mktemp("timeout"), cache_dir, "hydra.launcher.timeout_min=2",
-                                  "hydra.launcher.signal_delay_s=60"),
-            "preempt": start_long(tmp_path_factory.mktemp("preempt"), cache_dir, "hydra.launcher.timeout_min=10"),
-            # both nodes: it starts when the two above have ended
-            "ddp_timeout": start_long(tmp_path_factory.mktemp("ddp_timeout"), cache_dir, *TWO_NODES,
-                                      "hydra.launcher.timeout_min=2", "hydra.launcher.signal_delay_s=60")}
+    jobs = {
+        "timeout": start_long(
+            tmp_path_factory.mktemp("timeout"),
+            cache_dir,
+            "hydra.launcher.timeout_min=2",
+            "hydra.launcher.signal_delay_s=60",
+        ),
+        "preempt": start_long(tmp_path_factory.mktemp("preempt"), cache_dir, "hydra.launcher.timeout_min=10"),
+        # both nodes: it starts when the two above have ended
+        "ddp_timeout": start_long(
+            tmp_path_factory.mktemp("ddp_timeout"),
+            cache_dir,
+            *TWO_NODES,
+            "hydra.launcher.timeout_min=2",
+            "hydra.launcher.signal_delay_s=60",
+        ),
+    }
     threading.Thread(target=preempt, args=(*jobs["preempt"], jobs), daemon=True).start()
     assert set(gpt1.ops.CPU_MATMULS.values()) == {"torch"}  # this process's runs: GPT1_CPU_MATMUL=torch's kernels
     run_dir = tmp_path_factory.mktemp("uninterrupted")
     with initialize_config_module(config_module="gpt1.conf", version_base="1.3"):
-        train(compose(config_name="pretrain", overrides=[f"paths.output_dir={run_dir}", f"paths.cache_dir={cache_dir}",
-                                                         *LONG]))
+        train(
+            compose(
+                config_name="pretrain", overrides=[f"paths.output_dir={run_dir}", f"paths.cache_dir={cache_dir}", *LONG]
+            )
+        )
     jobs["uninterrupted"] = weights(run_dir)
     # DDP in 2 processes on this machine, each with as many threads as a job's rank has (Lightning would give each
     # one thread of this machine's, and the weights would differ in the last bits)
     ddp_dir = tmp_path_factory.mktemp("ddp_uninterrupted")
-    ok(run("gpt1", "pretrain", *LONG, "trainer=ddp", "trainer.devices=2", f"hydra.run.dir={ddp_dir}",
-           f"paths.cache_dir={cache_dir}", cwd=ddp_dir, env={**ENV, "OMP_NUM_THREADS": str(torch.get_num_threads())}))
+    ok(
+        run(
+            "gpt1",
+            "pretrain",
+            *LONG,
+            "trainer=ddp",
+            "trainer.devices=2",
+            f"hydra.run.dir={ddp_dir}",
+            f"paths.cache_dir={cache_dir}",
+            cwd=ddp_dir,
+            env={**ENV, "OMP_NUM_THREADS": str(torch.get_num_threads())},
+        )
+    )
     jobs["ddp_uninterrupted"] = weights(ddp_dir)
     yield jobs
     for proc, _ in (jobs["timeout"], jobs["preempt"], jobs["ddp_timeout"]):
@@ -252,8 +338,10 @@ def finish(proc: subprocess.Popen, sweep: Path, uninterrupted) -> tuple[list[int
         assert torch.equal(tensor, got[name]), name  # bit for bit
     kernels = [line for line in job_lines(log(sweep)) if line.startswith("CPU matmul kernels: ")]
     assert kernels[0].endswith("chosen at the run's start (GPT1_CPU_MATMUL=torch)"), kernels  # configured in the job
-    assert all("which this run was started with (GPT1_CPU_MATMUL=onednn applies to new runs only" in line
-               for line in kernels[1:]), kernels  # each requeued attempt: forced to oneDNN, kept torch's
+    assert all(
+        "which this run was started with (GPT1_CPU_MATMUL=onednn applies to new runs only" in line
+        for line in kernels[1:]
+    ), kernels  # each requeued attempt: forced to oneDNN, kept torch's
     return stops_and_resumes(log(sweep).read_text())
 
 
@@ -280,8 +368,10 @@ def test_a_two_node_ddp_job_at_its_time_limit_saves_is_requeued_and_resumes_exac
     weights, bit for bit."""
     proc, sweep = long_jobs["ddp_timeout"]
     stops, resumes = finish(proc, sweep, long_jobs["ddp_uninterrupted"])
-    print(f"\ntwo-node DDP timeout: stopped at steps {stops}, resumed at steps {resumes}; weights equal to the "
-          "uninterrupted DDP run's")
+    print(
+        f"\ntwo-node DDP timeout: stopped at steps {stops}, resumed at steps {resumes}; weights equal to the "
+        "uninterrupted DDP run's"
+    )
     assert stops and resumes == unfinished(stops) and all(0 < s <= 100 for s in stops)
     assert "stopped by SIGUSR2 (the job's time limit is near)" in log(sweep).read_text()
     assert "Starting with 2 processes" in log(sweep).read_text()
@@ -295,8 +385,9 @@ def test_a_preempted_job_saves_is_requeued_and_resumes_exactly(long_jobs):
     proc, sweep = long_jobs["preempt"]
     stops, resumes = finish(proc, sweep, long_jobs["uninterrupted"])
     assert long_jobs["requeue"].returncode == 0, long_jobs["requeue"].stderr
-    print(f"\npre-emption: stopped at steps {stops}, resumed at steps {resumes}; weights equal to the uninterrupted "
-          "run's")
+    print(
+        f"\npre-emption: stopped at steps {stops}, resumed at steps {resumes}; weights equal to the uninterrupted run's"
+    )
     assert len(stops) == 1 and resumes == stops and 10 <= stops[0] < 100
     assert "stopped by SIGTERM at step" in log(sweep).read_text()
 
@@ -305,9 +396,23 @@ def test_a_preempted_job_saves_is_requeued_and_resumes_exactly(long_jobs):
 @needs_sbatch
 def test_a_finetuning_sweep_runs_its_jobs_two_at_a_time_and_reports(tmp_path, cache_dir, tiny_checkpoint):
     sweep = tmp_path / "sweep"
-    proc = ok(run("gpt1", "finetune", "-m", "task=sentiment", f"init_from={tiny_checkpoint}", *FEW_FINETUNE, *SLURM,
-                  "seed=1,2", "optim.lr=1e-4,3e-4", "hydra.launcher.array_parallelism=2", f"hydra.sweep.dir={sweep}",
-                  f"paths.cache_dir={cache_dir}", cwd=tmp_path))
+    proc = ok(
+        run(
+            "gpt1",
+            "finetune",
+            "-m",
+            "task=sentiment",
+            f"init_from={tiny_checkpoint}",
+            *FEW_FINETUNE,
+            *SLURM,
+            "seed=1,2",
+            "optim.lr=1e-4,3e-4",
+            "hydra.launcher.array_parallelism=2",
+            f"hydra.sweep.dir={sweep}",
+            f"paths.cache_dir={cache_dir}",
+            cwd=tmp_path,
+        )
+    )
     assert_quiet(proc.stderr)
     for job in "0123":
         assert json.loads((sweep / job / "metrics.json").read_text())["steps"] == 4
@@ -322,8 +427,17 @@ def test_a_finetuning_sweep_runs_its_jobs_two_at_a_time_and_reports(tmp_path, ca
 @needs_sbatch
 def test_a_failing_job_says_why_in_its_log_and_the_sweep_says_which(tmp_path, cache_dir):
     sweep = tmp_path / "sweep"
-    proc = run("gpt1", "pretrain", "-m", *FEW, *SLURM, "trainer.max_steps=2,-5", f"hydra.sweep.dir={sweep}",
-               f"paths.cache_dir={cache_dir}", cwd=tmp_path)
+    proc = run(
+        "gpt1",
+        "pretrain",
+        "-m",
+        *FEW,
+        *SLURM,
+        "trainer.max_steps=2,-5",
+        f"hydra.sweep.dir={sweep}",
+        f"paths.cache_dir={cache_dir}",
+        cwd=tmp_path,
+    )
     assert proc.returncode == 2, proc.stderr
     assert_quiet(proc.stderr)
     problem = "trainer.max_steps=-5: out of range; choose a value >= -1 (-1: bounded by max_epochs)"

@@ -16,21 +16,35 @@ import torch
 from lightning.pytorch.callbacks import Callback
 
 import gpt1.commands.pretrain
-from gpt1.training.callbacks import SafeStop
-from gpt1.checkpoint import load_checkpoint
 from gpt1.app import user_message
-from gpt1.training.module import GPT1Module, NonFiniteLoss
+from gpt1.checkpoint import load_checkpoint
 from gpt1.commands.pretrain import train
+from gpt1.training.callbacks import SafeStop
+from gpt1.training.module import GPT1Module, NonFiniteLoss
 from tests.conftest import TINY_RUN
 
-EXACT = [*TINY_RUN, "data.samples_per_epoch=48", "trainer.max_steps=10", "trainer.val_check_interval=3",
-         "trainer.check_val_every_n_epoch=null", "callbacks.checkpoint.every_n_steps=2",
-         "callbacks.checkpoint.keep_last=-1", "callbacks.samples.every_n_steps=0"]
+EXACT = [
+    *TINY_RUN,
+    "data.samples_per_epoch=48",
+    "trainer.max_steps=10",
+    "trainer.val_check_interval=3",
+    "trainer.check_val_every_n_epoch=null",
+    "callbacks.checkpoint.every_n_steps=2",
+    "callbacks.checkpoint.keep_last=-1",
+    "callbacks.samples.every_n_steps=0",
+]
 """10 updates of 8 windows, 6 batches an epoch, validation every 3 batches, a checkpoint every 2 updates."""
 
-LONG = [*TINY_RUN, "data.samples_per_epoch=80", "trainer.max_steps=30", "trainer.val_check_interval=10",
-        "trainer.check_val_every_n_epoch=null", "callbacks.checkpoint.every_n_steps=5",
-        "callbacks.checkpoint.keep_last=-1", "callbacks.samples.every_n_steps=0"]
+LONG = [
+    *TINY_RUN,
+    "data.samples_per_epoch=80",
+    "trainer.max_steps=30",
+    "trainer.val_check_interval=10",
+    "trainer.check_val_every_n_epoch=null",
+    "callbacks.checkpoint.every_n_steps=5",
+    "callbacks.checkpoint.keep_last=-1",
+    "callbacks.samples.every_n_steps=0",
+]
 """30 updates over 3 epochs of 10 batches, a checkpoint every 5: a subprocess signalled once the first is written
 is still running."""
 
@@ -94,8 +108,12 @@ def uninterrupted(tmp_path_factory, cache_dir):
     runs = {}
     for accumulate in (1, 2):
         run = tmp_path_factory.mktemp(f"whole{accumulate}")
-        overrides = [f"paths.output_dir={run}", f"paths.cache_dir={cache_dir}", *EXACT,
-                     f"trainer.accumulate_grad_batches={accumulate}"]
+        overrides = [
+            f"paths.output_dir={run}",
+            f"paths.cache_dir={cache_dir}",
+            *EXACT,
+            f"trainer.accumulate_grad_batches={accumulate}",
+        ]
         with initialize_config_module(config_module="gpt1.conf", version_base="1.3"):
             train(compose(config_name="pretrain", overrides=overrides))
         runs[accumulate] = weights(run)
@@ -168,8 +186,19 @@ def start(run: Path, cache_dir: Path, *overrides: str) -> subprocess.Popen:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
     env.pop("HYDRA_FULL_ERROR", None)
     return subprocess.Popen(
-        [sys.executable, "-m", "gpt1.commands.pretrain", *overrides, f"hydra.run.dir={run}", f"paths.cache_dir={cache_dir}"],
-        cwd=run.parent, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-m",
+            "gpt1.commands.pretrain",
+            *overrides,
+            f"hydra.run.dir={run}",
+            f"paths.cache_dir={cache_dir}",
+        ],
+        cwd=run.parent,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
         start_new_session=True,  # its own process group: a kill reaches every process of the run
     )
 
@@ -191,8 +220,11 @@ def uninterrupted_long(tmp_path_factory, cache_dir):
 
     run = tmp_path_factory.mktemp("long")
     with initialize_config_module(config_module="gpt1.conf", version_base="1.3"):
-        train(compose(config_name="pretrain", overrides=[f"paths.output_dir={run}", f"paths.cache_dir={cache_dir}",
-                                                          *LONG]))
+        train(
+            compose(
+                config_name="pretrain", overrides=[f"paths.output_dir={run}", f"paths.cache_dir={cache_dir}", *LONG]
+            )
+        )
     return weights(run)
 
 
@@ -312,10 +344,21 @@ def test_an_epoch_bounded_run_with_workers_resumes_exactly(make_cfg, tmp_path):
     assert_same_weights(weights(Path(whole.paths.output_dir)), weights(Path(resumed.paths.output_dir)))
 
 
-FINETUNE = ["task=sentiment", "++task.splits.train='train[:48]'", "++task.splits.validation='validation[:8]'",
-            "++task.splits.test='test[:8]'", "batch_size=8", "micro_batch_size=4", "trainer.max_epochs=2",
-            "trainer.max_steps=-1", "num_workers=1", "logger=csv", "trainer.enable_progress_bar=false",
-            "trainer.num_sanity_val_steps=0", "callbacks.checkpoint.every_n_steps=2"]
+FINETUNE = [
+    "task=sentiment",
+    "++task.splits.train='train[:48]'",
+    "++task.splits.validation='validation[:8]'",
+    "++task.splits.test='test[:8]'",
+    "batch_size=8",
+    "micro_batch_size=4",
+    "trainer.max_epochs=2",
+    "trainer.max_steps=-1",
+    "num_workers=1",
+    "logger=csv",
+    "trainer.enable_progress_bar=false",
+    "trainer.num_sanity_val_steps=0",
+    "callbacks.checkpoint.every_n_steps=2",
+]
 """Fine-tuning of 2 epochs of 6 updates, each of 2 micro-batches of 4, with a loader worker."""
 
 
@@ -325,8 +368,17 @@ def test_a_stopped_finetune_resumes_exactly(make_cfg, monkeypatch, tmp_path):
     from gpt1.commands.finetune import finetune
 
     ckpt = tmp_path / "pre" / "checkpoints" / "last.ckpt"
-    train(make_cfg("pretrain", [*TINY_RUN, "trainer.max_steps=2", "callbacks.samples.every_n_steps=0",
-                                f"paths.output_dir={tmp_path / 'pre'}"]))
+    train(
+        make_cfg(
+            "pretrain",
+            [
+                *TINY_RUN,
+                "trainer.max_steps=2",
+                "callbacks.samples.every_n_steps=0",
+                f"paths.output_dir={tmp_path / 'pre'}",
+            ],
+        )
+    )
     common = [*FINETUNE, f"init_from={ckpt}"]
     finetune(make_cfg("finetune", [*common, f"paths.output_dir={tmp_path / 'whole'}"]))
 
@@ -346,9 +398,19 @@ def test_a_stopped_finetune_resumes_exactly(make_cfg, monkeypatch, tmp_path):
 
 # -- DDP: 2 processes on CPU (gloo) -------------------------------------------------------------------------------
 
-DDP = [*TINY_RUN, "trainer.strategy=ddp", "trainer.accelerator=cpu", "trainer.devices=2", "data.samples_per_epoch=64",
-       "trainer.max_steps=40", "trainer.val_check_interval=6", "trainer.check_val_every_n_epoch=null",
-       "callbacks.checkpoint.every_n_steps=3", "callbacks.checkpoint.keep_last=-1", "callbacks.samples.every_n_steps=0"]
+DDP = [
+    *TINY_RUN,
+    "trainer.strategy=ddp",
+    "trainer.accelerator=cpu",
+    "trainer.devices=2",
+    "data.samples_per_epoch=64",
+    "trainer.max_steps=40",
+    "trainer.val_check_interval=6",
+    "trainer.check_val_every_n_epoch=null",
+    "callbacks.checkpoint.every_n_steps=3",
+    "callbacks.checkpoint.keep_last=-1",
+    "callbacks.samples.every_n_steps=0",
+]
 """2 ranks of 8 windows a batch, 4 batches an epoch per rank, 40 updates, a checkpoint every 3 (mid-epoch at 3, 6, 9:
 a resume there needs the per-rank skip that used to raise IndexError)."""
 

@@ -29,16 +29,25 @@ def test_a_row_without_its_label_field_is_an_error_naming_its_line(tmp_path, tok
 
 def test_an_empty_label_still_marks_a_row_without_a_gold_label(tmp_path, tokenizer):  # noqa: F811
     rows = [*ROWS, {"s": "unlabelled", "label": ""}]
-    task = {"type": "classification", "data_files": {"train": str(write(tmp_path / "train.csv", rows))}, "text": "s",
-            "label_names": ["neg", "pos"]}
+    task = {
+        "type": "classification",
+        "data_files": {"train": str(write(tmp_path / "train.csv", rows))},
+        "text": "s",
+        "label_names": ["neg", "pos"],
+    }
     assert module(task, tokenizer, None).stats["train"] == {"examples": 8, "truncated": 0, "dropped": 1}
 
 
 def test_a_class_never_in_the_training_split_is_named(tmp_path, tokenizer, caplog):  # noqa: F811
-    task = {"type": "classification", "data_files": {"train": str(write(tmp_path / "train.csv", ROWS))}, "text": "s",
-            "label_names": ["neg", "neutral", "pos"]}
+    task = {
+        "type": "classification",
+        "data_files": {"train": str(write(tmp_path / "train.csv", ROWS))},
+        "text": "s",
+        "label_names": ["neg", "neutral", "pos"],
+    }
     with caplog.at_level(logging.WARNING, logger="gpt1.data.tasks"):
         module(task, tokenizer, None)
     assert [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING] == [
         f"task task: 'neutral' of task.label_names never occurs in the training split ({tmp_path / 'train.csv'}): "
-        "the model never learns to predict it; check the training data's labels, or task.label_names"]
+        "the model never learns to predict it; check the training data's labels, or task.label_names"
+    ]

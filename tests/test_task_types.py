@@ -49,8 +49,17 @@ def test_the_papers_four_types_are_registered():
 
 def test_a_new_task_type_fine_tunes_evaluates_and_predicts(make_cfg, tiny_ckpt, tmp_path):
     register(HypothesisFirst())
-    cfg = make_cfg("finetune", ["task=entailment", "task.name=entailment", "task.type=hypothesis_first",
-                                f"init_from={tiny_ckpt}", "predict=true", *FEW_FINETUNE])
+    cfg = make_cfg(
+        "finetune",
+        [
+            "task=entailment",
+            "task.name=entailment",
+            "task.type=hypothesis_first",
+            f"init_from={tiny_ckpt}",
+            "predict=true",
+            *FEW_FINETUNE,
+        ],
+    )
     metrics = finetune(cfg)
     run = Path(cfg.paths.output_dir)
     assert 0 <= metrics["val/accuracy"] <= 1 and metrics["steps"] == 4
@@ -58,14 +67,23 @@ def test_a_new_task_type_fine_tunes_evaluates_and_predicts(make_cfg, tiny_ckpt, 
 
     loaded = load_checkpoint(run / "checkpoints" / "last.ckpt")
     assert loaded.task["type"] == "hypothesis_first" and set(loaded.heads) == {
-        "hypothesis_first.linear.weight", "hypothesis_first.linear.bias"}
+        "hypothesis_first.linear.weight",
+        "hypothesis_first.linear.bias",
+    }
     assert (run / "predictions" / "test.tsv").read_text().splitlines()[0] == "index\tprediction"
 
     # the transformation is the type's: the hypothesis first
     from gpt1.data.tasks import TaskDataModule
 
-    data = TaskDataModule(loaded.task, loaded.tokenizer, n_ctx=loaded.model.config.n_ctx, batch_size=4, seed=0,
-                          cache_dir=cfg.paths.cache_dir, roles=["validation"])
+    data = TaskDataModule(
+        loaded.task,
+        loaded.tokenizer,
+        n_ctx=loaded.model.config.n_ctx,
+        batch_size=4,
+        seed=0,
+        cache_dir=cfg.paths.cache_dir,
+        roles=["validation"],
+    )
     data.setup()
     split, (sequence,) = data.encoded["validation"], data.dataset("validation")[0]["sequences"]
     tok = loaded.tokenizer
@@ -74,16 +92,23 @@ def test_a_new_task_type_fine_tunes_evaluates_and_predicts(make_cfg, tiny_ckpt, 
     assert sequence[0] == tok.special_id("start") and sequence[-1] == tok.special_id("extract")
     assert sequence[1 : 2 + kept].tolist() == [*hypothesis.tolist(), tok.special_id("delimiter")]
 
-    scored = evaluate(make_cfg("evaluate", [f"ckpt={run / 'checkpoints' / 'last.ckpt'}",
-                                            "trainer.enable_progress_bar=false"]))
+    scored = evaluate(
+        make_cfg("evaluate", [f"ckpt={run / 'checkpoints' / 'last.ckpt'}", "trainer.enable_progress_bar=false"])
+    )
     assert scored["task"] == "entailment" and scored["val/accuracy"] == pytest.approx(metrics["val/accuracy"])
 
 
 def test_a_task_yaml_names_a_type_by_its_import_path():
     kind = get_task_type("tests.test_task_types.HypothesisFirst")
     assert isinstance(kind, HypothesisFirst) and kind.name == "tests.test_task_types.HypothesisFirst"
-    task = task_from_dict({"type": "tests.test_task_types.HypothesisFirst", "data_files": {"train": "x.csv"},
-                           "text": "a", "text_pair": "b"})
+    task = task_from_dict(
+        {
+            "type": "tests.test_task_types.HypothesisFirst",
+            "data_files": {"train": "x.csv"},
+            "text": "a",
+            "text_pair": "b",
+        }
+    )
     assert task.kind is kind
     with pytest.raises(ConfigError, match="task.type=tests.nothere.Type: cannot import it"):
         get_task_type("tests.nothere.Type")
@@ -103,15 +128,23 @@ def test_a_type_says_what_a_spec_needs():
 def test_a_new_metric_is_one_entry(monkeypatch):
     error_rate = MetricSpec("error_rate", lambda n, **kw: _ErrorRate(**kw))
     monkeypatch.setitem(gpt1.metrics.METRICS, "error_rate", error_rate)
-    task = task_from_dict({"type": "classification", "data_files": {"train": "x.csv"}, "text": "a",
-                           "metrics": ["error_rate", "accuracy"]})
+    task = task_from_dict(
+        {"type": "classification", "data_files": {"train": "x.csv"}, "text": "a", "metrics": ["error_rate", "accuracy"]}
+    )
     assert task.metrics == ["error_rate", "accuracy"]
     metric = build_metric("error_rate", regression=False, choices=False, num_labels=2)
     metric.update(torch.tensor([0, 1, 1, 1]), torch.tensor([0, 1, 0, 0]))
     assert metric.compute().item() == pytest.approx(0.5)
     with pytest.raises(ConfigError, match="do not suit a regression"):
-        task_from_dict({"type": "classification", "data_files": {"train": "x.csv"}, "text": "a", "num_labels": 1,
-                        "metrics": ["error_rate"]})
+        task_from_dict(
+            {
+                "type": "classification",
+                "data_files": {"train": "x.csv"},
+                "text": "a",
+                "num_labels": 1,
+                "metrics": ["error_rate"],
+            }
+        )
 
 
 class _ErrorRate(gpt1.metrics.Accuracy):

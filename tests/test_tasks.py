@@ -19,16 +19,30 @@ from omegaconf import OmegaConf
 
 from gpt1.data.task_batches import IGNORE_INDEX, PAD_ID, Collate, EpochSampler, real_tokens
 from gpt1.data.tasks import TaskDataModule
+from gpt1.errors import ConfigError, DataError
 from gpt1.tasks import Truncation, get_task_type, kept_lengths
 from gpt1.tasks.spec import TASK_SPECIAL_TOKENS, TaskConfig, task_from_dict, task_to_dict
-from gpt1.errors import ConfigError, DataError
 from gpt1.tokenizer import Tokenizer, train_bpe
 
 REPO = Path(__file__).resolve().parents[1]
 TASK_DIR = REPO / "conf" / "task"
 SAMPLE_TASKS = ["sentiment", "entailment", "nli", "similarity", "paraphrase", "multiple_choice", "story"]
-PAPER_TASKS = ["sst2", "cola", "mnli", "snli", "scitail", "qnli", "rte", "stsb", "qqp", "mrpc", "race", "race_middle",
-               "race_high", "story_cloze"]
+PAPER_TASKS = [
+    "sst2",
+    "cola",
+    "mnli",
+    "snli",
+    "scitail",
+    "qnli",
+    "rte",
+    "stsb",
+    "qqp",
+    "mrpc",
+    "race",
+    "race_middle",
+    "race_high",
+    "story_cloze",
+]
 ZERO_SHOT_TASKS = ["winograd", "wsc273"]  # scored zero-shot only (section 5)
 
 
@@ -49,8 +63,15 @@ def task_yaml(name: str, sample_data: Path | str = "/nowhere", **overrides: Any)
     return OmegaConf.to_object(root.task)
 
 
-def module(task: TaskConfig | dict, tokenizer: Tokenizer, cache_dir: Path | None, n_ctx: int = 64,
-           batch_size: int = 4, stage: str | None = None, **kwargs: Any) -> TaskDataModule:
+def module(
+    task: TaskConfig | dict,
+    tokenizer: Tokenizer,
+    cache_dir: Path | None,
+    n_ctx: int = 64,
+    batch_size: int = 4,
+    stage: str | None = None,
+    **kwargs: Any,
+) -> TaskDataModule:
     """A set-up data module (``stage`` "fit" also demands train and validation splits)."""
     dm = TaskDataModule(task, tokenizer, n_ctx=n_ctx, batch_size=batch_size, seed=0, cache_dir=cache_dir, **kwargs)
     dm.prepare_data()
@@ -184,36 +205,47 @@ def test_transformations_token_by_token(sample_data: Path, tokenizer: Tokenizer,
     S, D, X = (tokenizer.special_id(r) for r in TASK_SPECIAL_TOKENS)
 
     dm = module(task_yaml("sentiment", sample_data), tokenizer, cache_dir, n_ctx=512)
-    fries = ("It is indeed possible to make fries using a very small amount of fat, but they are flabby and not a bit "
-             "like real fries.")
+    fries = (
+        "It is indeed possible to make fries using a very small amount of fat, but they are flabby and not a bit "
+        "like real fries."
+    )
     assert sequences(dm, "train", 0) == [ids(tokenizer, S, fries, X)]
     assert tokenizer.decode(sequences(dm, "train", 0)[0]) == fries.lower()
     assert dm.dataset("train")[0]["label"] == 0
 
     dm = module(task_yaml("entailment", sample_data), tokenizer, cache_dir, n_ctx=512)
-    premise = ("Charlotte recognizes that Isabella believes that a woman is shaving the hair off of a black and white "
-               "dog.")
-    hypothesis = ("Isabella believes that Charlotte recognizes that a woman is shaving the hair off of a black and "
-                  "white dog.")
+    premise = (
+        "Charlotte recognizes that Isabella believes that a woman is shaving the hair off of a black and white dog."
+    )
+    hypothesis = (
+        "Isabella believes that Charlotte recognizes that a woman is shaving the hair off of a black and white dog."
+    )
     assert sequences(dm, "train", 0) == [ids(tokenizer, S, premise, D, hypothesis, X)]
 
     dm = module(task_yaml("similarity", sample_data), tokenizer, cache_dir, n_ctx=512)
-    assert sequences(dm, "train", 0) == [ids(tokenizer, S, "restless", D, "young", X),
-                                         ids(tokenizer, S, "young", D, "restless", X)]
+    assert sequences(dm, "train", 0) == [
+        ids(tokenizer, S, "restless", D, "young", X),
+        ids(tokenizer, S, "young", D, "restless", X),
+    ]
     assert dm.dataset("train")[0]["label"] == pytest.approx(1.6)
 
     dm = module(task_yaml("multiple_choice", sample_data), tokenizer, cache_dir, n_ctx=512)
     context = "The most reasonable step of 'Insert Elastic Into Pant Legs' is"  # and an empty question
-    choices = ["Sew along the edge of the hem", "Cut two 2-inch (508 centimeters) pieces of regular, 20-gauge "
-               "beading wire", "Gather the necessary materials",
-               "Make a coil by continuing to wrap the wire around the round nosed pliers"]
+    choices = [
+        "Sew along the edge of the hem",
+        "Cut two 2-inch (508 centimeters) pieces of regular, 20-gauge beading wire",
+        "Gather the necessary materials",
+        "Make a coil by continuing to wrap the wire around the round nosed pliers",
+    ]
     assert sequences(dm, "train", 0) == [ids(tokenizer, S, context, D, c, X) for c in choices]
 
     dm = module(task_yaml("story", sample_data), tokenizer, cache_dir, n_ctx=512)
-    story = ("Marcie was sick. She was coughing and had a high temperature. She wanted nothing to eat or drink. "
-             "However, her grandmother brought her come chicken soup and told her it would cure her. Marcie forced "
-             "the soup down and soon got over her illness. This narrative is a good illustration of the following "
-             "proverb:")
+    story = (
+        "Marcie was sick. She was coughing and had a high temperature. She wanted nothing to eat or drink. "
+        "However, her grandmother brought her come chicken soup and told her it would cure her. Marcie forced "
+        "the soup down and soon got over her illness. This narrative is a good illustration of the following "
+        "proverb:"
+    )
     first = sequences(dm, "train", 0)
     assert len(first) == 5 and first[3] == ids(tokenizer, S, story, D, "Feed a cold and starve a fever", X)
     assert dm.dataset("train")[0]["label"] == 3
@@ -254,8 +286,15 @@ def test_ignore_index_is_the_modules() -> None:
 def test_similarity_batch_has_both_orderings(tmp_path: Path, tokenizer: Tokenizer) -> None:
     rows = [{"a": "the house", "b": "a large old house", "score": 3.5}, {"a": "walk", "b": "run", "score": 1.0}]
     files = local(tmp_path, {"train": rows}, "tsv")
-    task = {"type": "similarity", "data_files": files, "text": "a", "text_pair": "b", "label": "score",
-            "num_labels": 1, "metrics": ["pearson"]}
+    task = {
+        "type": "similarity",
+        "data_files": files,
+        "text": "a",
+        "text_pair": "b",
+        "label": "score",
+        "num_labels": 1,
+        "metrics": ["pearson"],
+    }
     dm = module(task, tokenizer, None, batch_size=2)
     batch = Collate(get_task_type("similarity"), regression=True)([dm.dataset("train")[i] for i in range(2)])
     S, D, X = (tokenizer.special_id(r) for r in TASK_SPECIAL_TOKENS)
@@ -276,8 +315,14 @@ def test_multiple_choice_rows_with_fewer_choices_are_masked(tmp_path: Path, toke
         {"q": "three", "options": ["g", "h", "i"], "answer": "A"},
     ]
     files = local(tmp_path, {"train": rows}, "parquet")
-    task = {"type": "multiple_choice", "data_files": files, "text": "q", "choices": "options", "label": "answer",
-            "label_names": ["A", "B", "C", "D"]}
+    task = {
+        "type": "multiple_choice",
+        "data_files": files,
+        "text": "q",
+        "choices": "options",
+        "label": "answer",
+        "label_names": ["A", "B", "C", "D"],
+    }
     dm = module(task, tokenizer, None, batch_size=3)
     assert dm.num_labels == 4 and dm.train_labels().tolist() == [1, 3, 0]
     items = [dm.dataset("train")[i] for i in range(3)]
@@ -292,8 +337,10 @@ def test_multiple_choice_rows_with_fewer_choices_are_masked(tmp_path: Path, toke
     assert batch["input_ids"][1, 2, : len(expected)].tolist() == expected
 
     # Choices in columns: a trailing null is a missing choice; one in the middle is an error naming the row.
-    cols = [{"ctx": "x", "c1": "a", "c2": "b", "c3": None, "label": 1}, {"ctx": "y", "c1": "a", "c2": "b", "c3": "c",
-                                                                         "label": 2}]
+    cols = [
+        {"ctx": "x", "c1": "a", "c2": "b", "c3": None, "label": 1},
+        {"ctx": "y", "c1": "a", "c2": "b", "c3": "c", "label": 2},
+    ]
     files = local(tmp_path / "cols", {"train": cols})
     task = {"type": "multiple_choice", "data_files": files, "text": "ctx", "choices": ["c1", "c2", "c3"]}
     dm = module(task, tokenizer, None)
@@ -328,8 +375,11 @@ def test_kept_lengths() -> None:
 @pytest.mark.parametrize("truncation", ["original", "longest_first"])
 def test_truncation_is_counted(tmp_path: Path, tokenizer: Tokenizer, truncation: str) -> None:
     long = " ".join(["the"] * 30)
-    rows = [{"p": "the", "h": "the", "label": 0}, {"p": long, "h": "the", "label": 1},
-            {"p": long, "h": long, "label": 0}]
+    rows = [
+        {"p": "the", "h": "the", "label": 0},
+        {"p": long, "h": "the", "label": 1},
+        {"p": long, "h": long, "label": 0},
+    ]
     files = local(tmp_path, {"train": rows, "validation": rows})
     task = {"type": "entailment", "data_files": files, "text": "p", "text_pair": "h", "truncation": truncation}
     dm = module(task, tokenizer, None, n_ctx=16)
@@ -353,9 +403,11 @@ def test_truncation_is_counted(tmp_path: Path, tokenizer: Tokenizer, truncation:
 
 
 def glue_rows(columns: tuple[str, ...], labels: list[Any], offset: int = 0) -> list[dict[str, Any]]:
-    texts = ["a gripping, funny film", "dull and slow", "nobody said that", "what a day, \"really\""]
-    return [{**{c: f"{texts[(i + j) % 4]} {c}" for j, c in enumerate(columns)}, "label": y, "idx": offset + i}
-            for i, y in enumerate(labels)]
+    texts = ["a gripping, funny film", "dull and slow", "nobody said that", 'what a day, "really"']
+    return [
+        {**{c: f"{texts[(i + j) % 4]} {c}" for j, c in enumerate(columns)}, "label": y, "idx": offset + i}
+        for i, y in enumerate(labels)
+    ]
 
 
 GLUE = {  # task -> text columns, (train labels, validation labels), num_labels, label names
@@ -378,8 +430,14 @@ def hub_as_local(name: str, files: dict[str, str]) -> TaskConfig:
 def test_glue_mapping(name: str, tmp_path: Path, tokenizer: Tokenizer) -> None:
     columns, (train, validation), num_labels, names = GLUE[name]
     missing = -1.0 if num_labels == 1 else -1
-    files = local(tmp_path, {"train": glue_rows(columns, train), "validation": glue_rows(columns, validation),
-                             "test": glue_rows(columns, [missing] * 2)})  # GLUE's hidden test labels
+    files = local(
+        tmp_path,
+        {
+            "train": glue_rows(columns, train),
+            "validation": glue_rows(columns, validation),
+            "test": glue_rows(columns, [missing] * 2),
+        },
+    )  # GLUE's hidden test labels
     dm = module(hub_as_local(name, files), tokenizer, None)
     assert dm.num_labels == num_labels and dm.label_names == names
     assert dm.train_labels().tolist() == train and dm.encoded["validation"].labels.tolist() == validation
@@ -394,16 +452,22 @@ def test_glue_mapping(name: str, tmp_path: Path, tokenizer: Tokenizer) -> None:
 
 def test_mnli_matched_and_mismatched(tmp_path: Path, tokenizer: Tokenizer) -> None:
     cols = ("premise", "hypothesis")
-    files = local(tmp_path, {
-        "train": glue_rows(cols, [0, 1, 2, 1]),
-        "validation_matched": glue_rows(cols, [2, 0]),
-        "validation_mismatched": glue_rows(cols, [1, 1, 0]),
-        "test_matched": glue_rows(cols, [-1, -1]),
-        "test_mismatched": glue_rows(cols, [-1]),
-    })
+    files = local(
+        tmp_path,
+        {
+            "train": glue_rows(cols, [0, 1, 2, 1]),
+            "validation_matched": glue_rows(cols, [2, 0]),
+            "validation_mismatched": glue_rows(cols, [1, 1, 0]),
+            "test_matched": glue_rows(cols, [-1, -1]),
+            "test_mismatched": glue_rows(cols, [-1]),
+        },
+    )
     dm = module(hub_as_local("mnli", files), tokenizer, None)
-    assert dm.roles == {"train": ["train"], "validation": ["validation_matched", "validation_mismatched"],
-                        "test": ["test_matched", "test_mismatched"]}
+    assert dm.roles == {
+        "train": ["train"],
+        "validation": ["validation_matched", "validation_mismatched"],
+        "test": ["test_matched", "test_mismatched"],
+    }
     assert dm.eval_splits == {"val": "validation_matched", "val_mismatched": "validation_mismatched"}
     val = dm.val_dataloader()
     assert isinstance(val, list) and [len(loader.dataset) for loader in val] == [2, 3]
@@ -414,19 +478,30 @@ def test_mnli_matched_and_mismatched(tmp_path: Path, tokenizer: Tokenizer) -> No
 
 def test_snli_drops_pairs_without_a_gold_label(tmp_path: Path, tokenizer: Tokenizer) -> None:
     cols = ("premise", "hypothesis")
-    files = local(tmp_path, {"train": glue_rows(cols, [0, -1, 2, 1, -1]), "validation": glue_rows(cols, [-1, 1]),
-                             "test": glue_rows(cols, [2, -1, 0])})
+    files = local(
+        tmp_path,
+        {
+            "train": glue_rows(cols, [0, -1, 2, 1, -1]),
+            "validation": glue_rows(cols, [-1, 1]),
+            "test": glue_rows(cols, [2, -1, 0]),
+        },
+    )
     dm = module(hub_as_local("snli", files), tokenizer, None)
     assert dm.train_labels().tolist() == [0, 2, 1] and dm.encoded["train"].index.tolist() == [0, 2, 3]
     assert {s: (v["examples"], v["dropped"]) for s, v in dm.stats.items()} == {
-        "train": (3, 2), "validation": (1, 1), "test": (2, 1)}
+        "train": (3, 2),
+        "validation": (1, 1),
+        "test": (2, 1),
+    }
     assert dm.eval_splits == {"val": "validation", "test": "test"}
     assert next(iter(dm.test_dataloader()))["index"].tolist() == [0, 2]
 
 
 def test_scitail_string_labels_in_quoted_tsv(tmp_path: Path, tokenizer: Tokenizer) -> None:
-    rows = [{"premise": 'He said "hi",\tthen left.', "hypothesis": "He left.", "label": "entails"},
-            {"premise": "Cells divide.", "hypothesis": 'The "cell" grows', "label": "neutral"}]
+    rows = [
+        {"premise": 'He said "hi",\tthen left.', "hypothesis": "He left.", "label": "entails"},
+        {"premise": "Cells divide.", "hypothesis": 'The "cell" grows', "label": "neutral"},
+    ]
     files = local(tmp_path, {"train": rows, "validation": rows[::-1], "test": rows}, "tsv")
     assert '"He said ""hi"",\tthen left."' in Path(files["train"]).read_text()  # a quoted field with a tab
     dm = module(hub_as_local("scitail", files), tokenizer, None, n_ctx=128)
@@ -437,8 +512,16 @@ def test_scitail_string_labels_in_quoted_tsv(tmp_path: Path, tokenizer: Tokenize
 
 def test_race_letters_and_option_lists(tmp_path: Path, tokenizer: Tokenizer) -> None:
     def rows(answers: str) -> list[dict[str, Any]]:
-        return [{"example_id": f"high{i}.txt", "article": "Tom went home early.", "question": "Where did Tom go?",
-                 "options": ["home", "school", "away", "out"], "answer": a} for i, a in enumerate(answers)]
+        return [
+            {
+                "example_id": f"high{i}.txt",
+                "article": "Tom went home early.",
+                "question": "Where did Tom go?",
+                "options": ["home", "school", "away", "out"],
+                "answer": a,
+            }
+            for i, a in enumerate(answers)
+        ]
 
     files = local(tmp_path, {"train": rows("ADBC"), "validation": rows("CA"), "test": rows("B")}, "parquet")
     for name in ("race", "race_middle", "race_high"):
@@ -451,11 +534,20 @@ def test_race_letters_and_option_lists(tmp_path: Path, tokenizer: Tokenizer) -> 
     assert next(iter(dm.train_dataloader()))["input_ids"].shape[:2] == (4, 4)
 
 
-def test_story_cloze_reads_the_original_files_and_trains_on_the_validation_set(tmp_path: Path, tokenizer: Tokenizer) -> None:
+def test_story_cloze_reads_the_original_files_and_trains_on_the_validation_set(
+    tmp_path: Path, tokenizer: Tokenizer
+) -> None:
     def rows(n: int) -> list[dict[str, Any]]:
-        return [{"InputStoryid": f"s{i}", **{f"InputSentence{k}": f"Sentence {k}." for k in range(1, 5)},
-                 "RandomFifthSentenceQuiz1": "A good end.", "RandomFifthSentenceQuiz2": "A bad end.",
-                 "AnswerRightEnding": 1 + i % 2} for i in range(n)]
+        return [
+            {
+                "InputStoryid": f"s{i}",
+                **{f"InputSentence{k}": f"Sentence {k}." for k in range(1, 5)},
+                "RandomFifthSentenceQuiz1": "A good end.",
+                "RandomFifthSentenceQuiz2": "A bad end.",
+                "AnswerRightEnding": 1 + i % 2,
+            }
+            for i in range(n)
+        ]
 
     # the file names of the distribution (obtained by request), found through task.data_dir
     write(tmp_path / "cloze_test_val__spring2016 - cloze_test_ALL_val.csv", rows(380))
@@ -470,8 +562,10 @@ def test_story_cloze_reads_the_original_files_and_trains_on_the_validation_set(t
     assert dm.train_labels().tolist() == (held_in % 2).tolist() and dm.encoded["test"].labels.tolist() == [0, 1, 0]
     S, D, X = (tokenizer.special_id(r) for r in TASK_SPECIAL_TOKENS)
     story = "Sentence 1. Sentence 2. Sentence 3. Sentence 4."
-    assert sequences(dm, "test", 0) == [ids(tokenizer, S, story, D, "A good end.", X),
-                                        ids(tokenizer, S, story, D, "A bad end.", X)]
+    assert sequences(dm, "test", 0) == [
+        ids(tokenizer, S, story, D, "A good end.", X),
+        ids(tokenizer, S, story, D, "A bad end.", X),
+    ]
 
 
 # -- messy local files ------------------------------------------------------------------------------------------
@@ -479,16 +573,28 @@ def test_story_cloze_reads_the_original_files_and_trains_on_the_validation_set(t
 
 def test_messy_local_files(tmp_path: Path, tokenizer: Tokenizer) -> None:
     """Other column names, string labels with gaps, a test file without labels, several files per split, slices."""
-    train = [{"claim": "x", "verdict": "yes"}, {"claim": "y", "verdict": ""}, {"claim": "z", "verdict": None},
-             {"claim": 1984, "verdict": "no"}]
+    train = [
+        {"claim": "x", "verdict": "yes"},
+        {"claim": "y", "verdict": ""},
+        {"claim": "z", "verdict": None},
+        {"claim": 1984, "verdict": "no"},
+    ]
     write(tmp_path / "train" / "a.jsonl", train[:2])
     write(tmp_path / "train" / "b.jsonl", train[2:])
     write(tmp_path / "dev.csv", [{"claim": "w, quoted", "verdict": "no"}, {"claim": "v", "verdict": "yes"}])
     write(tmp_path / "test.csv", [{"claim": "u"}, {"claim": "t"}, {"claim": "s"}])
-    task = {"type": "classification", "text": "claim", "label": "verdict", "label_names": ["no", "yes"],
-            "data_files": {"train": str(tmp_path / "train" / "*.jsonl"), "dev": str(tmp_path / "dev.csv"),
-                           "test": str(tmp_path / "test.csv")},
-            "splits": {"train": "train", "validation": "dev", "test": "test[1:]"}}
+    task = {
+        "type": "classification",
+        "text": "claim",
+        "label": "verdict",
+        "label_names": ["no", "yes"],
+        "data_files": {
+            "train": str(tmp_path / "train" / "*.jsonl"),
+            "dev": str(tmp_path / "dev.csv"),
+            "test": str(tmp_path / "test.csv"),
+        },
+        "splits": {"train": "train", "validation": "dev", "test": "test[1:]"},
+    }
     dm = module(task, tokenizer, tmp_path / "cache")
     assert dm.train_labels().tolist() == [1, 0] and dm.stats["train"] == {"examples": 2, "truncated": 0, "dropped": 2}
     assert dm.read("train").text == ["x", "1984"]
@@ -503,12 +609,16 @@ def test_unquoted_tsv_files_read_with_quoting_none(tmp_path: Path, tokenizer: To
     first = {1: '"Hi, he said', 3: "she left"}
     second = {3: 'ok" she said', 4: '"Go" now'}
     lines = ["index\tsentence1\tsentence2\tlabel"] + [
-        f"{i}\t{first.get(i, 'a man walks')}\t{second.get(i, 'he moves')}\t{'yes' if i % 2 else 'no'}"
-        for i in range(6)
+        f"{i}\t{first.get(i, 'a man walks')}\t{second.get(i, 'he moves')}\t{'yes' if i % 2 else 'no'}" for i in range(6)
     ]
     (tmp_path / "glue.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    task = {"type": "entailment", "text": "sentence1", "text_pair": "sentence2", "label_names": ["no", "yes"],
-            "data_files": {"train": str(tmp_path / "glue.tsv"), "validation": str(tmp_path / "glue.tsv")}}
+    task = {
+        "type": "entailment",
+        "text": "sentence1",
+        "text_pair": "sentence2",
+        "label_names": ["no", "yes"],
+        "data_files": {"train": str(tmp_path / "glue.tsv"), "validation": str(tmp_path / "glue.tsv")},
+    }
     dm = module({**task, "quoting": "none"}, tokenizer, tmp_path / "cache")
     examples = dm.read("train")
     assert dm.train_labels().tolist() == [0, 1, 0, 1, 0, 1] and examples.text[1] == '"Hi, he said'
@@ -520,8 +630,9 @@ def test_unquoted_tsv_files_read_with_quoting_none(tmp_path: Path, tokenizer: To
 
 
 def test_labels_inferred_from_the_data(tmp_path: Path, tokenizer: Tokenizer) -> None:
-    files = local(tmp_path, {"train": [{"t": "a", "label": 2}, {"t": "b", "label": 0.0}], "validation": [
-        {"t": "c", "label": 1}]})
+    files = local(
+        tmp_path, {"train": [{"t": "a", "label": 2}, {"t": "b", "label": 0.0}], "validation": [{"t": "c", "label": 1}]}
+    )
     dm = module({"type": "classification", "data_files": files, "text": "t"}, tokenizer, None)
     assert dm.num_labels == 3 and dm.label_names is None and dm.train_labels().tolist() == [2, 0]
     files = local(tmp_path / "cl", {"train": [{"t": "a", "label": 1}]}, "parquet")
@@ -547,13 +658,26 @@ def test_bad_inputs(tmp_path: Path, tokenizer: Tokenizer) -> None:
     ok = [{"sentence": "fine", "label": "pos"}, {"sentence": "bad", "label": "neg"}]
 
     files = local(tmp_path / "a", {"train": ok + [{"sentence": "meh", "label": "neutral"}]})
-    bad(tmp_path, tokenizer, {**base, "data_files": files},
-        r"a/train.jsonl:3: label 'neutral' in column 'label' is not one of task.label_names \['neg', 'pos'\]")
+    bad(
+        tmp_path,
+        tokenizer,
+        {**base, "data_files": files},
+        r"a/train.jsonl:3: label 'neutral' in column 'label' is not one of task.label_names \['neg', 'pos'\]",
+    )
 
-    files = local(tmp_path / "b", {"train": [{"sentence": "x", "label": 0}, {"sentence": "y", "label": 5}],
-                                   "validation": [{"sentence": "z", "label": 1}]})
-    bad(tmp_path, tokenizer, {"type": "classification", "text": "sentence", "num_labels": 2, "data_files": files},
-        r"b/train.jsonl:2: label 5 is out of range for 2 classes \(task.num_labels=2\)")
+    files = local(
+        tmp_path / "b",
+        {
+            "train": [{"sentence": "x", "label": 0}, {"sentence": "y", "label": 5}],
+            "validation": [{"sentence": "z", "label": 1}],
+        },
+    )
+    bad(
+        tmp_path,
+        tokenizer,
+        {"type": "classification", "text": "sentence", "num_labels": 2, "data_files": files},
+        r"b/train.jsonl:2: label 5 is out of range for 2 classes \(task.num_labels=2\)",
+    )
 
     files = local(tmp_path / "c", {"train": [{"sentence": "x", "label": -1}], "validation": ok})
     bad(tmp_path, tokenizer, {**base, "data_files": files}, r"c/train.jsonl: no row has a label in column 'label'")
@@ -563,12 +687,20 @@ def test_bad_inputs(tmp_path: Path, tokenizer: Tokenizer) -> None:
     bad(tmp_path, tokenizer, {**base, "data_files": files}, r"d/train.jsonl is empty")
 
     files = local(tmp_path / "e", {"train": [{"text": "x", "label": "pos"}]})
-    bad(tmp_path, tokenizer, {**base, "data_files": files},
-        r"e/train.jsonl: no column 'sentence' \(task.text\); its columns are \['text', 'label'\]")
+    bad(
+        tmp_path,
+        tokenizer,
+        {**base, "data_files": files},
+        r"e/train.jsonl: no column 'sentence' \(task.text\); its columns are \['text', 'label'\]",
+    )
 
     files = local(tmp_path / "f", {"train": ok, "validation": [{"sentence": "x"}]}, "csv")
-    bad(tmp_path, tokenizer, {**base, "data_files": files},
-        r"f/validation.csv: no label column 'label' \(task.label\); its columns are \['sentence'\]")
+    bad(
+        tmp_path,
+        tokenizer,
+        {**base, "data_files": files},
+        r"f/validation.csv: no label column 'label' \(task.label\); its columns are \['sentence'\]",
+    )
 
     files = local(tmp_path / "g", {"train": ok * 3})
     with open(files["train"], "a") as f:
@@ -582,28 +714,44 @@ def test_bad_inputs(tmp_path: Path, tokenizer: Tokenizer) -> None:
         f.write("one,pos,extra\n")
     bad(tmp_path, tokenizer, {**base, "data_files": files}, r"h/train.csv:4: 3 fields where the header has 2")
 
-    bad(tmp_path, tokenizer, {**base, "data_files": {"train": str(tmp_path / "nowhere" / "*.jsonl")}},
-        r"task.data_files.train: '.*nowhere/\*.jsonl' matches no file")
+    bad(
+        tmp_path,
+        tokenizer,
+        {**base, "data_files": {"train": str(tmp_path / "nowhere" / "*.jsonl")}},
+        r"task.data_files.train: '.*nowhere/\*.jsonl' matches no file",
+    )
 
     files = local(tmp_path / "i", {"train": ok}, "csv")
     os.rename(files["train"], tmp_path / "i" / "train.xlsx")
-    bad(tmp_path, tokenizer, {**base, "data_files": {"train": str(tmp_path / "i" / "train.xlsx")}},
-        r"unsupported file type '.xlsx'")
+    bad(
+        tmp_path,
+        tokenizer,
+        {**base, "data_files": {"train": str(tmp_path / "i" / "train.xlsx")}},
+        r"unsupported file type '.xlsx'",
+    )
 
     files = local(tmp_path / "j", {"train": [{"sentence": ["a", "list"], "label": "pos"}]})
     bad(tmp_path, tokenizer, {**base, "data_files": files}, r"j/train.jsonl:1: column 'sentence' holds a list")
 
     files = local(tmp_path / "k", {"train": [{"sentence": "x", "label": "4.5"}]})
-    bad(tmp_path, tokenizer, {"type": "classification", "text": "sentence", "data_files": files},
-        r"k/train.jsonl:1: label '4.5' in column 'label' is not a class index")
+    bad(
+        tmp_path,
+        tokenizer,
+        {"type": "classification", "text": "sentence", "data_files": files},
+        r"k/train.jsonl:1: label '4.5' in column 'label' is not a class index",
+    )
 
     for ext in ("jsonl", "csv"):  # invalid UTF-8: the file, line and byte
         files = local(tmp_path / "l", {"train": ok * 2}, ext)
         data = Path(files["train"]).read_bytes()
         Path(files["train"]).write_bytes(data.replace(b"bad", b"b\xffd", 1))
         line = 3 if ext == "csv" else 2
-        bad(tmp_path, tokenizer, {**base, "data_files": files},
-            rf"l/train.{ext}:{line}: invalid UTF-8 \(byte {data.index(b'bad') + 1} of the file\)")
+        bad(
+            tmp_path,
+            tokenizer,
+            {**base, "data_files": files},
+            rf"l/train.{ext}:{line}: invalid UTF-8 \(byte {data.index(b'bad') + 1} of the file\)",
+        )
 
     files = local(tmp_path / "m", {"train": ok})  # nothing to validate on
     bad(tmp_path, tokenizer, {**base, "data_files": files}, r"task task has no validation split", ConfigError)
@@ -612,8 +760,9 @@ def test_bad_inputs(tmp_path: Path, tokenizer: Tokenizer) -> None:
 # -- the cache ------------------------------------------------------------------------------------------------
 
 
-def test_cache_skips_reading_and_follows_the_files(tmp_path: Path, tokenizer: Tokenizer,
-                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cache_skips_reading_and_follows_the_files(
+    tmp_path: Path, tokenizer: Tokenizer, monkeypatch: pytest.MonkeyPatch
+) -> None:
     rows = [{"s": "the first", "label": 0}, {"s": "and the second", "label": 1}]
     files = local(tmp_path, {"train": rows})
     task = {"type": "classification", "data_files": files, "text": "s"}
@@ -662,8 +811,12 @@ def test_train_loader_resumes_mid_epoch(tmp_path: Path, tokenizer: Tokenizer) ->
 
     def run(epoch: int, processed: int, world_size: int = 1, rank: int = 0) -> list[list[int]]:
         progress = SimpleNamespace(current=SimpleNamespace(processed=processed))
-        dm.trainer = SimpleNamespace(current_epoch=epoch, world_size=world_size, global_rank=rank,
-                                     fit_loop=SimpleNamespace(epoch_loop=SimpleNamespace(batch_progress=progress)))
+        dm.trainer = SimpleNamespace(
+            current_epoch=epoch,
+            world_size=world_size,
+            global_rank=rank,
+            fit_loop=SimpleNamespace(epoch_loop=SimpleNamespace(batch_progress=progress)),
+        )
         return [b["index"].tolist() for b in dm.train_dataloader()]
 
     whole = run(epoch=1, processed=0)  # whole batches only: 3 of the 23 rows left out of the epoch, as the original
@@ -675,8 +828,9 @@ def test_train_loader_resumes_mid_epoch(tmp_path: Path, tokenizer: Tokenizer) ->
 
 
 @pytest.mark.parametrize("name", ["sentiment", "multiple_choice"])
-def test_evaluation_batches_come_longest_first(name: str, sample_data: Path, tokenizer: Tokenizer,
-                                               cache_dir: Path) -> None:
+def test_evaluation_batches_come_longest_first(
+    name: str, sample_data: Path, tokenizer: Tokenizer, cache_dir: Path
+) -> None:
     """Every validation example once, in batches of similar lengths: far less padding than in file order."""
     dm = module(task_yaml(name, sample_data), tokenizer, cache_dir, n_ctx=512, batch_size=32, stage="validate")
     batches = list(dm.val_dataloader())

@@ -1,13 +1,12 @@
 """Pre-training end to end on the sample books (tiny model, CPU, seconds), and what a run leaves behind."""
 
 import csv
+import enum
 import json
 import math
 import shutil
-from pathlib import Path
-
-import enum
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 import lightning as L
 import pytest
@@ -17,14 +16,14 @@ from torch import nn
 
 import gpt1.ops
 from gpt1.checkpoint import load_checkpoint, save_checkpoint
+from gpt1.commands.evaluate import evaluate
+from gpt1.commands.generate import generate
+from gpt1.commands.pretrain import train
+from gpt1.config import Schedule
 from gpt1.errors import CheckpointError
 from gpt1.model import GPT, GPTConfig
 from gpt1.tokenizer import Tokenizer, train_bpe
-from gpt1.commands.evaluate import evaluate
-from gpt1.commands.generate import generate
-from gpt1.config import Schedule
 from gpt1.training.module import lr_factor
-from gpt1.commands.pretrain import train
 from tests.conftest import TINY_RUN
 from tests.test_experiments import EXPERIMENTS
 
@@ -41,10 +40,17 @@ def trained(tmp_path_factory, cache_dir):
 
     run = tmp_path_factory.mktemp("pretrain")
     overrides = [
-        f"paths.output_dir={run}", f"paths.cache_dir={cache_dir}", *TINY_RUN,
-        "trainer.max_steps=400", "trainer.log_every_n_steps=1", "trainer.val_check_interval=200", "data.batch_size=16",
-        "optim.lr=3e-3", "optim.warmup_steps=20",
-        "callbacks.checkpoint.every_n_steps=200", "callbacks.samples.every_n_steps=200",
+        f"paths.output_dir={run}",
+        f"paths.cache_dir={cache_dir}",
+        *TINY_RUN,
+        "trainer.max_steps=400",
+        "trainer.log_every_n_steps=1",
+        "trainer.val_check_interval=200",
+        "data.batch_size=16",
+        "optim.lr=3e-3",
+        "optim.warmup_steps=20",
+        "callbacks.checkpoint.every_n_steps=200",
+        "callbacks.samples.every_n_steps=200",
     ]
     with initialize_config_module(config_module="gpt1.conf", version_base="1.3"):
         cfg = compose(config_name="pretrain", overrides=overrides)
@@ -70,7 +76,11 @@ def test_the_run_writes_metrics_checkpoints_logs_and_a_sample(trained):
     assert on_disk == pytest.approx(metrics)
     assert on_disk["steps"] == 400 and on_disk["tokens_seen"] == 400 * 16 * 32
     assert on_disk["params"] > 0 and on_disk["wall_time_s"] > 0 and on_disk["sample"]
-    assert {p.name for p in (run / "checkpoints").glob("*.ckpt")} == {"step0000200.ckpt", "step0000400.ckpt", "last.ckpt"}
+    assert {p.name for p in (run / "checkpoints").glob("*.ckpt")} == {
+        "step0000200.ckpt",
+        "step0000400.ckpt",
+        "last.ckpt",
+    }
     assert not list((run / "checkpoints").glob("*.tmp"))  # atomic writes leave no temporary files
     header = (run / "csv" / "metrics.csv").read_text().splitlines()[0]
     for column in ("train/loss", "train/ppl", "val/ppl", "lr-AdamW/pg1", "train/device/items_per_sec"):
@@ -176,8 +186,15 @@ def test_unusable_checkpoints_are_refused_in_one_line_naming_the_path(tmp_path, 
 def test_evaluate_reproduces_the_runs_validation_perplexity(trained, make_cfg):
     run, metrics = trained
     # in the run's precision (the quickstart's auto: bf16 where the CPU has it), so that the figures are the same ones
-    cfg = make_cfg("evaluate", [f"ckpt={run / 'checkpoints' / 'last.ckpt'}", "data.max_valid_windows=32",
-                                "trainer.enable_progress_bar=false", "trainer.precision=auto"])
+    cfg = make_cfg(
+        "evaluate",
+        [
+            f"ckpt={run / 'checkpoints' / 'last.ckpt'}",
+            "data.max_valid_windows=32",
+            "trainer.enable_progress_bar=false",
+            "trainer.precision=auto",
+        ],
+    )
     result = evaluate(cfg)
     assert result["ppl"] == pytest.approx(metrics["val_ppl"], rel=1e-4)
     on_disk = json.loads((Path(cfg.paths.output_dir) / "metrics.json").read_text())
@@ -204,8 +221,9 @@ def test_generate_samples_from_the_checkpoint(trained, make_cfg):
     greedy = make_cfg("generate", [ckpt, "prompt=it is a truth", "temperature=0", "max_new_tokens=12", "num_samples=2"])
     texts = generate(greedy)
     assert len(texts) == 2 and texts[0] == texts[1] and texts[0].startswith("it is a truth")
-    no_cache = generate(make_cfg("generate", [ckpt, "prompt=it is a truth", "temperature=0", "max_new_tokens=12",
-                                              "use_cache=false"]))
+    no_cache = generate(
+        make_cfg("generate", [ckpt, "prompt=it is a truth", "temperature=0", "max_new_tokens=12", "use_cache=false"])
+    )
     assert no_cache[0] == texts[0]
     assert (Path(greedy.paths.output_dir) / "samples.txt").read_text().startswith("it is a truth")
     # An empty prompt starts a document: from the eod token, which the text leaves out.
@@ -227,7 +245,7 @@ def test_a_checkpoint_loaded_for_decoding_holds_its_own_weights_laid_out_as_deco
     ckpt.write_bytes(bytes(ckpt.stat().st_size))  # in place: a mapped tensor would now read zeros
     for (name, ours), theirs in zip(decoding.state_dict().items(), plain.state_dict().values()):
         assert torch.equal(ours, theirs), name
-        out, inn = (ours.shape if ours.dim() == 2 else (0, 0))
+        out, inn = ours.shape if ours.dim() == 2 else (0, 0)
         transposed = name != "positions_embed.weight" and 1 < inn <= out
         assert ours.stride() == ((1, out) if transposed else theirs.stride()), name
     prompt = torch.tensor([[1, 2, 3]])
@@ -240,8 +258,16 @@ def test_a_checkpoint_loaded_for_decoding_holds_its_own_weights_laid_out_as_deco
 
 def test_pretraining_continues_from_init_from(trained, make_cfg):
     run, _ = trained
-    cfg = make_cfg("pretrain", [*TINY_RUN, f"init_from={run / 'checkpoints' / 'last.ckpt'}", "trainer.max_steps=2",
-                                "callbacks.samples.every_n_steps=0", "model=small"])
+    cfg = make_cfg(
+        "pretrain",
+        [
+            *TINY_RUN,
+            f"init_from={run / 'checkpoints' / 'last.ckpt'}",
+            "trainer.max_steps=2",
+            "callbacks.samples.every_n_steps=0",
+            "model=small",
+        ],
+    )
     metrics = train(cfg)  # model=small is ignored: the checkpoint's model and tokenizer are used
     assert metrics["params"] == load_checkpoint(run / "checkpoints" / "last.ckpt").model.num_params()
 
@@ -249,9 +275,16 @@ def test_pretraining_continues_from_init_from(trained, make_cfg):
 @pytest.mark.parametrize("resume_step", [4, 6, 7])  # mid epoch 0, its end, mid epoch 1 (6 batches an epoch)
 def test_a_resumed_run_continues_exactly(make_cfg, tmp_path, resume_step):
     """Same weights as the uninterrupted run, bit for bit: data order, dropout RNG and step counters restored."""
-    common = [*TINY_RUN, "data.samples_per_epoch=48", "trainer.max_steps=10", "trainer.val_check_interval=3",
-              "trainer.check_val_every_n_epoch=null", "callbacks.checkpoint.every_n_steps=1",
-              "callbacks.checkpoint.keep_last=-1", "callbacks.samples.every_n_steps=0"]
+    common = [
+        *TINY_RUN,
+        "data.samples_per_epoch=48",
+        "trainer.max_steps=10",
+        "trainer.val_check_interval=3",
+        "trainer.check_val_every_n_epoch=null",
+        "callbacks.checkpoint.every_n_steps=1",
+        "callbacks.checkpoint.keep_last=-1",
+        "callbacks.samples.every_n_steps=0",
+    ]
     whole = make_cfg("pretrain", [*common, f"paths.output_dir={tmp_path / 'whole'}"])
     train(whole)
     checkpoints = Path(whole.paths.output_dir) / "checkpoints"
@@ -291,8 +324,10 @@ def test_bf16_mixed_clips_the_gradients_of_the_fused_optimizer(make_cfg, monkeyp
     calls = []
     clip = torch.nn.utils.clip_grad_norm_
     monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", lambda *a, **k: calls.append(1) or clip(*a, **k))
-    cfg = make_cfg("pretrain", [*TINY_RUN, "trainer.max_steps=3", "trainer.precision=bf16-mixed",
-                                "callbacks.samples.every_n_steps=0"])
+    cfg = make_cfg(
+        "pretrain",
+        [*TINY_RUN, "trainer.max_steps=3", "trainer.precision=bf16-mixed", "callbacks.samples.every_n_steps=0"],
+    )
     metrics = train(cfg)
     assert metrics["steps"] == 3 and math.isfinite(metrics["val_loss"]) and len(calls) == 3
 
@@ -322,8 +357,16 @@ def test_weight_decay_applies_to_matrices_only(trained, make_cfg):
 
 
 def test_last_checkpoint_holds_the_final_step_off_the_checkpoint_interval(make_cfg):
-    cfg = make_cfg("pretrain", [*TINY_RUN, "trainer.max_steps=5", "callbacks.checkpoint.every_n_steps=2",
-                                "callbacks.checkpoint.keep_last=1", "callbacks.samples.every_n_steps=0"])
+    cfg = make_cfg(
+        "pretrain",
+        [
+            *TINY_RUN,
+            "trainer.max_steps=5",
+            "callbacks.checkpoint.every_n_steps=2",
+            "callbacks.checkpoint.keep_last=1",
+            "callbacks.samples.every_n_steps=0",
+        ],
+    )
     train(cfg)
     checkpoints = Path(cfg.paths.output_dir) / "checkpoints"
     assert load_checkpoint(checkpoints / "last.ckpt").raw["global_step"] == 5
@@ -333,8 +376,10 @@ def test_last_checkpoint_holds_the_final_step_off_the_checkpoint_interval(make_c
 def test_wandb_logs_offline_without_an_account(make_cfg, monkeypatch):
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.delenv("WANDB_API_KEY", raising=False)
-    cfg = make_cfg("pretrain", [*TINY_RUN, "debug=fast", "logger=wandb", "logger.wandb.mode=offline",
-                                "callbacks.samples.every_n_steps=0"])
+    cfg = make_cfg(
+        "pretrain",
+        [*TINY_RUN, "debug=fast", "logger=wandb", "logger.wandb.mode=offline", "callbacks.samples.every_n_steps=0"],
+    )
     train(cfg)
     runs = list((Path(cfg.paths.output_dir) / "wandb").glob("offline-run-*"))
     assert len(runs) == 1 and list(runs[0].glob("*.wandb"))
@@ -343,8 +388,18 @@ def test_wandb_logs_offline_without_an_account(make_cfg, monkeypatch):
 @pytest.mark.parametrize("experiment", EXPERIMENTS["pretrain"])
 def test_every_experiment_runs_a_few_steps(make_cfg, experiment):
     """Each recipe's optimiser, schedule, trainer and callbacks, at toy scale on CPU with local data."""
-    cfg = make_cfg("pretrain", [f"experiment={experiment}", "data=books", "trainer=cpu", *TINY_RUN, "debug=fast",
-                                "data.num_workers=0", "tokenizer.vocab_size=512"])
+    cfg = make_cfg(
+        "pretrain",
+        [
+            f"experiment={experiment}",
+            "data=books",
+            "trainer=cpu",
+            *TINY_RUN,
+            "debug=fast",
+            "data.num_workers=0",
+            "tokenizer.vocab_size=512",
+        ],
+    )
     metrics = train(cfg)
     assert metrics["steps"] == 4 and math.isfinite(metrics["val_loss"])
 
@@ -365,8 +420,16 @@ def test_pretraining_with_a_given_vocab_appends_the_eod_token(make_cfg, tmp_path
     text = (sample_data / "books" / "train" / "the_war_of_the_worlds.txt").read_text()
     train_bpe([text], vocab_size=700).bpe.model.save(str(vocab_dir))  # vocab.json + merges.txt, no special tokens
     base = len(json.loads((vocab_dir / "vocab.json").read_text()))
-    cfg = make_cfg("pretrain", [*TINY_RUN, "debug=fast", "tokenizer=openai", f"tokenizer.path={vocab_dir}",
-                                "callbacks.samples.every_n_steps=0"])
+    cfg = make_cfg(
+        "pretrain",
+        [
+            *TINY_RUN,
+            "debug=fast",
+            "tokenizer=openai",
+            f"tokenizer.path={vocab_dir}",
+            "callbacks.samples.every_n_steps=0",
+        ],
+    )
     train(cfg)
     loaded = load_checkpoint(Path(cfg.paths.output_dir) / "checkpoints" / "last.ckpt")
     assert loaded.model.config.vocab_size == base + 1
@@ -376,8 +439,18 @@ def test_pretraining_with_a_given_vocab_appends_the_eod_token(make_cfg, tmp_path
 def test_debug_overfit_trains_on_one_batch_until_it_is_memorised(make_cfg):
     """debug=overfit: `overfit_batches: 1` means one batch (an int; under a float schema it became 1.0, every batch),
     repeated until the model has learnt it: the loss falls far below where it started."""
-    cfg = make_cfg("pretrain", [*TINY_RUN, "debug=overfit", "trainer.max_steps=60", "trainer.log_every_n_steps=1",
-                                "optim.lr=1e-2", "optim.warmup_steps=5", "callbacks.samples.every_n_steps=0"])
+    cfg = make_cfg(
+        "pretrain",
+        [
+            *TINY_RUN,
+            "debug=overfit",
+            "trainer.max_steps=60",
+            "trainer.log_every_n_steps=1",
+            "optim.lr=1e-2",
+            "optim.warmup_steps=5",
+            "callbacks.samples.every_n_steps=0",
+        ],
+    )
     assert cfg.trainer.overfit_batches == 1 and isinstance(cfg.trainer.overfit_batches, int)
     metrics = train(cfg)
     losses = train_losses(Path(cfg.paths.output_dir))

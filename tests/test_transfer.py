@@ -38,7 +38,8 @@ def test_n_transfer_takes_the_embeddings_and_the_first_blocks(ref, n_transfer):
         matrices = [k for k in block if k.endswith("weight") and ".ln_" not in k]  # (LayerNorms start at 1 anyway)
         assert matrices and all(same(mine[k], theirs[k]) == (i < taken) for k in matrices), i
     assert set(transferred_state(ref, n_transfer)) == {
-        k for k in theirs if not k.startswith("h.") or int(k.split(".")[1]) < taken}
+        k for k in theirs if not k.startswith("h.") or int(k.split(".")[1]) < taken
+    }
 
 
 def test_n_transfer_out_of_range_names_the_blocks(ref):
@@ -67,7 +68,9 @@ def test_the_lstm_takes_the_token_embeddings_only(ref):
 
 def test_no_pretraining_takes_the_vocabulary_only(ref):
     model = transfer(ref, CheckpointModelConfig(), pretrained=False)
-    assert model.config == replace(ref.config, embd_dropout="table") and not same(model.tokens_embed.weight, ref.tokens_embed.weight)
+    assert model.config == replace(ref.config, embd_dropout="table") and not same(
+        model.tokens_embed.weight, ref.tokens_embed.weight
+    )
     small = transfer(ref, PRESETS["small"], pretrained=False)
     assert small.config.vocab_size == 100 and small.config.n_embd == PRESETS["small"].n_embd
     with pytest.raises(ConfigError, match="a model preset \\(model=NAME\\) is for init_from=random"):

@@ -11,7 +11,6 @@ from typing import Any
 
 from wandb.proto import wandb_internal_pb2
 
-
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -54,16 +53,38 @@ def offline_run(run_dir: Path) -> dict[str, Any]:
 
 def test_an_ablation_sweep_gives_one_wandb_run_per_job_and_a_report(tmp_path, cache_dir, tiny_ckpt):
     sweep = tmp_path / "sweep"
-    env = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true", "WANDB_DIR": str(tmp_path),
-           "WANDB_DISABLE_GIT": "true", "OMP_NUM_THREADS": "1"}
+    env = {
+        **os.environ,
+        "WANDB_MODE": "offline",
+        "WANDB_SILENT": "true",
+        "WANDB_DIR": str(tmp_path),
+        "WANDB_DISABLE_GIT": "true",
+        "OMP_NUM_THREADS": "1",
+    }
     experiment = "ablation_aux_lm" if (REPO / "conf/experiment/ablation_aux_lm.yaml").is_file() else None
     sweep_args = [f"experiment={experiment}"] if experiment else ["aux_lm_weight=0,0.5"]
     command = [
-        sys.executable, "-m", "gpt1.cli", "finetune", "-m", *sweep_args, "task=sentiment", f"init_from={tiny_ckpt}",
-        "seed=1,2", "logger=wandb", "logger.wandb.mode=offline", f"hydra.sweep.dir={sweep}",
-        f"paths.cache_dir={cache_dir}", "++task.splits.train='train[:16]'",
-        "++task.splits.validation='validation[:16]'", "++task.splits.test='test[:8]'", "batch_size=8", "trainer.max_steps=1", "trainer.enable_progress_bar=false",
-        "trainer.num_sanity_val_steps=0", "trainer.log_every_n_steps=1",
+        sys.executable,
+        "-m",
+        "gpt1.cli",
+        "finetune",
+        "-m",
+        *sweep_args,
+        "task=sentiment",
+        f"init_from={tiny_ckpt}",
+        "seed=1,2",
+        "logger=wandb",
+        "logger.wandb.mode=offline",
+        f"hydra.sweep.dir={sweep}",
+        f"paths.cache_dir={cache_dir}",
+        "++task.splits.train='train[:16]'",
+        "++task.splits.validation='validation[:16]'",
+        "++task.splits.test='test[:8]'",
+        "batch_size=8",
+        "trainer.max_steps=1",
+        "trainer.enable_progress_bar=false",
+        "trainer.num_sanity_val_steps=0",
+        "trainer.log_every_n_steps=1",
     ]
     done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -84,8 +105,14 @@ def test_an_ablation_sweep_gives_one_wandb_run_per_job_and_a_report(tmp_path, ca
     assert predictions["columns"] == ["index", "text", "gold", "predicted"] and len(predictions["data"]) == 8
     assert {row[2] for row in predictions["data"]} <= {"negative", "positive"}
 
-    done = subprocess.run([sys.executable, "-m", "gpt1.cli", "report", str(sweep)], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "gpt1.cli", "report", str(sweep)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     table = (sweep / "report.md").read_text()
     assert "| aux_lm_weight | n | failed | val/accuracy" in table and "| 0.5 | 2 | 0 |" in table
@@ -111,8 +138,14 @@ def test_a_failed_job_finishes_its_wandb_run_and_the_next_job_gets_its_own(tmp_p
     for job in ("0", "1"):
         (tmp_path / job).mkdir()
     env = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true", "WANDB_DISABLE_GIT": "true"}
-    done = subprocess.run([sys.executable, "-c", FAILING_JOB, str(tmp_path)], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", FAILING_JOB, str(tmp_path)],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     failed, succeeded = offline_run(tmp_path / "0"), offline_run(tmp_path / "1")
     assert (failed["exit"], succeeded["exit"]) == (1, 0) and failed["id"] != succeeded["id"]

@@ -34,14 +34,17 @@ def test_every_file_written_has_the_mode_the_umask_gives(tmp_path, mask, monkeyp
     finally:
         os.umask(previous)
     files = [p for d in (run, cache, hf) for p in d.rglob("*") if p.is_file()]
-    wrong = {str(p.relative_to(tmp_path)): oct(p.stat().st_mode & 0o777) for p in files
-             if p.stat().st_mode & 0o777 != 0o666 & ~mask}
+    wrong = {
+        str(p.relative_to(tmp_path)): oct(p.stat().st_mode & 0o777)
+        for p in files
+        if p.stat().st_mode & 0o777 != 0o666 & ~mask
+    }
     assert not wrong, f"not {oct(0o666 & ~mask)}: {wrong}"
     names = {p.name for p in files}
-    assert {"last.ckpt", "step0000002.ckpt", "metrics.json", "metrics.csv", "model.safetensors",
-            "config.json"} <= names
-    assert any(p.suffix == ".bin" for p in files) and any(p.parent.name == "tokenizers" or "tokenizer" in p.name
-                                                          for p in files if p.is_relative_to(cache)), names
+    assert {"last.ckpt", "step0000002.ckpt", "metrics.json", "metrics.csv", "model.safetensors", "config.json"} <= names
+    assert any(p.suffix == ".bin" for p in files) and any(
+        p.parent.name == "tokenizers" or "tokenizer" in p.name for p in files if p.is_relative_to(cache)
+    ), names
 
 
 def test_a_full_disk_names_the_file_the_space_and_keeps_the_previous_file(tmp_path, monkeypatch):
@@ -60,8 +63,10 @@ def test_a_full_disk_names_the_file_the_space_and_keeps_the_previous_file(tmp_pa
             f.write("new")
     message = user_message(e.value)
     assert message.startswith(f"no space left on the device of {path}: writing it needs about 3.0 MB, ")
-    assert f"metrics.json keeps its previous version, nothing else was lost; the last good checkpoint is " \
-           f"{tmp_path / 'checkpoints' / 'last.ckpt'}; free some space" in message
+    assert (
+        f"metrics.json keeps its previous version, nothing else was lost; the last good checkpoint is "
+        f"{tmp_path / 'checkpoints' / 'last.ckpt'}; free some space" in message
+    )
     assert path.read_text() == "old" and sorted(p.name for p in tmp_path.iterdir()) == ["checkpoints", "metrics.json"]
 
 
@@ -84,19 +89,27 @@ def small_disk(tmp_path):
 
 def gpt1_pretrain(*overrides: str, cwd: Path) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != "HYDRA_FULL_ERROR"}
-    return subprocess.run([sys.executable, "-m", "gpt1.commands.pretrain", *overrides], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "gpt1.commands.pretrain", *overrides],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def test_a_run_on_a_full_disk_ends_in_one_line_naming_the_last_good_checkpoint(small_disk, cache_dir, tmp_path):
     run = small_disk / "run"
-    proc = gpt1_pretrain(*CHECKPOINTED, "trainer.max_steps=6", f"hydra.run.dir={run}", f"paths.cache_dir={cache_dir}",
-                         cwd=tmp_path)
+    proc = gpt1_pretrain(
+        *CHECKPOINTED, "trainer.max_steps=6", f"hydra.run.dir={run}", f"paths.cache_dir={cache_dir}", cwd=tmp_path
+    )
     assert proc.returncode == 2, proc.stderr
     last = proc.stderr.strip().splitlines()[-1]
     ckpts = run / "checkpoints"
-    assert last.startswith(f"error: no space left on the device of {ckpts / 'step0000004.ckpt'}: writing it needs "
-                           "about "), proc.stderr
+    assert last.startswith(
+        f"error: no space left on the device of {ckpts / 'step0000004.ckpt'}: writing it needs about "
+    ), proc.stderr
     assert f"the last good checkpoint is {ckpts / 'last.ckpt'}" in last
     assert "Traceback" not in proc.stderr
     assert sorted(p.name for p in ckpts.iterdir()) == ["last.ckpt", "step0000002.ckpt"]  # no partial file
@@ -115,4 +128,5 @@ def test_an_output_or_cache_directory_that_cannot_be_written_is_named(tmp_path, 
     assert reason == (
         f"{tmp_path / 'a_file'} is not a writable directory (Not a directory): make it "
         "writable or choose another directory (paths.output_dir, hydra.run.dir, paths.cache_dir or the command's "
-        "output path)")
+        "output path)"
+    )

@@ -17,9 +17,10 @@ from torch import nn
 from torch.nn import functional as F
 
 from gpt1.checkpoint import load_checkpoint
+from gpt1.commands.pretrain import train
+from gpt1.commands.zeroshot import zeroshot
 from gpt1.errors import ConfigError
 from gpt1.model import GPT, PRESETS
-from gpt1.commands.pretrain import train
 from gpt1.zeroshot import (
     choice_logprobs,
     continuation_logprobs,
@@ -28,7 +29,6 @@ from gpt1.zeroshot import (
     mean_logprob,
     verbalizer,
 )
-from gpt1.commands.zeroshot import zeroshot
 from tests.conftest import TINY_RUN
 
 WORDS = ["_eod_", "a", "b", "c", "d", "very", "good", "bad", "x", "y"]
@@ -199,8 +199,9 @@ def run_zeroshot(make_cfg, overrides: list[str]) -> tuple[dict, dict]:
     return metrics, json.loads((Path(cfg.paths.output_dir) / "metrics.json").read_text())
 
 
-def test_verbalizer_scores_every_checkpoint(make_cfg, checkpoints: Path, classification_files: list[str],
-                                            capsys) -> None:
+def test_verbalizer_scores_every_checkpoint(
+    make_cfg, checkpoints: Path, classification_files: list[str], capsys
+) -> None:
     ckpts = f"ckpts=['{checkpoints}/step*.ckpt','{checkpoints}/last.ckpt']"  # a glob and a path
     metrics, written = run_zeroshot(make_cfg, [*classification_files, ckpts])
     assert written == metrics
@@ -262,9 +263,7 @@ def test_a_classification_task_names_its_heuristic(make_cfg, classification_file
 
 
 def test_an_unsupported_task_type_is_refused_in_one_line(tmp_path: Path, make_cfg) -> None:
-    message = (
-        "there is no zero-shot heuristic for {} tasks (the paper's score classification, multiple_choice and winograd tasks)"
-    )
+    message = "there is no zero-shot heuristic for {} tasks (the paper's score classification, multiple_choice and winograd tasks)"
     with pytest.raises(ConfigError, match=re.escape(message.format("similarity"))):
         zeroshot(make_cfg("zeroshot", ["task=similarity", "ckpts=[x.ckpt]"]))
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}

@@ -12,7 +12,6 @@ import sys
 
 from omegaconf import DictConfig
 
-
 from gpt1.app import command
 from gpt1.errors import ConfigError
 from gpt1.hf import export_hf, import_hf

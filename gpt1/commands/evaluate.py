@@ -1,10 +1,10 @@
 """``gpt1 evaluate``: a fine-tuned checkpoint's task metrics, or a language model's token perplexity on a corpus.
 
-    gpt1 evaluate ckpt=outputs/finetune/sentiment/<run>/checkpoints/last.ckpt      # the task the checkpoint carries
-    gpt1 evaluate ckpt=FINETUNED task=NAME                                         # another task's data, same head
-    gpt1 evaluate ckpt=outputs/quickstart/<run>/checkpoints/last.ckpt              # the sample books' held-out book
-    gpt1 evaluate ckpt=model.ckpt data.valid_files='[corpus/test/*.txt]'
-    gpt1 evaluate ckpt=FINETUNED perplexity=true                                   # its LM, as for a pre-trained one
+gpt1 evaluate ckpt=outputs/finetune/sentiment/<run>/checkpoints/last.ckpt      # the task the checkpoint carries
+gpt1 evaluate ckpt=FINETUNED task=NAME                                         # another task's data, same head
+gpt1 evaluate ckpt=outputs/quickstart/<run>/checkpoints/last.ckpt              # the sample books' held-out book
+gpt1 evaluate ckpt=model.ckpt data.valid_files='[corpus/test/*.txt]'
+gpt1 evaluate ckpt=FINETUNED perplexity=true                                   # its LM, as for a pre-trained one
 """
 
 from __future__ import annotations
@@ -56,8 +56,13 @@ def evaluate_task(cfg: DictConfig, loaded: Loaded) -> dict[str, Any]:
     if not any(k.startswith(f"{head}.") for k in loaded.heads):
         raise CheckpointError(_no_head(cfg.ckpt, head, task.name, loaded))
     data = TaskDataModule(
-        task, loaded.tokenizer, n_ctx=loaded.model.config.n_ctx, batch_size=cfg.data.batch_size, seed=cfg.seed,
-        cache_dir=cfg.paths.cache_dir, roles=("validation", "test"),
+        task,
+        loaded.tokenizer,
+        n_ctx=loaded.model.config.n_ctx,
+        batch_size=cfg.data.batch_size,
+        seed=cfg.seed,
+        cache_dir=cfg.paths.cache_dir,
+        roles=("validation", "test"),
     )
     data.prepare_data()
     data.setup("validate")
@@ -80,8 +85,10 @@ def evaluate_task(cfg: DictConfig, loaded: Loaded) -> dict[str, Any]:
         "truncated": {split: s["truncated"] for split, s in data.stats.items()},
     }
     write_metrics(Path(cfg.paths.output_dir), metrics)
-    print(", ".join(f"{k} {v:.4f}" for k, v in metrics.items() if k.endswith(tuple(task.metrics)))
-          + single_class_note(single))
+    print(
+        ", ".join(f"{k} {v:.4f}" for k, v in metrics.items() if k.endswith(tuple(task.metrics)))
+        + single_class_note(single)
+    )
     return metrics
 
 
@@ -89,8 +96,10 @@ def _no_head(ckpt: str, head: str, task: str, loaded: Loaded, outputs: int | Non
     has = sorted({k.split(".")[0] for k in loaded.heads}) or "none: a language model"
     with_outputs = f" with {outputs} outputs" if outputs is not None else ""
     for_task = f" for task {task}" if task else ""
-    return (f"{ckpt} has no {head} head{with_outputs}{for_task} (its heads: {has}); fine-tune it on the task "
-            "(gpt1 finetune), or leave task= out to score its own task or its perplexity")
+    return (
+        f"{ckpt} has no {head} head{with_outputs}{for_task} (its heads: {has}); fine-tune it on the task "
+        "(gpt1 finetune), or leave task= out to score its own task or its perplexity"
+    )
 
 
 def perplexity(cfg: DictConfig, loaded: Loaded) -> dict[str, Any]:

@@ -34,8 +34,15 @@ from gpt1.tokenizer import Tokenizer
 from gpt1.training.callbacks import build_callbacks
 from gpt1.training.loggers import build_loggers, log_config, log_summary, wandb_job
 from gpt1.training.results import (
-    baseline_metrics, final_validation, sample_predictions, score, single_class, single_class_note,
-    val_metric_prefixes, write_metrics, write_predictions,
+    baseline_metrics,
+    final_validation,
+    sample_predictions,
+    score,
+    single_class,
+    single_class_note,
+    val_metric_prefixes,
+    write_metrics,
+    write_predictions,
 )
 from gpt1.training.resume import check_resume_fits, resolve_resume
 from gpt1.training.selection import BestWeights, select_weights
@@ -78,25 +85,42 @@ def finetune(cfg: DictConfig) -> dict[str, Any]:
     task = OmegaConf.to_object(cfg.task)
     task.name = task_name(cfg)
     data = TaskDataModule(
-        task, tokenizer, n_ctx=model.config.n_ctx, batch_size=cfg.batch_size, micro_batch_size=cfg.micro_batch_size,
-        seed=cfg.seed, cache_dir=cfg.paths.cache_dir, num_workers=cfg.num_workers,
+        task,
+        tokenizer,
+        n_ctx=model.config.n_ctx,
+        batch_size=cfg.batch_size,
+        micro_batch_size=cfg.micro_batch_size,
+        seed=cfg.seed,
+        cache_dir=cfg.paths.cache_dir,
+        num_workers=cfg.num_workers,
     )
     data.prepare_data()
     data.setup("fit")
     if "val" not in data.eval_splits:
-        raise ConfigError(f"task {task.name} has no labelled validation split: add one (task.data_files or task.splits)")
+        raise ConfigError(
+            f"task {task.name} has no labelled validation split: add one (task.data_files or task.splits)"
+        )
     n_train = data.stats.get("train", {"examples": 0})["examples"]
     if n_train < cfg.batch_size:  # whole batches only, as the original: not one update
-        raise ConfigError(f"task {task.name} has {n_train} training examples, fewer than batch_size={cfg.batch_size}: "
-                          "an epoch trains on whole batches only (the last partial one is left out, as the original "
-                          "code), so nothing would train; lower batch_size")
+        raise ConfigError(
+            f"task {task.name} has {n_train} training examples, fewer than batch_size={cfg.batch_size}: "
+            "an epoch trains on whole batches only (the last partial one is left out, as the original "
+            "code), so nothing would train; lower batch_size"
+        )
     if cfg.predict and not data.roles["test"]:
         raise ConfigError(f"predict=true, but task {task.name} has no test split to predict")
     task = data.task  # its labels settled by the data
     val_prefixes, test_prefixes = data.metric_prefixes()
     module = TaskModule(
-        model, tokenizer, OmegaConf.to_object(cfg.optim), task, val_prefixes, test_prefixes,
-        aux_lm_weight=cfg.aux_lm_weight, head_pdrop=cfg.head_pdrop, share_context=cfg.share_context,
+        model,
+        tokenizer,
+        OmegaConf.to_object(cfg.optim),
+        task,
+        val_prefixes,
+        test_prefixes,
+        aux_lm_weight=cfg.aux_lm_weight,
+        head_pdrop=cfg.head_pdrop,
+        share_context=cfg.share_context,
     )
     compile_model(module, cfg.compile)
 
@@ -104,15 +128,18 @@ def finetune(cfg: DictConfig) -> dict[str, Any]:
     callbacks = build_callbacks(OmegaConf.to_object(cfg.callbacks), output_dir, with_loggers=bool(loggers))
     best = None
     if cfg.model_selection == "best":  # the weights of the best validation, as the original
-        best = BestWeights(output_dir / "checkpoints" / "best.ckpt", f"val/{task.metrics[0]}",
-                           tuple(val_metric_prefixes(module)))
+        best = BestWeights(
+            output_dir / "checkpoints" / "best.ckpt", f"val/{task.metrics[0]}", tuple(val_metric_prefixes(module))
+        )
         callbacks.append(best)
     trainer = build_trainer(cfg.trainer, output_dir, loggers, callbacks)
     trainer.accumulate_grad_batches = data.connect(trainer.world_size)  # batch_size is global
     log_config(trainer, cfg)
     print(f"run directory: {output_dir.resolve()}")
-    print(f"model: {model_type(model)}, {model.num_params():,} parameters; task {task.name} ({task.type}), "
-          f"{trainer.accumulate_grad_batches} x {data.device_batch_size} examples per update per device")
+    print(
+        f"model: {model_type(model)}, {model.num_params():,} parameters; task {task.name} ({task.type}), "
+        f"{trainer.accumulate_grad_batches} x {data.device_batch_size} examples per update per device"
+    )
     trainer.fit(module, datamodule=data, ckpt_path=check_resume_fits(resume, module))
     selection = select_weights(trainer, best, final_validation(trainer, module, data, val_metric_prefixes(module)))
     selected_step = selection.pop("selected_step")
@@ -134,8 +161,9 @@ def finetune(cfg: DictConfig) -> dict[str, Any]:
         "truncated": {split: s["truncated"] for split, s in data.stats.items()},
         "wall_time_s": round(time.perf_counter() - start, 1),
         "last_checkpoint": str(output_dir / "checkpoints" / "last.ckpt"),
-        "checkpoint": str(best.path if best is not None and best.step is not None else
-                          output_dir / "checkpoints" / "last.ckpt"),  # the fine-tuned checkpoint: the selected weights
+        "checkpoint": str(
+            best.path if best is not None and best.step is not None else output_dir / "checkpoints" / "last.ckpt"
+        ),  # the fine-tuned checkpoint: the selected weights
     }
     if cfg.predict:
         write_predictions(trainer, module, data, output_dir / "predictions")
@@ -143,9 +171,11 @@ def finetune(cfg: DictConfig) -> dict[str, Any]:
         path = write_metrics(output_dir, metrics)
         log_summary(trainer.loggers, metrics, sample_predictions(module, data) if cfg.logger.wandb.enabled else None)
         main, selected = f"val/{task.metrics[0]}", Selection(cfg.model_selection).value
-        print(f"{main} {metrics[main]:.4f} (baseline {metrics[f'baseline/{task.metrics[0]}']:.4f})"
-              f"{single_class_note(single)}\ncheckpoint: {metrics['checkpoint']} (model_selection={selected})"
-              f"\nmetrics: {path}")
+        print(
+            f"{main} {metrics[main]:.4f} (baseline {metrics[f'baseline/{task.metrics[0]}']:.4f})"
+            f"{single_class_note(single)}\ncheckpoint: {metrics['checkpoint']} (model_selection={selected})"
+            f"\nmetrics: {path}"
+        )
     return metrics
 
 

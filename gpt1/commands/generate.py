@@ -1,7 +1,7 @@
 """``gpt1 generate``: sample text from a checkpoint.
 
-    gpt1 generate ckpt=PATH prompt="it is a truth universally acknowledged" temperature=0.8 top_k=40
-    gpt1 generate ckpt=PATH prompt="..." temperature=0 max_new_tokens=50     # greedy
+gpt1 generate ckpt=PATH prompt="it is a truth universally acknowledged" temperature=0.8 top_k=40
+gpt1 generate ckpt=PATH prompt="..." temperature=0 max_new_tokens=50     # greedy
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """``gpt1 pretrain``: train the GPT-1 decoder with the language-modelling objective.
 
-    gpt1 pretrain                                    # experiment=quickstart: small model, sample books, CPU
-    gpt1 pretrain data=files data.train_files='[corpus/*.txt]' data.valid_files='[held_out.txt]'
-    gpt1 pretrain experiment=paper trainer=ddp       # the paper's recipe on every GPU of the node
+gpt1 pretrain                                    # experiment=quickstart: small model, sample books, CPU
+gpt1 pretrain data=files data.train_files='[corpus/*.txt]' data.valid_files='[held_out.txt]'
+gpt1 pretrain experiment=paper trainer=ddp       # the paper's recipe on every GPU of the node
 """
 
 from __future__ import annotations

@@ -45,8 +45,15 @@ def zeroshot(cfg: DictConfig) -> dict[str, Any]:
         raise CheckpointError(str(e)) from e
     if not paths:
         raise ConfigError("ckpts is empty: give the checkpoints to score, e.g. ckpts='[run/checkpoints/*.ckpt]'")
-    data = TaskDataModule(task, tokenizer=None, n_ctx=TEXT_ONLY, batch_size=1, seed=cfg.seed,
-                          cache_dir=cfg.paths.cache_dir, roles=("train", "validation"))
+    data = TaskDataModule(
+        task,
+        tokenizer=None,
+        n_ctx=TEXT_ONLY,
+        batch_size=1,
+        seed=cfg.seed,
+        cache_dir=cfg.paths.cache_dir,
+        roles=("train", "validation"),
+    )
     if not data.roles["validation"]:
         raise ConfigError(f"task {task.name} has no validation split (task.splits.validation) to score")
     val = data.read(data.roles["validation"][0])
@@ -60,8 +67,10 @@ def zeroshot(cfg: DictConfig) -> dict[str, Any]:
     labels = torch.as_tensor(val.labels)
     top = max(int(labels.max()), -1 if train is None else int(train.labels.max()))
     if not task.kind.choices and top >= num_labels:
-        raise DataError(f"task {task.name}: a label is {top} but {heuristic} predicts {num_labels} classes"
-                        + (" (task.zeroshot.words: one word per class)" if heuristic == "verbalizer" else ""))
+        raise DataError(
+            f"task {task.name}: a label is {top} but {heuristic} predicts {num_labels} classes"
+            + (" (task.zeroshot.words: one word per class)" if heuristic == "verbalizer" else "")
+        )
     fit = None
     if heuristic == "mean_logprob":  # a seeded sample of the training examples fits the threshold
         keep = torch.randperm(len(train.text), generator=torch.Generator().manual_seed(cfg.seed))
@@ -76,8 +85,15 @@ def zeroshot(cfg: DictConfig) -> dict[str, Any]:
         preds, extra = predict(heuristic, model, loaded.tokenizer, task, val, fit, num_labels, cfg.batch_size)
         values = metric_values(task, num_labels, preds, labels)
         single = bool((preds == preds[0]).all())  # every example one class: the score is that class's share
-        results.append({"path": str(path), "step": loaded.raw.get("global_step"), **values, **extra,
-                        "single_class_prediction": single})
+        results.append(
+            {
+                "path": str(path),
+                "step": loaded.raw.get("global_step"),
+                **values,
+                **extra,
+                "single_class_prediction": single,
+            }
+        )
         write(f"{path} (step {results[-1]['step']}): {main} {values[main]:.4f}{single_class_note(single)}")
 
     metrics = {

@@ -21,8 +21,13 @@ def cache_key(*parts: Any) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-def split_batch(batch_size: int, world_size: int, micro_batch_size: Optional[int] = None, accumulate: int = 1,
-                key: str = "batch_size") -> tuple[int, int]:
+def split_batch(
+    batch_size: int,
+    world_size: int,
+    micro_batch_size: Optional[int] = None,
+    accumulate: int = 1,
+    key: str = "batch_size",
+) -> tuple[int, int]:
     """(examples per device per pass, passes per update) such that an update sees ``batch_size`` examples over
     ``world_size`` devices: ``micro_batch_size`` given, the passes follow; else ``accumulate`` passes of the device's
     share. A ``ConfigError`` naming ``key`` when the batch does not divide."""
@@ -52,8 +57,14 @@ class DataModule(L.LightningDataModule):
 
     ORDER_KEYS: ClassVar[dict[str, str]] = {}
 
-    def __init__(self, batch_size: int, seed: int, num_workers: int = 0, micro_batch_size: Optional[int] = None,
-                 batch_key: str = "batch_size") -> None:
+    def __init__(
+        self,
+        batch_size: int,
+        seed: int,
+        num_workers: int = 0,
+        micro_batch_size: Optional[int] = None,
+        batch_key: str = "batch_size",
+    ) -> None:
         super().__init__()
         self.batch_size, self.micro_batch_size, self.batch_key = batch_size, micro_batch_size, batch_key
         self.seed, self.num_workers = seed, num_workers
@@ -78,8 +89,12 @@ class DataModule(L.LightningDataModule):
         if trainer is None:
             return 0, lambda: 0, 1, 0
         progress = trainer.fit_loop.epoch_loop.batch_progress.current  # batches of this epoch
-        return (trainer.current_epoch, lambda: progress.processed * self.device_batch_size, trainer.world_size,
-                trainer.global_rank)
+        return (
+            trainer.current_epoch,
+            lambda: progress.processed * self.device_batch_size,
+            trainer.world_size,
+            trainer.global_rank,
+        )
 
     def order_state(self) -> dict[str, Any]:
         """The settings in ``ORDER_KEYS``, as this run has them."""
@@ -97,8 +112,13 @@ class DataModule(L.LightningDataModule):
         """The processes the Trainer runs (1 without one)."""
         return self.trainer.world_size if self.trainer is not None else 1
 
-    def loader(self, ds: Dataset, batch_size: int, sampler: Optional[Sampler[int]] = None,
-               collate_fn: Optional[Callable[[list[Any]], Any]] = None) -> DataLoader:
+    def loader(
+        self,
+        ds: Dataset,
+        batch_size: int,
+        sampler: Optional[Sampler[int]] = None,
+        collate_fn: Optional[Callable[[list[Any]], Any]] = None,
+    ) -> DataLoader:
         """A loader of ``ds`` in ``sampler``'s order (None: in order), which asks the sampler for its order at the
         first batch (after a resume has restored the counters)."""
         return DeferredDataLoader(

@@ -120,7 +120,9 @@ def row_pieces(column: pa.ChunkedArray, size: Optional[int], where: str = "the t
     for chunk in column.chunks:
         if not (pa.types.is_string(chunk.type) or pa.types.is_large_string(chunk.type)):
             raise DataError(f"{where} holds {chunk.type}, not text: set data.text_column to the column that does")
-        offsets = np.frombuffer(chunk.buffers()[1], dtype=np.int64 if pa.types.is_large_string(chunk.type) else np.int32)
+        offsets = np.frombuffer(
+            chunk.buffers()[1], dtype=np.int64 if pa.types.is_large_string(chunk.type) else np.int32
+        )
         offsets = offsets[chunk.offset : chunk.offset + len(chunk) + 1]  # (rows + 1,) byte offsets into data
         data = memoryview(chunk.buffers()[2] or b"")
         valid = chunk.is_valid().to_numpy(zero_copy_only=False)
@@ -168,8 +170,10 @@ class CorpusSource:
             name, config, split = self.hub
             ds = load_hub(name, config, split, cache_dir=self.cache_dir, where=self.where)
             if self.column not in ds.column_names:
-                raise DataError(f"{self.where} has no column {self.column!r}; its columns are {ds.column_names}: "
-                                "set data.text_column to the one that holds the text")
+                raise DataError(
+                    f"{self.where} has no column {self.column!r}; its columns are {ds.column_names}: "
+                    "set data.text_column to the one that holds the text"
+                )
             return [ds.select_columns([self.column])]
         parts: list[list[Path] | datasets.Dataset] = []
         for text, run in groupby(self.files, key=lambda path: file_format(path) == "text"):
@@ -227,8 +231,15 @@ def encode_flat(tokenizer: Tokenizer, texts: list[str], dtype: str) -> tuple[np.
     return np.fromiter(chain.from_iterable(ids), dtype=dtype, count=int(lengths.sum())), lengths
 
 
-def pack(src: Iterable[Piece], path: str | os.PathLike, tokenizer: Tokenizer, eod: Optional[int], num_proc: int = 1,
-         meter: Optional[Meter] = None, batch_chars: int = BATCH_CHARS) -> int:
+def pack(
+    src: Iterable[Piece],
+    path: str | os.PathLike,
+    tokenizer: Tokenizer,
+    eod: Optional[int],
+    num_proc: int = 1,
+    meter: Optional[Meter] = None,
+    batch_chars: int = BATCH_CHARS,
+) -> int:
     """Encode the documents of ``src`` (its pieces, in order) and write their ids end to end to ``path`` as one flat
     array (``token_dtype``), each non-empty document followed by ``eod`` (None: nothing); return the number of
     tokens. ``num_proc`` processes encode (1: this one, on ``tokenizers``' threads); ``meter`` counts documents and
@@ -276,20 +287,34 @@ def _encode_in_worker(texts: list[str], dtype: str) -> tuple[np.ndarray, np.ndar
     return encode_flat(_worker_tokenizer, texts, dtype)
 
 
-def _encoded(batches: Iterator[list[Piece]], tokenizer: Tokenizer, dtype: str,
-             num_proc: int) -> Iterator[tuple[list[Piece], tuple[np.ndarray, np.ndarray]]]:
+def _encoded(
+    batches: Iterator[list[Piece]], tokenizer: Tokenizer, dtype: str, num_proc: int
+) -> Iterator[tuple[list[Piece], tuple[np.ndarray, np.ndarray]]]:
     """Each batch with its ``encode_flat`` result, in order, while the next ones encode: in a thread (num_proc 1:
     ``tokenizers`` releases the GIL and uses every core) or in ``num_proc`` forked processes; at most two batches
     per process are in flight, so memory does not grow with the corpus."""
     if num_proc == 1:
-        pool: Any = ThreadPoolExecutor(1)
-        submit = lambda texts: pool.submit(encode_flat, tokenizer, texts, dtype)
-        result, close = (lambda future: future.result()), (lambda: pool.shutdown(cancel_futures=True))
+        threads = ThreadPoolExecutor(1)
+
+        def submit(texts: list[str]) -> Any:
+            return threads.submit(encode_flat, tokenizer, texts, dtype)
+
+        def result(future: Any) -> tuple[np.ndarray, np.ndarray]:
+            return future.result()
+
+        def close() -> None:
+            threads.shutdown(cancel_futures=True)
     else:
         with serial_tokenizers():  # one thread per worker, and no warning about the parent's thread pool
             pool = multiprocessing.get_context("fork").Pool(num_proc, _init_worker, (tokenizer,))
-        submit = lambda texts: pool.apply_async(_encode_in_worker, (texts, dtype))
-        result, close = (lambda async_result: async_result.get()), pool.terminate
+
+        def submit(texts: list[str]) -> Any:
+            return pool.apply_async(_encode_in_worker, (texts, dtype))
+
+        def result(async_result: Any) -> tuple[np.ndarray, np.ndarray]:
+            return async_result.get()
+
+        close = pool.terminate
     pending: deque = deque()
     try:
         for batch in batches:

@@ -45,6 +45,9 @@ def warn_if_order_changed(datamodule: Any, saved: Mapping[str, Any], names: Mapp
     now = datamodule.state_dict()
     differ = [f"{names[k]}: {saved[k]} -> {now[k]}" for k in names if k in saved and saved[k] != now[k]]
     if differ and (datamodule.trainer is None or datamodule.trainer.is_global_zero):
-        print(f"warning: resuming with another data order than the checkpoint's run ({'; '.join(differ)}): "
-              "training goes on, but not on the examples the interrupted run would have seen", file=sys.stderr,
-              flush=True)
+        print(
+            f"warning: resuming with another data order than the checkpoint's run ({'; '.join(differ)}): "
+            "training goes on, but not on the examples the interrupted run would have seen",
+            file=sys.stderr,
+            flush=True,
+        )

@@ -52,8 +52,12 @@ class PretrainDataModule(DataModule):
     """
 
     ORDER_KEYS = {
-        "seed": "seed", "batch_size": "data.batch_size per device and pass", "world_size": "processes (devices x nodes)",
-        "train_tokens": "training tokens", "n_ctx": "model.n_ctx", "samples_per_epoch": "data.samples_per_epoch",
+        "seed": "seed",
+        "batch_size": "data.batch_size per device and pass",
+        "world_size": "processes (devices x nodes)",
+        "train_tokens": "training tokens",
+        "n_ctx": "model.n_ctx",
+        "samples_per_epoch": "data.samples_per_epoch",
     }
 
     def __init__(
@@ -190,8 +194,9 @@ class PretrainDataModule(DataModule):
         size = PIECE_CHARS if tokenizer.encodes_piecewise else None  # else whole documents (module docstring)
         n = pack(src.pieces(size), path, tokenizer, eod, min(self.cfg.num_proc, src.num_documents), meter)
         meter.close()
-        log.info("packed %d documents into %d tokens in %.1fs -> %s", src.num_documents, n,
-                 time.perf_counter() - start, path)
+        log.info(
+            "packed %d documents into %d tokens in %.1fs -> %s", src.num_documents, n, time.perf_counter() - start, path
+        )
 
     # -- loaders ----------------------------------------------------------------------------------------------
 
@@ -201,14 +206,20 @@ class PretrainDataModule(DataModule):
         ds = WindowDataset(self._train, self.n_ctx, stride=1)
         num_samples = self.cfg.samples_per_epoch or len(self._train) // self.n_ctx
         epoch, consumed, replicas, rank = self.resume_point()
-        return self.loader(ds, self.device_batch_size,
-                           WindowSampler(len(ds), num_samples, self.seed, epoch, consumed, replicas, rank))
+        return self.loader(
+            ds, self.device_batch_size, WindowSampler(len(ds), num_samples, self.seed, epoch, consumed, replicas, rank)
+        )
 
     def order_state(self) -> dict[str, Any]:
         """What fixes the order of the training windows (``ORDER_KEYS``)."""
-        return {"seed": self.seed, "batch_size": self.device_batch_size, "world_size": self.world_size(),
-                "train_tokens": len(self._train) if self._train is not None else 0, "n_ctx": self.n_ctx,
-                "samples_per_epoch": self.cfg.samples_per_epoch}
+        return {
+            "seed": self.seed,
+            "batch_size": self.device_batch_size,
+            "world_size": self.world_size(),
+            "train_tokens": len(self._train) if self._train is not None else 0,
+            "n_ctx": self.n_ctx,
+            "samples_per_epoch": self.cfg.samples_per_epoch,
+        }
 
     def val_dataloader(self) -> DataLoader:
         if self._valid is None:

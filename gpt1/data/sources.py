@@ -60,8 +60,10 @@ _BUILDERS: dict[str, tuple[str, dict[str, Any]]] = {
 
 def _table_options(fmt: str, quoting: str) -> dict[str, Any]:
     """pandas.read_csv's options (datasets' csv builder takes the same) for a .csv or .tsv file."""
-    return {"sep": "\t" if fmt == "tsv" else ",",
-            "quoting": csv.QUOTE_NONE if Quoting(quoting) == Quoting.none else csv.QUOTE_MINIMAL}
+    return {
+        "sep": "\t" if fmt == "tsv" else ",",
+        "quoting": csv.QUOTE_NONE if Quoting(quoting) == Quoting.none else csv.QUOTE_MINIMAL,
+    }
 
 
 TXT_COLUMN = "text"
@@ -370,8 +372,10 @@ def _csv_error(path: str | os.PathLike, fmt: str, quoting: str) -> Optional[str]
         ragged = re.search(r"Expected (\d+) fields in line (\d+), saw (\d+)", str(e))
         if ragged:
             expected, line, saw = ragged.groups()
-            return (f"{path}:{line}: {saw} fields where the header has {expected}: quote a field that holds "
-                    f"{'a tab' if fmt == 'tsv' else 'a comma'}, or fix the line")
+            return (
+                f"{path}:{line}: {saw} fields where the header has {expected}: quote a field that holds "
+                f"{'a tab' if fmt == 'tsv' else 'a comma'}, or fix the line"
+            )
         return f"{path}: {str(e).strip()}"
     return None
 
@@ -417,8 +421,13 @@ def invalid_utf8(path: str | os.PathLike, block: int = 1 << 20) -> tuple[int, Op
 def _warn_invalid_utf8(path: str | os.PathLike) -> None:
     count, first = invalid_utf8(path)
     if count:
-        log.warning("%s: %d invalid UTF-8 byte sequence%s replaced with U+FFFD (the first at byte %d of the file)",
-                    path, count, "" if count == 1 else "s", first)
+        log.warning(
+            "%s: %d invalid UTF-8 byte sequence%s replaced with U+FFFD (the first at byte %d of the file)",
+            path,
+            count,
+            "" if count == 1 else "s",
+            first,
+        )
 
 
 def _str(path: str | os.PathLike | None) -> Optional[str]:

@@ -80,8 +80,9 @@ class Collate:
                 mask[b, k] = True
         batch = self.type.batch(input_ids, extract, targets, mask)
         if "label" in items[0]:
-            batch["labels"] = torch.tensor([it["label"] for it in items],
-                                           dtype=torch.float32 if self.regression else torch.long)
+            batch["labels"] = torch.tensor(
+                [it["label"] for it in items], dtype=torch.float32 if self.regression else torch.long
+            )
         batch["index"] = torch.tensor([it["index"] for it in items], dtype=torch.long)
         return batch
 
@@ -125,8 +126,14 @@ class EpochSampler(DistributedSampler):
     """
 
     def __init__(
-        self, n: int, seed: int, epoch: int = 0, consumed: Callable[[], int] = lambda: 0, num_replicas: int = 1,
-        rank: int = 0, batch_size: Optional[int] = None,
+        self,
+        n: int,
+        seed: int,
+        epoch: int = 0,
+        consumed: Callable[[], int] = lambda: 0,
+        num_replicas: int = 1,
+        rank: int = 0,
+        batch_size: Optional[int] = None,
     ) -> None:
         whole = batch_size is not None
         super().__init__(range(n), num_replicas=num_replicas, rank=rank, shuffle=True, seed=seed, drop_last=whole)

@@ -112,7 +112,17 @@ class EncodedSplit:
         with np.load(path, allow_pickle=False) as z:
             a = {k: z[k] for k in z.files}
         meta = json.loads(str(a["meta"]))
-        part = {n: Ragged(a[f"{n}.values"], a[f"{n}.offsets"]) if f"{n}.values" in a else None
-                for n in ("text", "pair", "choices")}
-        return cls(part["text"], part["pair"], part["choices"], a.get("choice_offsets"), a.get("labels"), a["index"],
-                   meta["rows"], meta["label_names"])
+        part = {
+            n: Ragged(a[f"{n}.values"], a[f"{n}.offsets"]) if f"{n}.values" in a else None
+            for n in ("text", "pair", "choices")
+        }
+        return cls(
+            part["text"],
+            part["pair"],
+            part["choices"],
+            a.get("choice_offsets"),
+            a.get("labels"),
+            a["index"],
+            meta["rows"],
+            meta["label_names"],
+        )

@@ -23,7 +23,14 @@ import numpy as np
 from gpt1.data.base import cache_key
 from gpt1.data.config import Quoting
 from gpt1.data.sources import (
-    file_columns, file_format, files_key, line_without, load_files, load_hub, read_error, resolve_files,
+    file_columns,
+    file_format,
+    files_key,
+    line_without,
+    load_files,
+    load_hub,
+    read_error,
+    resolve_files,
     row_location,
     tsv_rows_unquoted,
 )
@@ -64,15 +71,20 @@ class TaskSource:
     def __init__(self, task: TaskConfig, spec: SplitSpec, cache_dir: Optional[Path]) -> None:
         self.task, self.spec, self.cache_dir, self.quoting = task, spec, cache_dir, str(task.quoting)
         self.extra = {key: getattr(task, key) for key in task.kind.columns if getattr(task, key) is not None}
-        self.columns = [*as_columns(task.text), *as_columns(task.text_pair), *as_columns(task.choices),
-                        *self.extra.values()]
+        self.columns = [
+            *as_columns(task.text),
+            *as_columns(task.text_pair),
+            *as_columns(task.choices),
+            *self.extra.values(),
+        ]
         self.files: Optional[list[Path]] = None
         self._hub: Optional[datasets.Dataset] = None
         if task.data_files is not None:
             globs = task.data_files[spec.name]
             try:
-                self.files = resolve_files([globs] if isinstance(globs, str) else list(globs),
-                                           f"task.data_files.{spec.name}")
+                self.files = resolve_files(
+                    [globs] if isinstance(globs, str) else list(globs), f"task.data_files.{spec.name}"
+                )
             except FileNotFoundError as e:
                 raise DataError(str(e)) from e
             self.where = str(self.files[0]) if len(self.files) == 1 else f"task.data_files.{spec.name}"
@@ -112,14 +124,22 @@ class TaskSource:
             labelled.append(self._check(str(path), have))
         if any(labelled) and not all(labelled):
             without = [str(p) for p, has in zip(self.files, labelled, strict=True) if not has]
-            raise DataError(f"{without[0]} has no label column {self.task.label!r} but other files of "
-                            f"task.data_files.{self.spec.name} do: label all of them or none")
+            raise DataError(
+                f"{without[0]} has no label column {self.task.label!r} but other files of "
+                f"task.data_files.{self.spec.name} do: label all of them or none"
+            )
         return all(labelled)
 
     def _load_hub(self) -> datasets.Dataset:
         t = self.task
-        return load_hub(t.dataset, t.dataset_config, self.spec.name, cache_dir=self._datasets_cache(),
-                        data_dir=t.data_dir, where=f"{self.where} (task.splits.{self.spec.role})")
+        return load_hub(
+            t.dataset,
+            t.dataset_config,
+            self.spec.name,
+            cache_dir=self._datasets_cache(),
+            data_dir=t.data_dir,
+            where=f"{self.where} (task.splits.{self.spec.role})",
+        )
 
     def _datasets_cache(self) -> Optional[str]:
         return None if self.cache_dir is None else str(self.cache_dir / "datasets")
@@ -157,9 +177,14 @@ class TaskSource:
             return
         lines = [tsv_rows_unquoted(p) for p in self.files]
         if None not in lines and sum(lines) > rows:
-            log.warning("%s: %d rows read from %d lines: a field that starts with a double quote was read as quoted "
-                        "(task.quoting=minimal), up to the next quote, across tabs and lines; if the quotes are "
-                        "text, as in GLUE's .tsv files, set task.quoting=none", self.where, rows, sum(lines))
+            log.warning(
+                "%s: %d rows read from %d lines: a field that starts with a double quote was read as quoted "
+                "(task.quoting=minimal), up to the next quote, across tabs and lines; if the quotes are "
+                "text, as in GLUE's .tsv files, set task.quoting=none",
+                self.where,
+                rows,
+                sum(lines),
+            )
 
     def read(self) -> Examples:
         """The split's examples: texts joined, choices gathered, labels mapped, rows without a label dropped."""
@@ -179,21 +204,27 @@ class TaskSource:
         spec = self.spec
         if n == 0 and spec.role != "test":
             sliced = f" (task.splits.{spec.role}: {spec.name}[{spec.start or ''}:{spec.stop or ''}])"
-            raise DataError(f"{where}: the {spec.role} split has no rows"
-                            f"{sliced if spec.start or spec.stop else ''}: give it examples")
+            raise DataError(
+                f"{where}: the {spec.role} split has no rows"
+                f"{sliced if spec.start or spec.stop else ''}: give it examples"
+            )
         labels = _labels(cols[t.label], t, t.label_names or source_names, choices, where, index)
         keep = ~np.isnan(labels) if t.regression else labels >= 0
         if not keep.all() and self.files is not None:  # dropped rows: none may be a row with its label field missing
             for path in self.files:
                 line = line_without(path, t.label, self.quoting)
                 if line is not None:
-                    raise DataError(f"{path}:{line}: the row has no field for the label column {t.label!r} "
-                                    "(task.label), as if a field were missing: fix the row (an empty label field, -1 "
-                                    "or null marks a row without a gold label, which is left out)")
+                    raise DataError(
+                        f"{path}:{line}: the row has no field for the label column {t.label!r} "
+                        "(task.label), as if a field were missing: fix the row (an empty label field, -1 "
+                        "or null marks a row without a gold label, which is left out)"
+                    )
         if not keep.any():
             if self.spec.role != "test":
-                raise DataError(f"{where}: no row has a label in column {t.label!r} (task.label); "
-                                f"the {self.spec.role} split needs labels")
+                raise DataError(
+                    f"{where}: no row has a label in column {t.label!r} (task.label); "
+                    f"the {self.spec.role} split needs labels"
+                )
             return Examples(text, pair, choices, None, index, n, source_names)
         if not keep.all():
             rows = np.flatnonzero(keep).tolist()
@@ -234,20 +265,28 @@ def _choices(cols: dict[str, list], columns: list[str], where: str, index: np.nd
             present = [v is not None for v in values]
             k = present.index(False) if False in present else len(values)
             if any(present[k:]):
-                raise DataError(f"{row_location(where, row)}: choice column {columns[k]!r} is empty but a later one "
-                                "is not (only the last choices of a row may be missing)")
+                raise DataError(
+                    f"{row_location(where, row)}: choice column {columns[k]!r} is empty but a later one "
+                    "is not (only the last choices of a row may be missing)"
+                )
             values, names = values[:k], columns[:k]
         if not values:
             raise DataError(f"{row_location(where, row)}: no choices in {columns} (task.choices)")
         out.append([_text(v, where, row, c) for v, c in zip(values, names, strict=True)])
     if len(columns) == 1 and not listed and out:
-        raise DataError(f"{where}: task.choices is one column {columns[0]!r} of single texts: give several choice "
-                        "columns, or one column holding a list of choices per row")
+        raise DataError(
+            f"{where}: task.choices is one column {columns[0]!r} of single texts: give several choice "
+            "columns, or one column holding a list of choices per row"
+        )
     return out
 
 
 def _labels(
-    values: list, task: TaskConfig, names: Optional[list[str]], choices: Optional[list[list[str]]], where: str,
+    values: list,
+    task: TaskConfig,
+    names: Optional[list[str]],
+    choices: Optional[list[list[str]]],
+    where: str,
     index: np.ndarray,
 ) -> np.ndarray:
     """(N,) labels: float32 scores (NaN: none) for regression, else int64 class / choice indices (-1: none)."""
@@ -261,8 +300,10 @@ def _labels(
             try:
                 out[r] = float(v)
             except (TypeError, ValueError):
-                raise DataError(f"{row_location(where, index[r], task.quoting)}: label {v!r} in column {column!r} "
-                                "is not a number (task.num_labels is 1: regression)") from None
+                raise DataError(
+                    f"{row_location(where, index[r], task.quoting)}: label {v!r} in column {column!r} "
+                    "is not a number (task.num_labels is 1: regression)"
+                ) from None
         return out
     lookup = {str(n): i for i, n in enumerate(names or [])}
     out = np.empty(len(values), dtype=np.int64)
@@ -277,15 +318,21 @@ def _labels(
         elif isinstance(v, (int, np.integer)) and v >= 0 and (names is None or v < len(names)):
             out[r] = v
         elif names is not None:
-            raise DataError(f"{row_location(where, index[r], task.quoting)}: label {v!r} in column {column!r} "
-                            f"is not one of task.label_names {list(names)}")
+            raise DataError(
+                f"{row_location(where, index[r], task.quoting)}: label {v!r} in column {column!r} "
+                f"is not one of task.label_names {list(names)}"
+            )
         else:
-            raise DataError(f"{row_location(where, index[r], task.quoting)}: label {v!r} in column {column!r} "
-                            "is not a class index (0, 1, ...): list the labels in task.label_names, or set "
-                            "task.num_labels: 1 for scores")
+            raise DataError(
+                f"{row_location(where, index[r], task.quoting)}: label {v!r} in column {column!r} "
+                "is not a class index (0, 1, ...): list the labels in task.label_names, or set "
+                "task.num_labels: 1 for scores"
+            )
         if choices is not None and out[r] >= len(choices[r]):
-            raise DataError(f"{row_location(where, index[r], task.quoting)}: label {v!r} picks choice {out[r]} "
-                            f"but the row has {len(choices[r])} choices")
+            raise DataError(
+                f"{row_location(where, index[r], task.quoting)}: label {v!r} picks choice {out[r]} "
+                f"but the row has {len(choices[r])} choices"
+            )
     return out
 
 
@@ -296,5 +343,3 @@ def _no_label(v: Any) -> bool:
     if isinstance(v, str):
         return v.strip() in ("", "-1")
     return isinstance(v, (int, float, np.number)) and not isinstance(v, bool) and (v == -1 or math.isnan(v))
-
-

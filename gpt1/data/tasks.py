@@ -24,9 +24,9 @@ from omegaconf import DictConfig
 from torch.utils.data import DataLoader
 
 from gpt1.data.base import DataModule, cache_key
+from gpt1.data.sources import row_location
 from gpt1.data.task_batches import Collate, EpochSampler, LongestFirst, TaskDataset
 from gpt1.data.task_encoding import CACHE_VERSION, EncodedSplit
-from gpt1.data.sources import row_location
 from gpt1.data.task_rows import Examples, TaskSource
 from gpt1.errors import ConfigError, DataError
 from gpt1.tasks.base import Transform
@@ -49,8 +49,12 @@ class TaskDataModule(DataModule):
     roles: which roles to load (None: all the task has; e.g. ("validation", "test") to evaluate).
     """
 
-    ORDER_KEYS = {"seed": "seed", "batch_size": "examples per device and pass (micro_batch_size)",
-                  "world_size": "processes (devices x nodes)", "train_examples": "training examples"}
+    ORDER_KEYS = {
+        "seed": "seed",
+        "batch_size": "examples per device and pass (micro_batch_size)",
+        "world_size": "processes (devices x nodes)",
+        "train_examples": "training examples",
+    }
 
     def __init__(
         self,
@@ -119,23 +123,32 @@ class TaskDataModule(DataModule):
         if stage == "fit":
             for role in ("train", "validation"):
                 if not self.roles[role]:
-                    raise ConfigError(f"task {self.name} has no {role} split: give task.data_files.{role} "
-                                      f"(or map a split to it with task.splits.{role})")
+                    raise ConfigError(
+                        f"task {self.name} has no {role} split: give task.data_files.{role} "
+                        f"(or map a split to it with task.splits.{role})"
+                    )
         specials = tuple(self.tokenizer.special_id(role) for role in TASK_SPECIAL_TOKENS)
         encoded = {sid: self._encoded(spec) for sid, spec in self.specs.items()}
         for sid, split in encoded.items():
             role = self.specs[sid].role
             if role != "test" and len(split) == 0:
-                raise DataError(f"task {self.name}: the {sid} split has no examples ({self._where[sid]}: "
-                                f"{split.rows} rows, {split.dropped} without a label)")
+                raise DataError(
+                    f"task {self.name}: the {sid} split has no examples ({self._where[sid]}: "
+                    f"{split.rows} rows, {split.dropped} without a label)"
+                )
         self._settle_labels(encoded)
         self.encoded = encoded
         transform = Transform(*specials, self.n_ctx, self.task.truncation)
         kind = self.task.kind
         self._datasets = {sid: TaskDataset(split, kind, transform) for sid, split in encoded.items()}
-        self.stats = {sid: {"examples": len(split), "truncated": int(kind.truncated(split, transform).sum()),
-                            "dropped": split.dropped}
-                      for sid, split in encoded.items()}
+        self.stats = {
+            sid: {
+                "examples": len(split),
+                "truncated": int(kind.truncated(split, transform).sum()),
+                "dropped": split.dropped,
+            }
+            for sid, split in encoded.items()
+        }
         self.eval_splits = {}
         for role, prefix in (("validation", "val"), ("test", "test")):
             for i, sid in enumerate(self.roles[role]):
@@ -143,9 +156,17 @@ class TaskDataModule(DataModule):
                     suffix = sid[len(role) + 1 :] if sid.startswith(f"{role}_") else sid
                     self.eval_splits[prefix if i == 0 else f"{prefix}_{suffix}"] = sid
         for sid, s in self.stats.items():
-            log.info("task %s, %s: %d examples, %d truncated to n_ctx %d (%s), %d dropped without a label%s",
-                     self.name, sid, s["examples"], s["truncated"], self.n_ctx, self.task.truncation, s["dropped"],
-                     "" if self.has_labels(sid) else ", unlabeled")
+            log.info(
+                "task %s, %s: %d examples, %d truncated to n_ctx %d (%s), %d dropped without a label%s",
+                self.name,
+                sid,
+                s["examples"],
+                s["truncated"],
+                self.n_ctx,
+                self.task.truncation,
+                s["dropped"],
+                "" if self.has_labels(sid) else ", unlabeled",
+            )
 
     def read(self, split: str) -> Examples:
         """The examples of ``split`` (an id of ``specs``) as text, labels mapped (no tokenizer needed)."""
@@ -159,8 +180,17 @@ class TaskDataModule(DataModule):
         path = None
         if self.cache_dir is not None:
             t = self._given  # (the settled task's label names may differ: the key stays the spec's)
-            columns = [t.type, t.text, t.text_pair, t.choices, t.label, t.label_names, t.regression, src.has_label,
-                       *(getattr(t, key) for key in t.kind.columns)]
+            columns = [
+                t.type,
+                t.text,
+                t.text_pair,
+                t.choices,
+                t.label,
+                t.label_names,
+                t.regression,
+                src.has_label,
+                *(getattr(t, key) for key in t.kind.columns),
+            ]
             key = cache_key(CACHE_VERSION, src.key, self._tokenizer_hash(), columns)
             path = self.cache_dir / "tasks" / f"{key}.npz"
             if path.is_file():
@@ -190,16 +220,23 @@ class TaskDataModule(DataModule):
             bad = np.flatnonzero(s.labels >= num_labels)
             if len(bad):
                 source = f"task.num_labels={t.num_labels}" if t.num_labels else f"task.label_names {names}"
-                raise DataError(f"{row_location(self._where[sid], s.index[bad[0]], t.quoting)}: "
-                                f"label {s.labels[bad[0]]} is out of range for {num_labels} classes ({source})")
+                raise DataError(
+                    f"{row_location(self._where[sid], s.index[bad[0]], t.quoting)}: "
+                    f"label {s.labels[bad[0]]} is out of range for {num_labels} classes ({source})"
+                )
         train = labelled.get(self.roles["train"][0]) if self.roles["train"] else None
         if names and train is not None and not t.kind.choices:
             absent = [name for i, name in enumerate(names) if i not in set(train.labels.tolist())]
             if absent:
-                log.warning("task %s: %s of task.label_names never occur%s in the training split (%s): the model "
-                            "never learns to predict %s; check the training data's labels, or task.label_names",
-                            self.name, ", ".join(map(repr, absent)), "s" if len(absent) == 1 else "",
-                            self._where[self.roles["train"][0]], "it" if len(absent) == 1 else "them")
+                log.warning(
+                    "task %s: %s of task.label_names never occur%s in the training split (%s): the model "
+                    "never learns to predict %s; check the training data's labels, or task.label_names",
+                    self.name,
+                    ", ".join(map(repr, absent)),
+                    "s" if len(absent) == 1 else "",
+                    self._where[self.roles["train"][0]],
+                    "it" if len(absent) == 1 else "them",
+                )
 
     # -- queries ----------------------------------------------------------------------------------------------
 
@@ -237,8 +274,12 @@ class TaskDataModule(DataModule):
     def order_state(self) -> dict[str, Any]:
         """What fixes the order of the training examples (``ORDER_KEYS``)."""
         train = len(self._datasets["train"]) if "train" in self._datasets else 0
-        return {"seed": self.seed, "batch_size": self.device_batch_size, "world_size": self.world_size(),
-                "train_examples": train}
+        return {
+            "seed": self.seed,
+            "batch_size": self.device_batch_size,
+            "world_size": self.world_size(),
+            "train_examples": train,
+        }
 
     def val_dataloader(self) -> DataLoader | list[DataLoader]:
         """One loader per validation split (a list when there are several), in ``roles["validation"]`` order."""
@@ -253,8 +294,12 @@ class TaskDataModule(DataModule):
         return self._eval_loaders(self.roles["test"])
 
     def _eval_loaders(self, splits: list[str]) -> DataLoader | list[DataLoader]:
-        loaders = [self.loader(self._datasets[s], self.eval_batch_size, LongestFirst(self._datasets[s].lengths()),
-                               self.collate()) for s in splits]
+        loaders = [
+            self.loader(
+                self._datasets[s], self.eval_batch_size, LongestFirst(self._datasets[s].lengths()), self.collate()
+            )
+            for s in splits
+        ]
         return loaders[0] if len(loaders) == 1 else loaders
 
     def collate(self) -> Collate:

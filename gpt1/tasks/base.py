@@ -113,8 +113,9 @@ class TaskType:
         """Whether a task of this type with ``num_labels`` classes regresses scores."""
         return self.can_regress and num_labels == 1
 
-    def num_labels(self, configured: Optional[int], label_names: Optional[list[str]], top_label: int,
-                   splits: list[Texts]) -> int:
+    def num_labels(
+        self, configured: Optional[int], label_names: Optional[list[str]], top_label: int, splits: list[Texts]
+    ) -> int:
         """The head's classes once the data is read: ``task.num_labels`` (``configured``), else the label names',
         else the largest label seen (``top_label``) + 1, at least 2."""
         return configured or (len(label_names) if label_names else max(2, top_label + 1))
@@ -123,9 +124,16 @@ class TaskType:
         """Raise a ``ConfigError`` naming the key for what a spec (``TaskConfig``) of this type lacks, beyond
         ``text_pair`` and ``choices``. Default: nothing more."""
 
-    def examples(self, task: Any, columns: dict[str, list], text: list[str], pair: Optional[list[str]],
-                 choices: Optional[list[list[str]]], where: str, index: np.ndarray
-                 ) -> tuple[list[str], Optional[list[str]], Optional[list[list[str]]]]:
+    def examples(
+        self,
+        task: Any,
+        columns: dict[str, list],
+        text: list[str],
+        pair: Optional[list[str]],
+        choices: Optional[list[list[str]]],
+        where: str,
+        index: np.ndarray,
+    ) -> tuple[list[str], Optional[list[str]], Optional[list[list[str]]]]:
         """A split's examples from the texts, second texts and choices read from its rows, and the values of the
         ``columns`` keys' columns (key -> a value per row); ``where`` and ``index`` name rows in errors. Default:
         as read."""
@@ -145,8 +153,9 @@ class TaskType:
         """(N,) bool: which examples lose tokens to the context."""
         raise NotImplementedError
 
-    def batch(self, input_ids: torch.Tensor, extract: torch.Tensor, targets: torch.Tensor,
-              mask: torch.Tensor) -> dict[str, torch.Tensor]:
+    def batch(
+        self, input_ids: torch.Tensor, extract: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor
+    ) -> dict[str, torch.Tensor]:
         """A batch's tensors from its padded sequences: input_ids and targets (B, K, T), extract and mask (B, K),
         mask False for the padding sequences of examples with fewer. Default: all of them but the mask."""
         return {"input_ids": input_ids, "extract": extract, "targets": targets}

@@ -23,8 +23,9 @@ class Classification(TaskType):
     def truncated(self, texts: Texts, transform: Transform) -> np.ndarray:
         return texts.text.lengths > transform.n_ctx - 2
 
-    def batch(self, input_ids: torch.Tensor, extract: torch.Tensor, targets: torch.Tensor,
-              mask: torch.Tensor) -> dict[str, torch.Tensor]:
+    def batch(
+        self, input_ids: torch.Tensor, extract: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor
+    ) -> dict[str, torch.Tensor]:
         """One sequence per example: input_ids and targets (B, T), extract (B,)."""
         return {"input_ids": input_ids[:, 0], "extract": extract[:, 0], "targets": targets[:, 0]}
 

@@ -22,8 +22,9 @@ class MultipleChoice(TaskType):
     heuristics = ("multiple_choice",)
     default_heuristic = "multiple_choice"
 
-    def num_labels(self, configured: Optional[int], label_names: Optional[list[str]], top_label: int,
-                   splits: list[Texts]) -> int:
+    def num_labels(
+        self, configured: Optional[int], label_names: Optional[list[str]], top_label: int, splits: list[Texts]
+    ) -> int:
         """The most choices of any example."""
         return max((int(np.diff(s.choice_offsets).max(initial=0)) for s in splits), default=0)
 
@@ -42,8 +43,9 @@ class MultipleChoice(TaskType):
             return np.zeros(len(offsets) - 1, dtype=bool)
         return np.logical_or.reduceat((ka < a) | (kb < b), offsets[:-1])  # any of the example's choices
 
-    def batch(self, input_ids: torch.Tensor, extract: torch.Tensor, targets: torch.Tensor,
-              mask: torch.Tensor) -> dict[str, torch.Tensor]:
+    def batch(
+        self, input_ids: torch.Tensor, extract: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor
+    ) -> dict[str, torch.Tensor]:
         return {"input_ids": input_ids, "extract": extract, "targets": targets, "choice_mask": mask}
 
     def pack(self, training: bool, share_context: bool) -> str:

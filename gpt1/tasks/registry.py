@@ -1,4 +1,5 @@
-"""The task types by name: the four of the paper, Winograd schemas (its zero-shot task), and any a user registers (``register``) or names by import path."""
+"""The task types by name: the four of the paper, Winograd schemas (its zero-shot task), and any a user registers
+(``register``) or names by import path."""
 
 from __future__ import annotations
 

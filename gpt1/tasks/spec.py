@@ -149,11 +149,11 @@ class TaskConfig:
             raise ConfigError(f"task.num_labels={self.num_labels}: give 1 (regression) or the number of classes")
         if self.num_labels == 1 and (not kind.can_regress or self.label_names):
             regressors = [name for name, t in task_types().items() if t.can_regress]
-            raise ConfigError(f"task.num_labels=1 (regression) suits {', '.join(regressors)} tasks without "
-                              "label_names")
+            raise ConfigError(f"task.num_labels=1 (regression) suits {', '.join(regressors)} tasks without label_names")
         if self.label_names is not None and self.num_labels is not None and len(self.label_names) != self.num_labels:
-            raise ConfigError(f"task.label_names has {len(self.label_names)} names but task.num_labels is "
-                              f"{self.num_labels}")
+            raise ConfigError(
+                f"task.label_names has {len(self.label_names)} names but task.num_labels is {self.num_labels}"
+            )
         if not self.metrics:
             raise ConfigError("task.metrics is empty: name at least one, the main metric first")
         from gpt1.metrics import check_metric  # torchmetrics takes seconds to import: not with the schema
@@ -227,8 +227,9 @@ def split_specs(task: TaskConfig) -> list[SplitSpec]:
             if m is None:
                 raise ConfigError(f"task.splits.{role}={written!r}: give a split name, optionally sliced: name[a:b]")
             if files is not None and m["name"] not in files:
-                raise ConfigError(f"task.splits.{role}: {m['name']!r} is not a key of task.data_files "
-                                  f"({', '.join(files)})")
+                raise ConfigError(
+                    f"task.splits.{role}: {m['name']!r} is not a key of task.data_files ({', '.join(files)})"
+                )
             sid = role if len(names) == 1 else re.sub(r"\W+", "_", str(written)).strip("_")
             specs.append(SplitSpec(sid, role, m["name"], m["start"], m["stop"]))
     ids = [s.id for s in specs]
@@ -236,10 +237,11 @@ def split_specs(task: TaskConfig) -> list[SplitSpec]:
         raise ConfigError(f"task.splits lists a split twice: {ids}")
     unused = [key for key in files or {} if key not in {s.name for s in specs}]
     if unused:
-        raise ConfigError(f"task.data_files.{unused[0]} is not used: the roles are {', '.join(ROLES)} "
-                          "(name the files after them, or map them with task.splits)")
+        raise ConfigError(
+            f"task.data_files.{unused[0]} is not used: the roles are {', '.join(ROLES)} "
+            "(name the files after them, or map them with task.splits)"
+        )
     return specs
-
 
 
 def as_columns(value: Any, key: Optional[str] = None) -> list[str]:
@@ -261,4 +263,3 @@ def _bound(value: Optional[str], n: int) -> Optional[int]:
     if value is None:
         return None
     return round(n * int(value[:-1]) / 100) if value.endswith("%") else int(value)
-

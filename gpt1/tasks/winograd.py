@@ -30,9 +30,16 @@ class Winograd(MultipleChoice):
         if task.pronoun is None:
             raise ConfigError("task.pronoun: a winograd task needs it (the column of the pronoun to replace)")
 
-    def examples(self, task: Any, columns: dict[str, list], text: list[str], pair: Optional[list[str]],
-                 choices: Optional[list[list[str]]], where: str, index: np.ndarray
-                 ) -> tuple[list[str], Optional[list[str]], Optional[list[list[str]]]]:
+    def examples(
+        self,
+        task: Any,
+        columns: dict[str, list],
+        text: list[str],
+        pair: Optional[list[str]],
+        choices: Optional[list[list[str]]],
+        where: str,
+        index: np.ndarray,
+    ) -> tuple[list[str], Optional[list[str]], Optional[list[list[str]]]]:
         """text: the rest of each sentence after its pronoun; choices: the sentence up to the pronoun, each
         candidate in its place."""
         locs = columns.get("pronoun_loc")
@@ -41,9 +48,11 @@ class Winograd(MultipleChoice):
             start = pronoun_start(sentence, pronoun, None if locs is None else locs[r])
             if start is None:
                 at = "" if locs is None else f" at offset {locs[r]} (task.pronoun_loc)"
-                raise DataError(f"{where} row {int(index[r])}: the pronoun {pronoun!r} (task.pronoun) is not in the "
-                                f"text{at}: {sentence!r}")
-            rests.append(sentence[start + len(pronoun):])
+                raise DataError(
+                    f"{where} row {int(index[r])}: the pronoun {pronoun!r} (task.pronoun) is not in the "
+                    f"text{at}: {sentence!r}"
+                )
+            rests.append(sentence[start + len(pronoun) :])
             prefixes.append([sentence[:start] + candidate for candidate in candidates])
         return rests, pair, prefixes
 
@@ -65,6 +74,6 @@ def pronoun_start(sentence: str, pronoun: str, loc: Any = None) -> Optional[int]
     as a whole word; None if it is not there."""
     if loc is not None:
         loc = int(loc)
-        return loc if sentence[loc:loc + len(pronoun)] == pronoun else None
+        return loc if sentence[loc : loc + len(pronoun)] == pronoun else None
     match = re.search(rf"(?<!\w){re.escape(pronoun)}(?!\w)", sentence)
     return None if match is None else match.start()

@@ -61,14 +61,13 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from omegaconf import OmegaConf
 from torch.nn import functional as F
 
-from omegaconf import OmegaConf
-
 import gpt1.ops
-from gpt1.config import resolve_device
 from gpt1.app import user_errors
 from gpt1.checkpoint import empty_model
+from gpt1.config import resolve_device
 from gpt1.cpu import configure, cpu_flags, cpu_model, measure_matmuls
 from gpt1.data.task_batches import IGNORE_INDEX, real_tokens
 from gpt1.decoding import decoded_weights, store_for_decoding
@@ -152,20 +151,26 @@ def gemm_peak(config: GPTConfig, tokens: int, device: torch.device, dtype: torch
     flops = secs = 0.0
     for n, k in [(3 * C, C), (C, C), (config.n_inner, C), (C, config.n_inner), (V, C)]:
         x, w, g = (torch.randn(*shape, device=device, dtype=dtype) for shape in ((tokens, k), (n, k), (tokens, n)))
-        w_t, g_t = w.t().contiguous(), g.t().contiguous()
-        products = [  # forward, input gradient, weight gradient: the ways to compute each
-            [lambda: torch.mm(x, w_t), lambda: F.linear(x, w)],
-            [lambda: torch.mm(g, w)],
-            [lambda: torch.mm(g_t, x), lambda: torch.mm(g.t(), x)],
-        ]
-        if onednn:
-            products[0].append(lambda: gpt1.ops.linear_forward(x, w, None, "onednn"))
-            products[1].append(lambda: gpt1.ops.linear_input_grad(g, w, "onednn"))
-            products[2].append(lambda: gpt1.ops.linear_weight_grad(g, x, w, "onednn"))
+        products = _matmul_ways(x, w, g, onednn)
         with torch.no_grad():
             secs += sum(min(median_seconds(f, warmup=1, iters=3, device=device) for f in ways) for ways in products)
         flops += 3 * 2.0 * tokens * k * n
     return flops / secs
+
+
+def _matmul_ways(x: torch.Tensor, w: torch.Tensor, g: torch.Tensor, onednn: bool) -> list[list[Callable]]:
+    """Forward, input gradient and weight gradient of one layer shape: the ways to compute each."""
+    w_t, g_t = w.t().contiguous(), g.t().contiguous()
+    ways = [
+        [lambda: torch.mm(x, w_t), lambda: F.linear(x, w)],
+        [lambda: torch.mm(g, w)],
+        [lambda: torch.mm(g_t, x), lambda: torch.mm(g.t(), x)],
+    ]
+    if onednn:
+        ways[0].append(lambda: gpt1.ops.linear_forward(x, w, None, "onednn"))
+        ways[1].append(lambda: gpt1.ops.linear_input_grad(g, w, "onednn"))
+        ways[2].append(lambda: gpt1.ops.linear_weight_grad(g, x, w, "onednn"))
+    return ways
 
 
 def gemv_bandwidth(model: GPT) -> float:
@@ -252,7 +257,9 @@ def hf_twin(model: GPT, double_heads: bool = False) -> torch.nn.Module:
     return hf.to(next(model.parameters()).device)
 
 
-def multiple_choice_batch(batch_size: int, n_ctx: int, device: torch.device) -> tuple[dict[str, torch.Tensor], Any, Any]:
+def multiple_choice_batch(
+    batch_size: int, n_ctx: int, device: torch.device
+) -> tuple[dict[str, torch.Tensor], Any, Any]:
     """The first training batch of the sample multiple-choice task (4 choices, real lengths, padded to the batch's
     longest), encoded with OpenAI's vocab and the original text pipeline; its task spec and tokenizer."""
     import os
@@ -358,8 +365,10 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
         out["train"]["peak_memory_gib"] = peak_memory
 
     # -- greedy generation (eval mode, KV cache; with --compare hf, gpt1's batch 1 before and after HF's) -----------
-    progress(f"greedy generation, {args.new_tokens} tokens at batch 1 and {args.gen_batch}"
-             + (", then HF's generate between gpt1's" if hf is not None else ""))
+    progress(
+        f"greedy generation, {args.new_tokens} tokens at batch 1 and {args.gen_batch}"
+        + (", then HF's generate between gpt1's" if hf is not None else "")
+    )
     model.eval()
     decoder = model  # one sequence: on CPU, weights of their own laid out as `gpt1 generate` loads them for it
     if device.type == "cpu":
@@ -368,8 +377,10 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
         store_for_decoding(decoder.eval())
     bandwidth, gemv = memory_bandwidth(device), gemv_bandwidth(decoder)  # right before decoding, and right after
     prompts = {gb: torch.randint(0, config.vocab_size, (gb, PROMPT), device=device) for gb in (1, args.gen_batch)}
-    decode = {gb: partial((decoder if gb == 1 else model).generate, p, args.new_tokens, temperature=0)
-              for gb, p in prompts.items()}  # greedy
+    decode = {
+        gb: partial((decoder if gb == 1 else model).generate, p, args.new_tokens, temperature=0)
+        for gb, p in prompts.items()
+    }  # greedy
     runs = max(1, args.iters // 2)
     times = {gb: interleaved_times({"": generate}, 1, runs, device)[""] for gb, generate in decode.items()}
     if hf is not None:  # HF's between two more of gpt1's batch-1 runs, all of which make gpt1's one figure
@@ -403,8 +414,10 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
         from gpt1.config import OptimConfig
         from gpt1.training.task_module import TaskModule
 
-        progress(f"multiple-choice steps, {args.mc_batch} examples of the sample task"
-                 + (", gpt1's and HF DoubleHeads' in turn" if hf is not None else ""))
+        progress(
+            f"multiple-choice steps, {args.mc_batch} examples of the sample task"
+            + (", gpt1's and HF DoubleHeads' in turn" if hf is not None else "")
+        )
         batch, task, tokenizer = multiple_choice_batch(args.mc_batch, config.n_ctx, device)
         mc_model = model  # the same weights, unless --vocab is not OpenAI's + 3
         if tokenizer.vocab_size != config.vocab_size:
@@ -479,12 +492,19 @@ def check_args(args: argparse.Namespace) -> None:
     if not 1 <= args.seq <= n_ctx:
         raise ConfigError(f"--seq {args.seq}: the {args.model} preset reads at most {n_ctx} tokens; choose 1..{n_ctx}")
     if not 1 <= args.new_tokens <= n_ctx - PROMPT:
-        raise ConfigError(f"--new-tokens {args.new_tokens}: the {args.model} preset reads at most {n_ctx} tokens, "
-                          f"{PROMPT} of them the prompt; choose 1..{n_ctx - PROMPT}")
-    for flag, value, least in [("--batch", args.batch, 1), ("--gen-batch", args.gen_batch, 1),
-                               ("--iters", args.iters, 1),
-                               ("--vocab", args.vocab, 2), ("--mc-batch", args.mc_batch, 0),
-                               ("--warmup", args.warmup, 0), ("--pad-vocab", args.pad_vocab or 1, 1)]:  # 0: default
+        raise ConfigError(
+            f"--new-tokens {args.new_tokens}: the {args.model} preset reads at most {n_ctx} tokens, "
+            f"{PROMPT} of them the prompt; choose 1..{n_ctx - PROMPT}"
+        )
+    for flag, value, least in [
+        ("--batch", args.batch, 1),
+        ("--gen-batch", args.gen_batch, 1),
+        ("--iters", args.iters, 1),
+        ("--vocab", args.vocab, 2),
+        ("--mc-batch", args.mc_batch, 0),
+        ("--warmup", args.warmup, 0),
+        ("--pad-vocab", args.pad_vocab or 1, 1),
+    ]:  # 0: default
         if value < least:
             raise ConfigError(f"{flag} {value}: choose {least} or more")
     resolve_device(args.device, "--device")
@@ -500,18 +520,34 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--model", default="gpt1", choices=sorted(PRESETS), help="model preset (default: the paper's 117M)")
     p.add_argument("--vocab", type=int, default=40478 + 3, help="vocabulary (default: OpenAI's + 3 special tokens)")
     p.add_argument("--batch", type=int, default=2, help="training batch (sequences)")
-    p.add_argument("--seq", type=int, default=None, help="training sequence length (default: 256, or the preset's context)")
+    p.add_argument(
+        "--seq", type=int, default=None, help="training sequence length (default: 256, or the preset's context)"
+    )
     p.add_argument("--gen-batch", type=int, default=8, help="the batched generation's batch")
-    p.add_argument("--new-tokens", type=int, default=None,
-                   help=f"tokens generated per timing after a {PROMPT}-token prompt (default: 256, or what fits)")
-    p.add_argument("--mc-batch", type=int, default=8,
-                   help='examples of the multiple-choice step (0: skip it; skipped without "gpt1[openai]")')
+    p.add_argument(
+        "--new-tokens",
+        type=int,
+        default=None,
+        help=f"tokens generated per timing after a {PROMPT}-token prompt (default: 256, or what fits)",
+    )
+    p.add_argument(
+        "--mc-batch",
+        type=int,
+        default=8,
+        help='examples of the multiple-choice step (0: skip it; skipped without "gpt1[openai]")',
+    )
     p.add_argument("--device", default="auto", help="cpu, cuda or auto")
-    p.add_argument("--pad-vocab", type=int, default=None,
-                   help="model.pad_vocab_to_multiple (default: 64 on GPUs, where an odd vocab slows the head; 1 on CPU)")
+    p.add_argument(
+        "--pad-vocab",
+        type=int,
+        default=None,
+        help="model.pad_vocab_to_multiple (default: 64 on GPUs, where an odd vocab slows the head; 1 on CPU)",
+    )
     p.add_argument("--precision", default="32-true", choices=["32-true", "bf16-mixed", "16-mixed"])
     p.add_argument("--peak-tflops", type=float, default=None, help="override the GPU's dense peak")
-    p.add_argument("--warmup", type=int, default=3, help="untimed runs first (a CPU process's first steps fault in memory)")
+    p.add_argument(
+        "--warmup", type=int, default=3, help="untimed runs first (a CPU process's first steps fault in memory)"
+    )
     p.add_argument("--iters", type=int, default=5, help="timed runs; the median is reported")
     p.add_argument("--compare", choices=["hf"], default=None, help="also time HF's model with identical weights")
     p.add_argument("--compile", action="store_true", help="torch.compile gpt1's model for the training steps")

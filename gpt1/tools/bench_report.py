@@ -19,7 +19,9 @@ def matmul_lines(out: dict[str, Any]) -> list[str]:
     times = out.get("cpu_matmul_times")
     if not times:
         return [line]
-    each = "; ".join(f"{k} " + ", ".join(f"{kernel} {s * 1e3:.1f}" for kernel, s in t.items()) for k, t in times.items())
+    each = "; ".join(
+        f"{k} " + ", ".join(f"{kernel} {s * 1e3:.1f}" for kernel, s in t.items()) for k, t in times.items()
+    )
     return [line, f"  measured now, ms: {each}"]
 
 
@@ -28,27 +30,37 @@ def report(out: dict[str, Any]) -> str:
     tr, gen = out["train"], out["generate"]
     lines = [
         f"gpt1 bench: {out['model']} ({out['params']:,} params), {out['device']}, torch {out['torch']}, {out['precision']}"
-        + (f", vocab padded to a multiple of {out['pad_vocab_to_multiple']}" if out["pad_vocab_to_multiple"] > 1 else ""),
+        + (
+            f", vocab padded to a multiple of {out['pad_vocab_to_multiple']}"
+            if out["pad_vocab_to_multiple"] > 1
+            else ""
+        ),
         *matmul_lines(out),
         (f"peak {out['peak_flops'] / 1e9:,.0f} GFLOP/s" if out["peak_flops"] else "peak unknown")
         + f" ({out['peak_source']}); memory bandwidth "
         f"{out['memory_bandwidth'] / 1e9:.1f} GB/s -> decode bound {out['decode_bound_ms']:.1f} ms/token; "
         f"matrix-vector products stream {out['gemv_bandwidth'] / 1e9:.1f} GB/s -> {out['decode_gemv_bound_ms']:.1f} ms/token",
         f"train step {out['batch']}x{out['seq']}: {_ms(tr['step_s'], tr['step_s_range'])}, "
-        f"{tr['tokens_per_s']:,.0f} tokens/s, " + (f"MFU {tr['mfu']:.1%}" if tr["mfu"] is not None else "MFU unknown")
+        f"{tr['tokens_per_s']:,.0f} tokens/s, "
+        + (f"MFU {tr['mfu']:.1%}" if tr["mfu"] is not None else "MFU unknown")
         + (f", peak memory {tr['peak_memory_gib']:.1f} GiB" if "peak_memory_gib" in tr else "")
         + (f" (compiled in {out['compile_s']:.0f} s)" if "compile_s" in out else ""),
         "generation, ms/token: "
-        + ", ".join(f"{k.removesuffix('_ms_per_token')} {v:.1f} ({gen[k + '_range'][0]:.1f}-{gen[k + '_range'][1]:.1f})"
-                    for k, v in gen.items() if k.endswith("ms_per_token"))
+        + ", ".join(
+            f"{k.removesuffix('_ms_per_token')} {v:.1f} ({gen[k + '_range'][0]:.1f}-{gen[k + '_range'][1]:.1f})"
+            for k, v in gen.items()
+            if k.endswith("ms_per_token")
+        )
         + f"; batch 1 at {gen['bound_fraction']:.0%} of the bandwidth bound, {gen['gemv_bound_fraction']:.0%} of the "
         "matrix-vector bound",
     ]
     if "multiple_choice" in out:
         mc = out["multiple_choice"]
-        lines.append(f"multiple-choice step {'x'.join(map(str, mc['shape']))} ({mc['real_tokens']:,} real tokens): "
-                     f"{_ms(mc['step_s'], mc['step_s_range'])}; with share_context "
-                     f"{_ms(mc['shared_context_step_s'], mc['shared_context_step_s_range'])}")
+        lines.append(
+            f"multiple-choice step {'x'.join(map(str, mc['shape']))} ({mc['real_tokens']:,} real tokens): "
+            f"{_ms(mc['step_s'], mc['step_s_range'])}; with share_context "
+            f"{_ms(mc['shared_context_step_s'], mc['shared_context_step_s_range'])}"
+        )
     if "multiple_choice_skipped" in out:
         lines.append(out["multiple_choice_skipped"])
     if "hf" in out:
@@ -60,7 +72,9 @@ def report(out: dict[str, Any]) -> str:
             f"{hf['speedup_generate']:.1f}x"
         )
         if "speedup_multiple_choice" in hf:
-            lines.append(f"vs HF DoubleHeads: {_ms(hf['multiple_choice_step_s'], hf['multiple_choice_step_s_range'])} "
-                         f"-> gpt1 {hf['speedup_multiple_choice']:.2f}x "
-                         f"({hf['speedup_multiple_choice_shared_context']:.2f}x with share_context)")
+            lines.append(
+                f"vs HF DoubleHeads: {_ms(hf['multiple_choice_step_s'], hf['multiple_choice_step_s_range'])} "
+                f"-> gpt1 {hf['speedup_multiple_choice']:.2f}x "
+                f"({hf['speedup_multiple_choice_shared_context']:.2f}x with share_context)"
+            )
     return "\n".join(lines)

@@ -8,7 +8,8 @@ parameters are the overrides whose values differ between jobs; jobs that share a
 with the median, the min-max spread and the count (n) over seeds of every metric, beside the paper's own number where
 the task is one of the paper's. A job without ``metrics.json`` is listed as failed. Written into the first directory
 (``--out`` elsewhere): ``report.md``, ``report.csv`` and PNG plots: the layers-transferred curve when ``n_transfer``
-was swept, the zero-shot curve (score per pre-training step) for ``gpt1 zeroshot`` jobs, ablation plots otherwise (every run a point).
+was swept, the zero-shot curve (score per pre-training step) for ``gpt1 zeroshot`` jobs, ablation plots otherwise
+(every run a point).
 """
 
 from __future__ import annotations
@@ -134,14 +135,17 @@ def find_jobs(dirs: Sequence[Path]) -> list[Job]:
             raise UserError(f"{root}: no such directory (give sweep directories or run directories)")
         found = sorted(p.parent.parent for p in root.rglob(".hydra/overrides.yaml"))
         if not found:
-            raise UserError(f"{root}: no jobs found (no .hydra/overrides.yaml below it): give a sweep directory "
-                            "(outputs/<run>/multirun/<time>) or a run directory")
+            raise UserError(
+                f"{root}: no jobs found (no .hydra/overrides.yaml below it): give a sweep directory "
+                "(outputs/<run>/multirun/<time>) or a run directory"
+            )
         jobs.extend(read_job(path) for path in found)
     return jobs
 
 
 def read_job(path: Path) -> Job:
     """The job in ``path``; DataError naming the file if one is unreadable."""
+
     def load(name: str, reader: Any) -> Any:
         file = path / name
         try:
@@ -158,8 +162,11 @@ def read_job(path: Path) -> Job:
 
 
 def _numbers(metrics: dict[str, Any], keep: Iterable[str]) -> dict[str, float]:
-    return {k: float(metrics[k]) for k in keep if isinstance(metrics.get(k), (int, float))
-            and not isinstance(metrics.get(k), bool)}
+    return {
+        k: float(metrics[k])
+        for k in keep
+        if isinstance(metrics.get(k), (int, float)) and not isinstance(metrics.get(k), bool)
+    }
 
 
 def records_of(job: Job, params: dict[str, str]) -> list[Record]:
@@ -175,13 +182,24 @@ def records_of(job: Job, params: dict[str, str]) -> list[Record]:
             scores = _numbers(c, (k for k in c if k not in ("path", "step", "truncated", "threshold")))
             step = c.get("step") if c.get("step") is not None else Path(str(c.get("path"))).stem
             main = next((f"zeroshot/{k}" for k in scores), None)
-            records.append(Record(job, {**params, STEP: str(step)},
-                                  {**metrics, **{f"zeroshot/{k}": v for k, v in scores.items()}}, main, task, True))
+            records.append(
+                Record(
+                    job,
+                    {**params, STEP: str(step)},
+                    {**metrics, **{f"zeroshot/{k}": v for k, v in scores.items()}},
+                    main,
+                    task,
+                    True,
+                )
+            )
         return records
     first = (job.config.get("task") or {}).get("metrics") or []
     if task is not None:  # fine-tuning: the task's first metric on the first validation split
-        main = f"val/{first[0]}" if first and f"val/{first[0]}" in metrics else next(
-            (k for k in metrics if k.startswith("val/") and k != "val/loss"), None)
+        main = (
+            f"val/{first[0]}"
+            if first and f"val/{first[0]}" in metrics
+            else next((k for k in metrics if k.startswith("val/") and k != "val/loss"), None)
+        )
     else:  # pre-training
         main = "val/ppl" if "val/ppl" in metrics else None
     return [Record(job, params, metrics, main, task)]
@@ -261,19 +279,34 @@ def write_csv(path: Path, swept: Sequence[str], metrics: Sequence[str], rows: Se
             out.writerow(["" if x is None else x for x in line])
 
 
-def markdown(dirs: Sequence[Path], jobs: Sequence[Job], swept: Sequence[str], fixed: dict[str, str],
-             metrics: Sequence[str], rows: Sequence[Row], plots: Sequence[Path]) -> str:
+def markdown(
+    dirs: Sequence[Path],
+    jobs: Sequence[Job],
+    swept: Sequence[str],
+    fixed: dict[str, str],
+    metrics: Sequence[str],
+    rows: Sequence[Row],
+    plots: Sequence[Path],
+) -> str:
     """The report: what was read, the table (median [min, max] over n seeds per metric), the plots, failed jobs."""
     papers = [m for m in metrics if any(row.paper(m) is not None for row in rows)]
     failed = [job for job in jobs if job.metrics is None]
-    lines = ["# Sweep report", "", f"{len(jobs)} jobs ({len(failed)} failed) from "
-             + ", ".join(f"`{d}`" for d in dirs) + "."]
+    lines = [
+        "# Sweep report",
+        "",
+        f"{len(jobs)} jobs ({len(failed)} failed) from " + ", ".join(f"`{d}`" for d in dirs) + ".",
+    ]
     if fixed:
         lines += ["", "Fixed: " + ", ".join(f"`{k}={_short(v)}`" for k, v in fixed.items()) + "."]
-    lines += ["", "Each cell: the median over seeds [min, max] (4 significant digits; report.csv: in full); n: jobs "
-              "with metrics."
-              + (" paper: Radford et al. 2018 (Tables 2-3, mostly test-set scores), on the same 0-1 scale."
-                 if papers else ""), ""]
+    lines += [
+        "",
+        "Each cell: the median over seeds [min, max] (4 significant digits; report.csv: in full); n: jobs "
+        "with metrics."
+        + (
+            " paper: Radford et al. 2018 (Tables 2-3, mostly test-set scores), on the same 0-1 scale." if papers else ""
+        ),
+        "",
+    ]
     header = [*swept, "n", "failed"]
     for m in metrics:
         header += [m] + ([f"{m} (paper)"] if m in papers else [])
@@ -282,8 +315,9 @@ def markdown(dirs: Sequence[Path], jobs: Sequence[Job], swept: Sequence[str], fi
         cells = [*(_short(row.params.get(k, "")) for k in swept), str(len(row.done)), str(row.failed)]
         for m in metrics:
             median, low, high = summary(row.values(m))
-            cells.append("" if median is None else _fmt(median) if low == high
-                         else f"{_fmt(median)} [{_fmt(low)}, {_fmt(high)}]")
+            cells.append(
+                "" if median is None else _fmt(median) if low == high else f"{_fmt(median)} [{_fmt(low)}, {_fmt(high)}]"
+            )
             if m in papers:
                 cells.append(_fmt(row.paper(m)))
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
@@ -399,16 +433,20 @@ def figure(plt: Any, swept: Sequence[str], rows: Sequence[Row], main: str) -> tu
 def _title(main: str, rows: Sequence[Row], kind: str) -> str:
     """What the plot aggregates: the median and spread over seeds only where a setting has several."""
     counts = sorted({len(row.values(main)) for row in rows})
-    what = {"zero_shot": "per pre-training checkpoint", "layers_transferred": "by layers transferred",
-            "ablation": "per setting"}[kind]
+    what = {
+        "zero_shot": "per pre-training checkpoint",
+        "layers_transferred": "by layers transferred",
+        "ablation": "per setting",
+    }[kind]
     if counts[-1] <= 1:
-        return (f"{main} {what}: one run each (no seeds to aggregate):\nno spread to judge a difference by; "
-                "sweep seed=1,2,3 for one")
+        return (
+            f"{main} {what}: one run each (no seeds to aggregate):\nno spread to judge a difference by; "
+            "sweep seed=1,2,3 for one"
+        )
     n = str(counts[-1]) if len(counts) == 1 else f"{counts[0]}-{counts[-1]}"
     if kind == "ablation":
         return f"{main} {what}: every run (point), median over {n} seeds (line), min-max (whisker)"
     return f"{main} {what}: median over {n} seeds (line), min-max (band)"
-
 
 
 def report(dirs: Sequence[Path], out: Optional[Path] = None) -> dict[str, Any]:
@@ -422,8 +460,15 @@ def report(dirs: Sequence[Path], out: Optional[Path] = None) -> dict[str, Any]:
     plots = plot(out, swept, rows)
     write_csv(out / "report.csv", swept, metrics, rows)
     (out / "report.md").write_text(markdown(dirs, jobs, swept, fixed, metrics, rows, plots))
-    return {"jobs": len(jobs), "failed": [str(j.path) for j in jobs if j.metrics is None], "swept": swept,
-            "rows": rows, "markdown": out / "report.md", "csv": out / "report.csv", "plots": plots}
+    return {
+        "jobs": len(jobs),
+        "failed": [str(j.path) for j in jobs if j.metrics is None],
+        "swept": swept,
+        "rows": rows,
+        "markdown": out / "report.md",
+        "csv": out / "report.csv",
+        "plots": plots,
+    }
 
 
 @user_errors
@@ -433,8 +478,10 @@ def main(argv: Optional[list[str]] = None) -> dict[str, Any]:
     p.add_argument("--out", type=Path, default=None, help="where to write (default: the first DIR)")
     args = p.parse_args(argv)
     result = report(args.dirs, args.out)
-    print(f"{result['jobs']} jobs ({len(result['failed'])} failed), {len(result['rows'])} rows; swept: "
-          f"{', '.join(result['swept']) or 'nothing'}")
+    print(
+        f"{result['jobs']} jobs ({len(result['failed'])} failed), {len(result['rows'])} rows; swept: "
+        f"{', '.join(result['swept']) or 'nothing'}"
+    )
     for path in (result["markdown"], result["csv"], *result["plots"]):
         print(path)
     return result

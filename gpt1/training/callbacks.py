@@ -126,12 +126,18 @@ class SafeStop(Callback):
         name = signal.Signals(self.stopped).name
         if self.stopped in requeue:
             atexit.register(_requeue, requeue[self.stopped], self.stopped)
-            _say(trainer, f"stopped by {name} (the job's time limit is near) at step {trainer.global_step}: saved "
-                          f"{self.last}; submitit requeues the job, which goes on from it with resume=auto "
-                          f"(exit status {exception.code})")
+            _say(
+                trainer,
+                f"stopped by {name} (the job's time limit is near) at step {trainer.global_step}: saved "
+                f"{self.last}; submitit requeues the job, which goes on from it with resume=auto "
+                f"(exit status {exception.code})",
+            )
             return
-        _say(trainer, f"stopped by {name} at step {trainer.global_step}: saved {self.last}; continue with "
-                      f"resume=auto hydra.run.dir={self.last.parent.parent} (exit status {exception.code})")
+        _say(
+            trainer,
+            f"stopped by {name} at step {trainer.global_step}: saved {self.last}; continue with "
+            f"resume=auto hydra.run.dir={self.last.parent.parent} (exit status {exception.code})",
+        )
 
     def _resume_hint(self) -> str:
         if self.last.is_file():
@@ -262,9 +268,7 @@ def build_callbacks(cfg: CallbacksConfig, output_dir: Path, with_loggers: bool) 
         callbacks += [LearningRateMonitor(logging_interval="step"), LogShortRuns()]
         if cfg.throughput:  # train/device/items_per_sec: tokens/s per device, padding excluded (an item is a token;
             # GPT1Module.on_before_batch_transfer counts them), over 10 steps
-            callbacks.append(
-                ThroughputMonitor(lambda b: b["input_ids"].size(0), lambda b: b["tokens"], window_size=10)
-            )
+            callbacks.append(ThroughputMonitor(lambda b: b["input_ids"].size(0), lambda b: b["tokens"], window_size=10))
     callbacks.append(RunKernels(output_dir))  # the run's CPU kernels, fixed at its start, in every checkpoint
     if with_loggers:
         callbacks.append(ForgetLogsOfAFreshStart())

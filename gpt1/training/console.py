@@ -39,7 +39,12 @@ class SummaryWithoutZeroFlops(ModelSummary):
     ) -> None:
         if total_flops:
             (RichModelSummary if _RICH_AVAILABLE else ModelSummary).summarize(
-                summary_data, total_parameters, trainable_parameters, model_size, total_training_modes, total_flops,
+                summary_data,
+                total_parameters,
+                trainable_parameters,
+                model_size,
+                total_training_modes,
+                total_flops,
                 **summarize_kwargs,
             )
             return
@@ -55,8 +60,12 @@ class SummaryWithoutZeroFlops(ModelSummary):
 
         table = Table(header_style=summarize_kwargs.get("header_style", "bold magenta"))
         for name, _ in columns:
-            table.add_column(name, style="dim" if name == " " else None,
-                             justify="right" if name.startswith("Params") else "left", no_wrap=name == "Name")
+            table.add_column(
+                name,
+                style="dim" if name == " " else None,
+                justify="right" if name.startswith("Params") else "left",
+                no_wrap=name == "Name",
+            )
         for row in zip(*(values for _, values in columns)):
             table.add_row(*row)
         grid = Table.grid(expand=True)
@@ -152,8 +161,9 @@ class StepProgress(ProgressBar):
 
     def _eval_start(self, trainer: L.Trainer, desc: str, total: float) -> None:
         if self.enabled and self.terminal and self.eval_bar is None:
-            self.eval_bar = bar(desc=desc, unit="batch", total=int(total) if math.isfinite(total) else None,
-                                leave=False)
+            self.eval_bar = bar(
+                desc=desc, unit="batch", total=int(total) if math.isfinite(total) else None, leave=False
+            )
 
     def _eval_step(self) -> None:
         if self.eval_bar is not None:

@@ -42,11 +42,14 @@ class FSDP2Strategy(ModelParallelStrategy):
         from torch.distributed.checkpoint.state_dict import StateDictOptions, set_model_state_dict
 
         if "state_dict" in checkpoint:
-            set_model_state_dict(self.lightning_module, checkpoint["state_dict"],
-                                 options=StateDictOptions(full_state_dict=True, strict=strict))
+            set_model_state_dict(
+                self.lightning_module,
+                checkpoint["state_dict"],
+                options=StateDictOptions(full_state_dict=True, strict=strict),
+            )
 
 
-def shard_module(module: nn.Module, mesh: "DeviceMesh") -> None:
+def shard_module(module: nn.Module, mesh: DeviceMesh) -> None:
     """Shard ``module`` (a ``GPT1Module``) over ``mesh`` with FSDP2: each block of its decoder (``model.h``, a
     GPT's), then the decoder (the rest of its parameters: embeddings, which the LM head reads), then each head.
     Idempotent: Lightning calls ``configure_model`` once per fit, validate and test."""

@@ -36,8 +36,15 @@ def build_loggers(cfg: LoggerConfig, output_dir: Path, run_name: str) -> list[Lo
         group, name = wandb_group_and_name(w, run_name)
         loggers.append(
             WandbLogger(
-                project=w.project, entity=w.entity, group=group, name=name, save_dir=str(output_dir),
-                mode=WandbMode(w.mode).value, tags=list(w.tags), id=wandb_run_id(output_dir), resume="allow",
+                project=w.project,
+                entity=w.entity,
+                group=group,
+                name=name,
+                save_dir=str(output_dir),
+                mode=WandbMode(w.mode).value,
+                tags=list(w.tags),
+                id=wandb_run_id(output_dir),
+                resume="allow",
             )
         )
     return loggers
@@ -116,7 +123,6 @@ def log_summary(
                 key, columns, rows = table
                 logger.log_table(key, columns=columns, data=rows)
             logger.experiment.summary.update(metrics)
-
 
 
 def log_config(trainer: L.Trainer, cfg: DictConfig) -> None:

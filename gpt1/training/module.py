@@ -15,10 +15,10 @@ from typing import Any
 import lightning as L
 import numpy as np
 import torch
-from torch import nn
 from lightning.pytorch.plugins.precision import MixedPrecision, Precision
 from lightning.pytorch.strategies import FSDPStrategy
 from lightning.pytorch.utilities import GradClipAlgorithmType
+from torch import nn
 from torch.nn import functional as F
 from torchmetrics import MeanMetric
 
@@ -147,8 +147,12 @@ class GPT1Module(L.LightningModule):
         step = self.trainer.global_step
         if NonFinite(self.optim.nonfinite) == NonFinite.skip:
             if not self._skip_update and self.trainer.is_global_zero:
-                print(f"warning: the training loss is {value} at step {step}: its update is skipped "
-                      f"(optim.nonfinite=skip; {self.skipped_batches + 1} so far)", file=sys.stderr, flush=True)
+                print(
+                    f"warning: the training loss is {value} at step {step}: its update is skipped "
+                    f"(optim.nonfinite=skip; {self.skipped_batches + 1} so far)",
+                    file=sys.stderr,
+                    flush=True,
+                )
             self._skip_update = True
             return
         if not self.trainer.is_global_zero:  # every rank stops; rank 0 says why, once
@@ -228,7 +232,9 @@ class GPT1Module(L.LightningModule):
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
 
     def configure_gradient_clipping(
-        self, optimizer: torch.optim.Optimizer, gradient_clip_val: float | None = None,
+        self,
+        optimizer: torch.optim.Optimizer,
+        gradient_clip_val: float | None = None,
         gradient_clip_algorithm: str | None = None,
     ) -> None:
         """Clip as Lightning does, except under bf16-mixed and FSDP. Lightning refuses to clip for a fused optimizer

@@ -46,14 +46,18 @@ def val_metric_prefixes(module: TaskModule) -> list[str]:
     return [f"{p}/" for p in module.prefixes["val"] if p]
 
 
-def score(trainer: L.Trainer, module: TaskModule, data: TaskDataModule,
-          validation: dict[str, Any] | None = None) -> dict[str, float]:
+def score(
+    trainer: L.Trainer, module: TaskModule, data: TaskDataModule, validation: dict[str, Any] | None = None
+) -> dict[str, float]:
     """The task's metrics (and loss) on every validation split, and on every test split that has labels:
     {"val/accuracy": ..., "val_mismatched/accuracy": ..., "test/accuracy": ..., ...}. The validation's are
     ``validation`` when given (fine-tuning's model selection), else those of the validation that ended training, if
     one did (the last epoch's), else of a new one."""
-    results = dict(validation) if validation is not None else final_validation(
-        trainer, module, data, prefixes=val_metric_prefixes(module))
+    results = (
+        dict(validation)
+        if validation is not None
+        else final_validation(trainer, module, data, prefixes=val_metric_prefixes(module))
+    )
     if any(module.prefixes["test"]):
         for out in trainer.test(module, datamodule=data, verbose=False):
             results.update(out)
@@ -134,8 +138,14 @@ def sample_predictions(module: TaskModule, data: TaskDataModule, n: int = 8) -> 
         return round(value, 4) if module.regression else task.label_names[value] if task.label_names else value
 
     encoded = dataset.split
-    columns = ["index", "text", *(["text_pair"] if encoded.pair is not None else []),
-               *(["choices"] if encoded.choices is not None else []), "gold", "predicted"]
+    columns = [
+        "index",
+        "text",
+        *(["text_pair"] if encoded.pair is not None else []),
+        *(["choices"] if encoded.choices is not None else []),
+        "gold",
+        "predicted",
+    ]
     rows = []
     for i, (item, predicted) in enumerate(zip(items, predictions)):
         row: list[Any] = [item["index"], tokenizer.decode(encoded.text[i].tolist())]
@@ -143,7 +153,8 @@ def sample_predictions(module: TaskModule, data: TaskDataModule, n: int = 8) -> 
             row.append(tokenizer.decode(encoded.pair[i].tolist()))
         if encoded.choices is not None:
             offsets = encoded.choice_offsets
-            row.append(" | ".join(tokenizer.decode(encoded.choices[k].tolist())
-                                  for k in range(offsets[i], offsets[i + 1])))
+            row.append(
+                " | ".join(tokenizer.decode(encoded.choices[k].tolist()) for k in range(offsets[i], offsets[i + 1]))
+            )
         rows.append([*row, label(item["label"]), label(predicted)])
     return "val/predictions", columns, rows

@@ -57,8 +57,11 @@ class RunKernels(Callback):
         else:
             applied = cpu.applied()
             how = applied.source if applied else "torch's, gpt1.cpu.configure not called"
-            source = (f"chosen at the run's start ({how})" if not trainer.global_step else
-                      f"this process's ({how}): {trainer.ckpt_path} records none (saved by an older gpt1)")
+            source = (
+                f"chosen at the run's start ({how})"
+                if not trainer.global_step
+                else f"this process's ({how}): {trainer.ckpt_path} records none (saved by an older gpt1)"
+            )
         if not trainer.is_global_zero:
             return
         used = dict(ops.CPU_MATMULS)

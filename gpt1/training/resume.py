@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+
 import lightning as L
 
 from gpt1.checkpoint import read_checkpoint, state_mismatch
@@ -26,11 +27,15 @@ def resolve_resume(resume: str | None, output_dir: Path) -> str | None:
             raise ConfigError(f"resume={resume}: no such checkpoint (give a .ckpt path, or resume=auto)")
     raw = read_checkpoint(path, mmap=True)
     if not isinstance(raw, dict) or not isinstance(raw.get("gpt1"), dict) or "state_dict" not in raw:
-        raise CheckpointError(f"resume={resume} is not a gpt1 checkpoint: give a checkpoint of a gpt1 run "
-                              "(<run dir>/checkpoints/last.ckpt)")
+        raise CheckpointError(
+            f"resume={resume} is not a gpt1 checkpoint: give a checkpoint of a gpt1 run "
+            "(<run dir>/checkpoints/last.ckpt)"
+        )
     if "loops" not in raw or "optimizer_states" not in raw:
-        raise CheckpointError(f"resume={resume} holds weights but no training state (it was not saved by a "
-                              f"training run): start from its weights with init_from={path} instead")
+        raise CheckpointError(
+            f"resume={resume} holds weights but no training state (it was not saved by a "
+            f"training run): start from its weights with init_from={path} instead"
+        )
     return str(path)
 
 

@@ -32,10 +32,17 @@ class BestWeights(Callback):
         self.metrics: dict[str, float] = {}
 
     def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        if trainer.sanity_checking or trainer.state.fn != TrainerFn.FITTING or self.monitor not in trainer.callback_metrics:
+        if (
+            trainer.sanity_checking
+            or trainer.state.fn != TrainerFn.FITTING
+            or self.monitor not in trainer.callback_metrics
+        ):
             return
-        self.offer(trainer, float(trainer.callback_metrics[self.monitor]),
-                   {k: float(v) for k, v in trainer.callback_metrics.items() if k.startswith(self.prefixes)})
+        self.offer(
+            trainer,
+            float(trainer.callback_metrics[self.monitor]),
+            {k: float(v) for k, v in trainer.callback_metrics.items() if k.startswith(self.prefixes)},
+        )
 
     def offer(self, trainer: L.Trainer, value: float, metrics: dict[str, float]) -> bool:
         """Keep the module's weights at ``trainer.global_step`` if ``value`` beats the best so far; whether it did."""
@@ -59,8 +66,10 @@ def select_weights(trainer: L.Trainer, best: Optional[BestWeights], last: dict[s
     trainer's module; else the last ones. Returns their validation metrics (``val/...``), the last weights' as
     ``val_last/...``, and ``selected_step``."""
     step = trainer.global_step
-    selected = {"val_last/" + k.split("/", 1)[1] if k.startswith("val/") else k.replace("/", "_last/", 1): v
-                for k, v in last.items()}
+    selected = {
+        "val_last/" + k.split("/", 1)[1] if k.startswith("val/") else k.replace("/", "_last/", 1): v
+        for k, v in last.items()
+    }
     if best is None:
         return {**last, **selected, "selected_step": step}
     if best.step != step and best.monitor in last:  # the last weights, validated after fit, are a candidate too
@@ -69,8 +78,10 @@ def select_weights(trainer: L.Trainer, best: Optional[BestWeights], last: dict[s
         return {**last, **selected, "selected_step": step}
     if best.step != step:
         if not best.source.is_file():
-            raise CheckpointError(f"{best.source}: the weights of the best validation (step {best.step}) are gone; "
-                                  "model_selection=last keeps the last weights instead")
+            raise CheckpointError(
+                f"{best.source}: the weights of the best validation (step {best.step}) are gone; "
+                "model_selection=last keeps the last weights instead"
+            )
         trainer.strategy.load_model_state_dict(torch.load(best.source, map_location="cpu", weights_only=False))
         if best.source != best.path:  # resumed in another directory: the fine-tuned checkpoint goes in this one
             trainer.save_checkpoint(best.path, weights_only=True)

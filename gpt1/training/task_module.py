@@ -61,15 +61,19 @@ class TaskModule(GPT1Module):
         prefixes = [p for p in (*val_prefixes, *test_prefixes) if p is not None]
 
         def metrics() -> nn.ModuleDict:
-            return nn.ModuleDict({m: build_metric(m, self.regression, self.kind.choices, task.num_labels)
-                                  for m in task.metrics})
+            return nn.ModuleDict(
+                {m: build_metric(m, self.regression, self.kind.choices, task.num_labels) for m in task.metrics}
+            )
 
         self.metrics = nn.ModuleDict({p: metrics() for p in prefixes})
         self.eval_loss = nn.ModuleDict({p: MeanMetric() for p in prefixes})
         # the smallest and largest class (choice) predicted: equal when every example got one class, which a score
         # alone hides (it is then the share of that class); regression predicts scores, not classes
-        self.predicted = nn.ModuleDict() if self.regression else nn.ModuleDict(
-            {p: nn.ModuleDict({"min": MinMetric(), "max": MaxMetric()}) for p in prefixes})
+        self.predicted = (
+            nn.ModuleDict()
+            if self.regression
+            else nn.ModuleDict({p: nn.ModuleDict({"min": MinMetric(), "max": MaxMetric()}) for p in prefixes})
+        )
 
     @property
     def head(self) -> nn.Module:

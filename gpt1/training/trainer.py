@@ -21,7 +21,8 @@ from gpt1.errors import ConfigError
 from gpt1.slurm import slurm_environment
 from gpt1.training.callbacks import AtomicCheckpointIO
 from gpt1.training.console import StepProgress, SummaryWithoutZeroFlops, quiet_library_noise
-from gpt1.training.fsdp import NAME as FSDP2, FSDP2Strategy
+from gpt1.training.fsdp import NAME as FSDP2
+from gpt1.training.fsdp import FSDP2Strategy
 
 
 def build_trainer(
@@ -77,8 +78,10 @@ def build_strategy(name: str, options: dict[str, Any]) -> str | Strategy:
     if not options:
         return name
     if name not in StrategyRegistry:
-        raise ConfigError(f"trainer.strategy_options needs a strategy name Lightning knows, not trainer.strategy="
-                          f"{name}: one of {', '.join(sorted(StrategyRegistry))}")
+        raise ConfigError(
+            f"trainer.strategy_options needs a strategy name Lightning knows, not trainer.strategy="
+            f"{name}: one of {', '.join(sorted(StrategyRegistry))}"
+        )
     entry = StrategyRegistry[name]
     for key, value in options.items():
         if key.endswith("_policy") and isinstance(value, list):
@@ -97,27 +100,39 @@ def check_accelerator(cfg: DictConfig) -> None:
     DeepSpeed, GPUs it does not have (before Lightning does, at length)."""
     if cfg.strategy not in ("auto", FSDP2) and cfg.strategy not in StrategyRegistry:
         names = sorted(name for name in StrategyRegistry if "find_unused" not in name)
-        raise ConfigError(f"trainer.strategy={cfg.strategy}: not a strategy Lightning knows; choose auto or one of "
-                          f"{', '.join(names)}, {FSDP2} (or trainer=ddp, fsdp, deepspeed)")
+        raise ConfigError(
+            f"trainer.strategy={cfg.strategy}: not a strategy Lightning knows; choose auto or one of "
+            f"{', '.join(names)}, {FSDP2} (or trainer=ddp, fsdp, deepspeed)"
+        )
     if str(cfg.precision) not in PRECISIONS:
         raise ConfigError(f"trainer.precision={cfg.precision}: choose one of {', '.join(PRECISIONS)}")
     for key in ("max_time", "val_check_interval"):
         if isinstance(cfg[key], str) and not DURATION.fullmatch(cfg[key]):
-            raise ConfigError(f"trainer.{key}={cfg[key]}: give a duration as DD:HH:MM:SS (e.g. 00:12:00:00)"
-                              + (", or a number of batches (int) or a fraction of an epoch (float)"
-                                 if key == "val_check_interval" else ""))
+            raise ConfigError(
+                f"trainer.{key}={cfg[key]}: give a duration as DD:HH:MM:SS (e.g. 00:12:00:00)"
+                + (
+                    ", or a number of batches (int) or a fraction of an epoch (float)"
+                    if key == "val_check_interval"
+                    else ""
+                )
+            )
     accelerator = str(cfg.accelerator).lower()
     if str(cfg.strategy).startswith(("fsdp", "deepspeed")) and cfg.strategy != FSDP2 and accelerator == "cpu":
-        raise ConfigError(f"trainer.strategy={cfg.strategy} runs on GPUs only (Lightning's), not "
-                          "trainer.accelerator=cpu: use trainer=fsdp (FSDP2) or trainer=ddp with "
-                          "trainer.accelerator=cpu on CPUs")
+        raise ConfigError(
+            f"trainer.strategy={cfg.strategy} runs on GPUs only (Lightning's), not "
+            "trainer.accelerator=cpu: use trainer=fsdp (FSDP2) or trainer=ddp with "
+            "trainer.accelerator=cpu on CPUs"
+        )
     fsdp2_precisions = ("auto", "32-true", "32", "bf16-mixed", "bf16", "bf16-true", "16-true")  # Lightning's, for FSDP2
     if cfg.strategy == FSDP2 and str(cfg.precision) not in fsdp2_precisions:
-        raise ConfigError(f"trainer=fsdp (FSDP2) does not take trainer.precision={cfg.precision}: use bf16-mixed, "
-                          "bf16-true, 16-true or 32-true")
+        raise ConfigError(
+            f"trainer=fsdp (FSDP2) does not take trainer.precision={cfg.precision}: use bf16-mixed, "
+            "bf16-true, 16-true or 32-true"
+        )
     if str(cfg.strategy).startswith("deepspeed") and importlib.util.find_spec("deepspeed") is None:
-        raise ConfigError(f"trainer.strategy={cfg.strategy} needs DeepSpeed, which is not installed: "
-                          "pip install 'gpt1[deepspeed]'")
+        raise ConfigError(
+            f"trainer.strategy={cfg.strategy} needs DeepSpeed, which is not installed: pip install 'gpt1[deepspeed]'"
+        )
     if accelerator not in ("gpu", "cuda"):
         return
     chosen = group_choice("trainer")
@@ -132,8 +147,10 @@ def check_accelerator(cfg: DictConfig) -> None:
         )
     devices, visible = cfg.devices, torch.cuda.device_count()
     if isinstance(devices, int) and not isinstance(devices, bool) and devices > visible:
-        raise ConfigError(f"trainer.devices={devices}, but {visible} CUDA GPU{'s are' if visible > 1 else ' is'} "
-                          f"visible: use trainer.devices={visible} (or -1: all of them)")
+        raise ConfigError(
+            f"trainer.devices={devices}, but {visible} CUDA GPU{'s are' if visible > 1 else ' is'} "
+            f"visible: use trainer.devices={visible} (or -1: all of them)"
+        )
 
 
 def compile_model(module: L.LightningModule, enabled: bool) -> None:
