@@ -8,7 +8,7 @@ mkdir -p "$out"
 runs="$out/runs"
 cache="$out/cache"
 export GPT1_CACHE_DIR="$cache"
-# the same fp32 kernels on both sides of a comparison (gpt1.cpu.configure would otherwise measure and choose)
+# the same fp32 kernels on both sides of a comparison (gpt1.cpu.settings.configure would otherwise measure and choose)
 export GPT1_CPU_MATMUL="${GPT1_CPU_MATMUL:-onednn}"
 quiet=(logger=csv trainer.enable_progress_bar=false)
 

@@ -21,11 +21,11 @@ from gpt1.model import GPT, PRESETS
 
 if "--configure" in sys.argv:
     if (Path(gpt1.__file__).parent / "cpu.py").exists():
-        from gpt1.cpu import configure
+        from gpt1.cpu.settings import configure
 
         configure()
-    else:  # trees before gpt1.cpu
-        from gpt1.allocator import tune_cpu_allocator
+    else:  # trees before gpt1.cpu.settings
+        from gpt1.cpu.allocator import tune_cpu_allocator
 
         tune_cpu_allocator()
 if "--datasets" in sys.argv:

@@ -38,11 +38,11 @@ what, corpus, tokenizer, cache, num_proc = sys.argv[1:6]
 def cpu():  # seconds of CPU of this process and its waited-for workers
     usages = map(resource.getrusage, (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
     return sum(r.ru_utime + r.ru_stime for r in usages)
-from gpt1.tokenizer import Tokenizer
+from gpt1.text.tokenizer import Tokenizer
 tok = Tokenizer.from_str(Path(tokenizer).read_text())
 if what == "tokenizers":
     from gpt1.data.corpus import CorpusSource
-    from gpt1.data.config import DataConfig
+    from gpt1.data.data_config import DataConfig
     src = CorpusSource(DataConfig(train_files=[corpus]), "train", Path(cache))
     batch, size, tokens, spent, cpu_s = [], 0, 0, 0.0, 0.0
     def encode(batch):
@@ -57,9 +57,9 @@ if what == "tokenizers":
         n, s, c = encode(batch); tokens += n; spent += s; cpu_s += c
     seconds = spent
 else:
-    from gpt1.data.config import DataConfig
-    from gpt1.data.pretrain import PretrainDataModule
-    from gpt1.tokenizer import TokenizerConfig
+    from gpt1.data.data_config import DataConfig
+    from gpt1.data.pretrain_data import PretrainDataModule
+    from gpt1.text.tokenizer import TokenizerConfig
     dm = PretrainDataModule(DataConfig(train_files=[corpus], valid_fraction=0.001, num_proc=int(num_proc)),
                             TokenizerConfig(path=tokenizer), n_ctx=512, seed=0, cache_dir=cache)
     start, start_cpu = time.perf_counter(), cpu()
@@ -72,7 +72,7 @@ print(json.dumps({"tokens": tokens, "seconds": seconds, "cpu_s": cpu_s,
 
 
 def sample_books() -> Path:
-    from gpt1.config import default_sample_data
+    from gpt1.app.config import default_sample_data
 
     return Path(os.environ.get("GPT1_SAMPLE_DATA", default_sample_data())) / "books"
 
@@ -135,7 +135,7 @@ def main() -> None:
     parser.add_argument("--num-proc", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--out", type=Path, required=True, help="a scratch directory (corpora, caches, results)")
     args = parser.parse_args()
-    from gpt1.tokenizer import train_bpe
+    from gpt1.text.tokenizer import train_bpe
 
     tokenizer = args.out / "bpe8192.json"
     if not tokenizer.is_file():

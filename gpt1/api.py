@@ -7,7 +7,7 @@
 
 Each name is the function or class the commands use, imported when first used (``import gpt1.api`` itself is
 cheap and changes nothing). The command functions take a config from ``compose`` (or from ``hydra.compose`` after
-``gpt1.config.register()``), write to ``paths.output_dir`` (outputs/<run_name>/<time> unless set) and return the
+``gpt1.app.config.register()``), write to ``paths.output_dir`` (outputs/<run_name>/<time> unless set) and return the
 metrics they write to metrics.json.
 """
 
@@ -22,20 +22,21 @@ if TYPE_CHECKING:
 
 _NAMES = {
     # checkpoints and OpenAI's weights
-    "load_checkpoint": "gpt1.checkpoint",  # a gpt1 checkpoint -> Loaded(model, tokenizer, heads, task, raw)
-    "save_checkpoint": "gpt1.checkpoint",
-    "import_hf": "gpt1.hf",  # an HF openai-gpt directory (OpenAI's weights) -> a gpt1 checkpoint file
-    "export_hf": "gpt1.hf",  # a gpt1 checkpoint -> an HF openai-gpt directory (transformers, lm-evaluation-harness)
+    "load_checkpoint": "gpt1.checkpoints.format",  # a gpt1 checkpoint -> Loaded(model, tokenizer, heads, task, raw)
+    "save_checkpoint": "gpt1.checkpoints.format",
+    "import_hf": "gpt1.checkpoints.hf",  # an HF openai-gpt directory (OpenAI's weights) -> a gpt1 checkpoint file
+    # a gpt1 checkpoint -> an HF openai-gpt directory (transformers, lm-evaluation-harness)
+    "export_hf": "gpt1.checkpoints.hf",
     # the model and its tokenizer
     "GPT": "gpt1.model",
     "GPTConfig": "gpt1.model",
     "PRESETS": "gpt1.model",
-    "Tokenizer": "gpt1.tokenizer",
-    "load_tokenizer": "gpt1.tokenizer",
-    "train_bpe": "gpt1.tokenizer",
-    "prompt_ids": "gpt1.tokenizer",  # a generation prompt's ids (empty: the end-of-document token)
+    "Tokenizer": "gpt1.text.tokenizer",
+    "load_tokenizer": "gpt1.text.tokenizer",
+    "train_bpe": "gpt1.text.tokenizer",
+    "prompt_ids": "gpt1.text.tokenizer",  # a generation prompt's ids (empty: the end-of-document token)
     # the commands' functions: a composed config in, the metrics (generate: the texts) out
-    "configure_cpu": ("gpt1.cpu", "configure"),
+    "configure_cpu": ("gpt1.cpu.settings", "configure"),
     "pretrain": ("gpt1.commands.pretrain", "train"),
     "finetune": "gpt1.commands.finetune",
     "evaluate": "gpt1.commands.evaluate",
@@ -57,7 +58,7 @@ def compose(command: str, overrides: Sequence[str] = ()) -> DictConfig:
     from hydra import initialize_config_module
     from omegaconf import open_dict
 
-    from gpt1.config import register
+    from gpt1.app.config import register
 
     register()
     with initialize_config_module("gpt1.conf", version_base="1.3"):

@@ -12,7 +12,8 @@ import torch
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("WANDB_MODE", "offline")
-# gpt1.cpu.configure caches its kernel timings per machine: the tests' in a directory of their own, not the user's
+# gpt1.cpu.settings.configure caches its kernel timings per machine: the tests' in a directory of their own, not the
+# user's
 os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="gpt1-tests-cache-")
 ENV_BEFORE_GPT1 = dict(os.environ)
 """The environment before any gpt1 module is imported (tests/test_imports.py starts processes with it)."""
@@ -20,7 +21,7 @@ ENV_BEFORE_GPT1 = dict(os.environ)
 from hydra import compose, initialize_config_module  # noqa: E402
 from omegaconf import DictConfig  # noqa: E402
 
-from gpt1.config import default_sample_data, register  # noqa: E402
+from gpt1.app.config import default_sample_data, register  # noqa: E402
 
 register()  # the schemas, for the configs the tests compose as the commands do
 

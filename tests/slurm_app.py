@@ -13,8 +13,8 @@ from pathlib import Path
 from lightning.pytorch.callbacks import Callback
 
 import gpt1.commands.pretrain
-from gpt1.app import command
-from gpt1.cpu import configure
+from gpt1.app.runner import command
+from gpt1.cpu.settings import configure
 
 
 class Throttle(Callback):

@@ -7,9 +7,9 @@ import statistics
 import pytest
 import torch
 
-import gpt1.cpu
+import gpt1.cpu.kernels
+import gpt1.cpu.settings
 import gpt1.model
-import gpt1.ops
 import gpt1.tools.bench
 from gpt1.tools.bench import DENSE_PEAK_TFLOPS, device_peak, main
 from gpt1.tools.bench_report import report
@@ -62,7 +62,7 @@ def stubbed(monkeypatch):
     monkeypatch.setattr(gpt1.tools.bench, "gemm_peak", lambda *args: 1e9)
     monkeypatch.setattr(gpt1.tools.bench, "memory_bandwidth", lambda device: 1e9)
     monkeypatch.setattr(gpt1.tools.bench, "gemv_bandwidth", lambda model: 1e9)
-    times = {kind: dict(zip(kernels, (1e-3, 2e-3, 3e-3, 4e-3))) for kind, kernels in gpt1.ops.KERNELS.items()}
+    times = {kind: dict(zip(kernels, (1e-3, 2e-3, 3e-3, 4e-3))) for kind, kernels in gpt1.cpu.kernels.KERNELS.items()}
     monkeypatch.setattr(gpt1.tools.bench, "measure_matmuls", lambda: times)
     monkeypatch.setattr(
         gpt1.tools.bench, "hf_generation", lambda hf, args, device: {"generate_batch1_ms_per_token": 40.0}
@@ -116,7 +116,7 @@ def test_every_figure_is_the_median_of_its_runs_and_the_ratios_follow(stubbed, t
 def test_the_matmul_choices_and_both_kernels_times_are_shown(stubbed, monkeypatch, capsys):
     monkeypatch.setattr(gpt1.tools.bench, "onednn_available", lambda: True)
     out = main([*TINY, "--mc-batch", "0", "--device", "cpu"])
-    assert out["cpu_matmuls"] == dict.fromkeys(gpt1.ops.KINDS, "torch")
+    assert out["cpu_matmuls"] == dict.fromkeys(gpt1.cpu.kernels.KINDS, "torch")
     assert out["cpu_matmuls_source"] == "GPT1_CPU_MATMUL=torch"
     decode = {"onednn": 1e-3, "row_blocks": 2e-3, "column_blocks": 3e-3, "torch": 4e-3}
     assert out["cpu_matmul_times"]["decode"] == decode
@@ -138,8 +138,10 @@ def test_one_sequence_decodes_from_weights_laid_out_as_generate_loads_them(stubb
     """On CPU, batch-1 generation (and the ceilings beside it) runs on a copy of the weights stored by
     store_for_decoding, as ``gpt1 generate`` loads a checkpoint for one sequence; the batch, as generate loads it
     for several samples, on the model itself, as does the multiple-choice step."""
-    monkeypatch.setitem(gpt1.ops.CPU_MATMULS, "decode", "column_blocks")
-    monkeypatch.setattr(gpt1.tools.bench, "configure", lambda: gpt1.cpu.CpuSettings(False, False, {}, "stubbed"))
+    monkeypatch.setitem(gpt1.cpu.kernels.CPU_MATMULS, "decode", "column_blocks")
+    monkeypatch.setattr(
+        gpt1.tools.bench, "configure", lambda: gpt1.cpu.settings.CpuSettings(False, False, {}, "stubbed")
+    )
     decoders, ceilings = [], []
     real_times = gpt1.tools.bench.interleaved_times
     monkeypatch.setattr(
@@ -203,16 +205,17 @@ def test_bench_runs_every_measurement_end_to_end(capsys, caplog):
 
 
 def test_the_ceilings_try_every_kernel_whatever_was_chosen(monkeypatch):
-    """The GEMM peak and the matrix-vector rate take the fastest of the kernels of their kind, also where gpt1.cpu
-    chose torch's; the choice is restored afterwards, and a kernel this CPU lacks leaves the choice as it is."""
-    monkeypatch.setattr(gpt1.ops, "CPU_MATMULS", dict.fromkeys(gpt1.ops.KINDS, "torch"))
-    monkeypatch.setattr(gpt1.ops, "onednn_available", lambda: True)
+    """The GEMM peak and the matrix-vector rate take the fastest of the kernels of their kind, also where
+    gpt1.cpu.settings chose torch's; the choice is restored afterwards, and a kernel this CPU lacks leaves the choice as
+    it is."""
+    monkeypatch.setattr(gpt1.cpu.kernels, "CPU_MATMULS", dict.fromkeys(gpt1.cpu.kernels.KINDS, "torch"))
+    monkeypatch.setattr(gpt1.cpu.kernels, "onednn_available", lambda: True)
     for kernel in ("onednn", "row_blocks"):
-        seen = gpt1.tools.bench.on_kernel("decode", kernel, lambda: dict(gpt1.ops.CPU_MATMULS))()
-        assert seen == {**dict.fromkeys(gpt1.ops.KINDS, "torch"), "decode": kernel}
-    assert gpt1.ops.CPU_MATMULS == dict.fromkeys(gpt1.ops.KINDS, "torch")
-    monkeypatch.setattr(gpt1.ops, "onednn_available", lambda: False)
-    assert gpt1.tools.bench.on_kernel("batched", "onednn", lambda: gpt1.ops.CPU_MATMULS["batched"])() == "torch"
+        seen = gpt1.tools.bench.on_kernel("decode", kernel, lambda: dict(gpt1.cpu.kernels.CPU_MATMULS))()
+        assert seen == {**dict.fromkeys(gpt1.cpu.kernels.KINDS, "torch"), "decode": kernel}
+    assert gpt1.cpu.kernels.CPU_MATMULS == dict.fromkeys(gpt1.cpu.kernels.KINDS, "torch")
+    monkeypatch.setattr(gpt1.cpu.kernels, "onednn_available", lambda: False)
+    assert gpt1.tools.bench.on_kernel("batched", "onednn", lambda: gpt1.cpu.kernels.CPU_MATMULS["batched"])() == "torch"
     rates = []
     monkeypatch.setattr(gpt1.tools.bench, "median_seconds", lambda fn, **kw: (fn(), rates.append(1), 1.0)[-1])
     model = gpt1.model.GPT(gpt1.model.PRESETS["tiny"])

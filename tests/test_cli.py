@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from gpt1.checkpoint import load_checkpoint
+from gpt1.checkpoints.format import load_checkpoint
 from gpt1.commands.convert import positional_to_overrides
 from gpt1.commands.evaluate import evaluate
 from tests.conftest import TINY_RUN
@@ -112,7 +112,7 @@ def test_positional_convert_arguments_become_overrides():
 def test_convert_from_hf_then_generate_then_back_to_hf(tmp_path, make_cfg):
     """Converted OpenAI-format weights work with every command, and survive the round trip exactly."""
     transformers = pytest.importorskip("transformers")
-    from gpt1.tokenizer import train_bpe
+    from gpt1.text.tokenizer import train_bpe
 
     tokenizer = train_bpe(["the quick brown fox jumps over the lazy dog"] * 20, vocab_size=60)
     tokenizer.bpe.model.save(str(tmp_path))  # vocab.json + merges.txt without special tokens, as openai-gpt's

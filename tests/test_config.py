@@ -8,11 +8,18 @@ from hydra.errors import ConfigCompositionException
 from omegaconf import OmegaConf
 from omegaconf.errors import ConfigAttributeError, ValidationError
 
+from gpt1.app.config import (
+    CheckpointModelConfig,
+    EvaluateConfig,
+    FinetuneConfig,
+    PretrainConfig,
+    Schedule,
+    check_ranges,
+)
 from gpt1.commands.pretrain import train
-from gpt1.config import CheckpointModelConfig, EvaluateConfig, FinetuneConfig, PretrainConfig, Schedule, check_ranges
-from gpt1.errors import ConfigError
-from gpt1.lstm import LSTMConfig
+from gpt1.core.errors import ConfigError
 from gpt1.model import PRESETS, GPTConfig
+from gpt1.model.lstm import LSTMConfig
 from gpt1.tasks.spec import TaskConfig
 from tests.test_experiments import EXPERIMENTS as EXPERIMENTS_BY_COMMAND
 

@@ -1,5 +1,5 @@
-"""gpt1.cpu.configure: nothing at import, the CPU settings applied by one call, the matmul kernels chosen by (stubbed)
-measurement and cached per machine; gpt1.allocator's settings."""
+"""gpt1.cpu.settings.configure: nothing at import, the CPU settings applied by one call, the matmul kernels chosen by
+(stubbed) measurement and cached per machine; gpt1.cpu.allocator's settings."""
 
 import json
 import os
@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-import gpt1.allocator
-import gpt1.cpu
-import gpt1.ops
+import gpt1.cpu.allocator
+import gpt1.cpu.kernels
+import gpt1.cpu.settings
 
 FAST = {"onednn": 1.0, "torch": 2.0}
 SLOW = {"onednn": 2.0, "torch": 1.0}
@@ -42,21 +42,21 @@ CHOSEN = {
 
 @pytest.fixture
 def cpu(monkeypatch, tmp_path):
-    """gpt1.cpu with its cache under tmp_path, this process's memo empty, oneDNN available, the measurement stubbed
-    (its calls counted), and gpt1.ops's choices restored afterwards."""
+    """gpt1.cpu.settings with its cache under tmp_path, this process's memo empty, oneDNN available, the measurement
+    stubbed (its calls counted), and gpt1.cpu.kernels's choices restored afterwards."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    for name in ("GPT1_CPU_MATMUL", "GPT1_SYSTEM_MALLOC", "THP_MEM_ALLOC_ENABLE", *gpt1.cpu.ISA_VARIABLES):
+    for name in ("GPT1_CPU_MATMUL", "GPT1_SYSTEM_MALLOC", "THP_MEM_ALLOC_ENABLE", *gpt1.cpu.settings.ISA_VARIABLES):
         monkeypatch.delenv(name, raising=False)
-    monkeypatch.setattr(gpt1.cpu, "_MEASURED", {})
-    monkeypatch.setattr(gpt1.ops, "CPU_MATMULS", dict(gpt1.ops.CPU_MATMULS))
-    monkeypatch.setattr(gpt1.ops, "onednn_available", lambda: True)
-    monkeypatch.setattr(gpt1.cpu, "tune_cpu_allocator", lambda: True)  # the process's allocator is left alone
-    monkeypatch.setattr(gpt1.cpu, "_load", lambda: 0.0)  # a quiet machine
+    monkeypatch.setattr(gpt1.cpu.settings, "_MEASURED", {})
+    monkeypatch.setattr(gpt1.cpu.kernels, "CPU_MATMULS", dict(gpt1.cpu.kernels.CPU_MATMULS))
+    monkeypatch.setattr(gpt1.cpu.kernels, "onednn_available", lambda: True)
+    monkeypatch.setattr(gpt1.cpu.settings, "tune_cpu_allocator", lambda: True)  # the process's allocator is left alone
+    monkeypatch.setattr(gpt1.cpu.settings, "_load", lambda: 0.0)  # a quiet machine
     calls = []
-    monkeypatch.setattr(gpt1.cpu, "measure_matmuls", lambda: calls.append(1) or TIMINGS)
-    gpt1.cpu.calls = calls
-    yield gpt1.cpu
-    del gpt1.cpu.calls
+    monkeypatch.setattr(gpt1.cpu.settings, "measure_matmuls", lambda: calls.append(1) or TIMINGS)
+    gpt1.cpu.settings.calls = calls
+    yield gpt1.cpu.settings
+    del gpt1.cpu.settings.calls
 
 
 def _run(code: str, **env: str) -> str:
@@ -66,14 +66,15 @@ def _run(code: str, **env: str) -> str:
 
 
 def test_importing_gpt1_changes_no_environment_warning_filter_or_allocator():
-    """Beyond what importing torch itself does: os.environ, warnings.filters and gpt1.ops's choices (all torch's)."""
+    """Beyond what importing torch itself does: os.environ, warnings.filters and gpt1.cpu.kernels's choices (all
+    torch's)."""
     code = """if True:
         import os, warnings, torch
         env, filters = dict(os.environ), list(warnings.filters)
-        import gpt1, gpt1.ops, gpt1.cpu, gpt1.allocator, gpt1.model
+        import gpt1, gpt1.cpu.kernels, gpt1.cpu.settings, gpt1.cpu.allocator, gpt1.model
         assert dict(os.environ) == env, set(os.environ.items()) ^ set(env.items())
         assert warnings.filters == filters, [f for f in warnings.filters if f not in filters]
-        print(sorted(set(gpt1.ops.CPU_MATMULS.values())))"""
+        print(sorted(set(gpt1.cpu.kernels.CPU_MATMULS.values())))"""
     assert _run(code).split() == ["['torch']"]
 
 
@@ -81,18 +82,20 @@ def test_forced_matmuls_are_not_measured(cpu, monkeypatch):
     for choice in ("onednn", "torch"):
         monkeypatch.setenv("GPT1_CPU_MATMUL", choice)
         settings = cpu.configure()
-        assert settings.matmuls == dict.fromkeys(gpt1.ops.KINDS, choice) == gpt1.ops.CPU_MATMULS
+        assert settings.matmuls == dict.fromkeys(gpt1.cpu.kernels.KINDS, choice) == gpt1.cpu.kernels.CPU_MATMULS
         assert settings.source == f"GPT1_CPU_MATMUL={choice}" and settings.timings == {}
     assert cpu.calls == []
-    monkeypatch.setattr(gpt1.ops, "onednn_available", lambda: False)
+    monkeypatch.setattr(gpt1.cpu.kernels, "onednn_available", lambda: False)
     monkeypatch.setenv("GPT1_CPU_MATMUL", "onednn")
-    assert cpu.configure().matmuls == dict.fromkeys(gpt1.ops.KINDS, "torch")  # no oneDNN: torch's whatever is asked
+    assert cpu.configure().matmuls == dict.fromkeys(
+        gpt1.cpu.kernels.KINDS, "torch"
+    )  # no oneDNN: torch's whatever is asked
 
 
 def test_auto_picks_the_measured_faster_kernel_per_kind_torch_on_a_tie(cpu, monkeypatch):
     settings = cpu.configure()
     assert settings.matmuls == CHOSEN
-    assert gpt1.ops.CPU_MATMULS == settings.matmuls and settings.source == "measured"
+    assert gpt1.cpu.kernels.CPU_MATMULS == settings.matmuls and settings.source == "measured"
     assert settings.timings == TIMINGS and cpu.calls == [1]
     monkeypatch.setenv("GPT1_CPU_MATMUL", "mkl")
     with pytest.warns(UserWarning, match="GPT1_CPU_MATMUL='mkl' is not auto, onednn or torch: using auto"):
@@ -109,7 +112,7 @@ def test_configure_is_idempotent_and_reads_the_environment_when_called(cpu, monk
     first = cpu.configure()
     assert cpu.configure() == first and cpu.calls == [1]  # measured once per process
     monkeypatch.setenv("GPT1_CPU_MATMUL", "torch")
-    assert cpu.configure().matmuls == dict.fromkeys(gpt1.ops.KINDS, "torch")
+    assert cpu.configure().matmuls == dict.fromkeys(gpt1.cpu.kernels.KINDS, "torch")
     monkeypatch.delenv("GPT1_CPU_MATMUL")
     assert cpu.configure() == first and cpu.calls == [1]
 
@@ -173,34 +176,36 @@ def test_an_unwritable_cache_only_costs_a_measurement(cpu, monkeypatch, tmp_path
 def test_the_real_measurement_times_every_kernel_of_every_kind(monkeypatch):
     """measure_matmuls (shrunk: one round after the untimed one) returns a positive median per kind and kernel and
     leaves the choices."""
-    monkeypatch.setattr(gpt1.ops, "CPU_MATMULS", dict.fromkeys(gpt1.ops.KINDS, "torch"))
-    if not gpt1.ops.onednn_available():
+    monkeypatch.setattr(gpt1.cpu.kernels, "CPU_MATMULS", dict.fromkeys(gpt1.cpu.kernels.KINDS, "torch"))
+    if not gpt1.cpu.kernels.onednn_available():
         pytest.skip("no oneDNN linear on this CPU")
-    timings = gpt1.cpu.measure_matmuls(rounds=1)
-    assert {kind: set(t) for kind, t in timings.items()} == {kind: set(k) for kind, k in gpt1.ops.KERNELS.items()}
+    timings = gpt1.cpu.settings.measure_matmuls(rounds=1)
+    assert {kind: set(t) for kind, t in timings.items()} == {
+        kind: set(k) for kind, k in gpt1.cpu.kernels.KERNELS.items()
+    }
     assert all(seconds > 0 for t in timings.values() for seconds in t.values())
-    assert gpt1.ops.CPU_MATMULS == dict.fromkeys(gpt1.ops.KINDS, "torch")
+    assert gpt1.cpu.kernels.CPU_MATMULS == dict.fromkeys(gpt1.cpu.kernels.KINDS, "torch")
 
 
 def test_the_allocator_keeps_freed_memory_and_asks_for_huge_pages_unless_opted_out(monkeypatch):
     calls = []
-    monkeypatch.setattr(gpt1.allocator, "_mallopt", lambda: lambda param, value: calls.append((param, value)) or 1)
-    monkeypatch.setattr(gpt1.allocator.sys, "platform", "linux")
+    monkeypatch.setattr(gpt1.cpu.allocator, "_mallopt", lambda: lambda param, value: calls.append((param, value)) or 1)
+    monkeypatch.setattr(gpt1.cpu.allocator.sys, "platform", "linux")
     monkeypatch.delenv("GPT1_SYSTEM_MALLOC", raising=False)
     monkeypatch.delenv("THP_MEM_ALLOC_ENABLE", raising=False)
-    assert gpt1.allocator.tune_cpu_allocator()
+    assert gpt1.cpu.allocator.tune_cpu_allocator()
     assert calls == [(-3, 2**30), (-1, 2**31 - 1)]  # M_MMAP_THRESHOLD 1 GiB, M_TRIM_THRESHOLD: never trim
-    assert gpt1.allocator.request_huge_pages() and os.environ["THP_MEM_ALLOC_ENABLE"] == "1"
+    assert gpt1.cpu.allocator.request_huge_pages() and os.environ["THP_MEM_ALLOC_ENABLE"] == "1"
     monkeypatch.setenv("THP_MEM_ALLOC_ENABLE", "0")  # the user's value stands
-    assert not gpt1.allocator.request_huge_pages() and os.environ["THP_MEM_ALLOC_ENABLE"] == "0"
+    assert not gpt1.cpu.allocator.request_huge_pages() and os.environ["THP_MEM_ALLOC_ENABLE"] == "0"
     monkeypatch.delenv("THP_MEM_ALLOC_ENABLE")
     monkeypatch.setenv("GPT1_SYSTEM_MALLOC", "1")
     calls.clear()
-    assert not gpt1.allocator.tune_cpu_allocator() and calls == []
-    assert not gpt1.allocator.request_huge_pages() and "THP_MEM_ALLOC_ENABLE" not in os.environ
+    assert not gpt1.cpu.allocator.tune_cpu_allocator() and calls == []
+    assert not gpt1.cpu.allocator.request_huge_pages() and "THP_MEM_ALLOC_ENABLE" not in os.environ
     monkeypatch.delenv("GPT1_SYSTEM_MALLOC")
-    monkeypatch.setattr(gpt1.allocator, "_mallopt", lambda: None)  # a libc without mallopt (musl)
-    assert not gpt1.allocator.tune_cpu_allocator()
+    monkeypatch.setattr(gpt1.cpu.allocator, "_mallopt", lambda: None)  # a libc without mallopt (musl)
+    assert not gpt1.cpu.allocator.tune_cpu_allocator()
 
 
 @pytest.mark.skipif(
@@ -213,8 +218,8 @@ def test_configure_after_importing_torch_still_gets_huge_pages():
     """torch reads THP_MEM_ALLOC_ENABLE at its first CPU allocation, not at import: configure() after `import
     torch`, before any allocation, still backs a large tensor with huge pages."""
     code = """if True:
-        import torch, gpt1.cpu
-        gpt1.cpu.configure()
+        import torch, gpt1.cpu.settings
+        gpt1.cpu.settings.configure()
         x = torch.ones(64 * 2**20 // 4)
         print(next(int(l.split()[1]) for l in open("/proc/self/smaps_rollup") if l.startswith("AnonHugePages")))"""
     env = {k: v for k, v in os.environ.items() if k not in ("THP_MEM_ALLOC_ENABLE", "GPT1_SYSTEM_MALLOC")}

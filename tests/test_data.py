@@ -13,14 +13,14 @@ import pandas as pd
 import pytest
 import torch
 
-import gpt1.data.pretrain as pretrain
-from gpt1.data.config import DataConfig
+import gpt1.data.pretrain_data as pretrain
+from gpt1.core.errors import ConfigError, DataError
 from gpt1.data.corpus import pack
-from gpt1.data.pretrain import PretrainDataModule, unigram_perplexity
+from gpt1.data.data_config import DataConfig
+from gpt1.data.pretrain_data import PretrainDataModule, unigram_perplexity
 from gpt1.data.sources import file_columns, load_files, load_hub, resolve_files
 from gpt1.data.windows import WindowSampler
-from gpt1.errors import ConfigError, DataError
-from gpt1.tokenizer import Tokenizer, TokenizerConfig, train_bpe
+from gpt1.text.tokenizer import Tokenizer, TokenizerConfig, train_bpe
 
 DOCS = [
     "The quick brown fox jumps over the lazy dog.\nThe dog sleeps on.",

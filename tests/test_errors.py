@@ -3,7 +3,7 @@ written in tmp_path), ends with exit status 2 and one line on stderr, ``error: .
 column, config key or checkpoint, and no traceback; HYDRA_FULL_ERROR=1 keeps the traceback. Every failure here happens
 before any training.
 
-The cases call each command's ``main`` (its Hydra app, behind ``gpt1.errors.command``) in this process, with
+The cases call each command's ``main`` (its Hydra app, behind ``gpt1.core.errors.command``) in this process, with
 ``sys.argv`` set as the console script sets it: a subprocess per case would pay torch's and Lightning's imports each
 time (minutes in all). Three subprocess tests prove the whole path, ``python -m`` and the ``gpt1`` dispatcher: one
 line and exit status 2 for a data error and a config error, and the traceback under HYDRA_FULL_ERROR=1."""
@@ -21,7 +21,7 @@ import torch
 from hydra import compose, initialize_config_module
 from hydra.core.global_hydra import GlobalHydra
 
-from gpt1.checkpoint import load_checkpoint, save_checkpoint
+from gpt1.checkpoints.format import load_checkpoint, save_checkpoint
 from gpt1.commands.pretrain import train
 
 ENV = {k: v for k, v in os.environ.items() if k != "HYDRA_FULL_ERROR"}
@@ -34,10 +34,10 @@ PRETRAIN = ["model=tiny", "tokenizer.vocab_size=300", "data.batch_size=8", "logg
 def gpt1_subprocess(
     command: str, *overrides: str, cwd: Path, env: dict[str, str] = ENV, module: str | None = None
 ) -> subprocess.CompletedProcess:
-    """``python -m gpt1.commands.<command> overrides...`` (or ``python -m gpt1.cli <command> ...``, the console script's
-    path, with ``module="cli"``) in ``cwd`` (made if need be), its run directory under ``cwd``."""
+    """``python -m gpt1.commands.<command> overrides...`` (or ``python -m gpt1.app.cli <command> ...``, the console
+    script's path, with ``module="cli"``) in ``cwd`` (made if need be), its run directory under ``cwd``."""
     cwd.mkdir(parents=True, exist_ok=True)
-    argv = ["-m", "gpt1.cli", command] if module == "cli" else ["-m", f"gpt1.commands.{command}"]
+    argv = ["-m", "gpt1.app.cli", command] if module == "cli" else ["-m", f"gpt1.commands.{command}"]
     return subprocess.run(
         [sys.executable, *argv, *overrides, f"hydra.run.dir={cwd / 'run'}"],
         cwd=cwd, env=env, capture_output=True, text=True, timeout=300,
@@ -46,9 +46,10 @@ def gpt1_subprocess(
 
 @pytest.fixture
 def gpt1(monkeypatch, capsys):
-    """``gpt1 <command> overrides...`` run in this process as the subprocess would run it: ``gpt1.commands.<command>.main``
-    with ``sys.argv`` as the console script leaves it, in ``cwd`` (made if need be), its run directory under ``cwd``,
-    HYDRA_FULL_ERROR unset. Returns its exit status and what it printed, as a ``CompletedProcess``."""
+    """``gpt1 <command> overrides...`` run in this process as the subprocess would run it:
+    ``gpt1.commands.<command>.main`` with ``sys.argv`` as the console script leaves it, in ``cwd`` (made if need be),
+    its run directory under ``cwd``, HYDRA_FULL_ERROR unset. Returns its exit status and what it printed, as a
+    ``CompletedProcess``."""
     for key, value in ENV.items():
         if key.startswith("HF_"):
             monkeypatch.setenv(key, value)
@@ -345,7 +346,7 @@ def test_a_model_config_that_cannot_be_built_fails_before_any_data_work(gpt1, tm
             "cli",
             ["data.train_files={bad}/good.txt", "model.n_layr=3"],
             ["model.n_layr", "not in"],
-            id="config-error-python-m-gpt1.cli",
+            id="config-error-python-m-gpt1.app.cli",
         ),
     ],
 )
@@ -505,7 +506,7 @@ def test_a_device_this_machine_lacks_is_named_before_the_checkpoint(gpt1, tmp_pa
 
 
 def test_closest_valid_name():
-    from gpt1.suggest import closest
+    from gpt1.app.suggest import closest
 
     assert closest("lable", ["text", "label", "label_names"]) == "label"
     assert closest("Sentiment", ["sentiment", "sst2"]) == "sentiment"

@@ -17,16 +17,16 @@ import torch
 from sklearn.model_selection import train_test_split
 
 import gpt1.commands.finetune as finetune_command
-from gpt1.checkpoint import load_checkpoint, save_checkpoint
+from gpt1.app.config import OptimConfig
+from gpt1.checkpoints.format import load_checkpoint, save_checkpoint
 from gpt1.commands.evaluate import evaluate
 from gpt1.commands.finetune import finetune, start_from
 from gpt1.commands.zeroshot import zeroshot
-from gpt1.config import OptimConfig
+from gpt1.core.errors import ConfigError
 from gpt1.data.task_batches import EpochSampler
-from gpt1.data.tasks import TaskDataModule
-from gpt1.errors import ConfigError
-from gpt1.heads import MultipleChoiceHead
+from gpt1.data.task_data import TaskDataModule
 from gpt1.model import GPT, PRESETS, GPTConfig
+from gpt1.model.heads import MultipleChoiceHead
 from gpt1.tasks.registry import get_task_type
 from gpt1.tasks.spec import task_from_dict
 from tests.conftest import REPO
@@ -404,7 +404,7 @@ def test_winograd_substitutes_each_candidate_for_the_pronoun(tmp_path):
 
 
 def test_the_winograd_heuristic_picks_the_higher_mean_logprob_of_the_rest(pretrained):
-    from gpt1.zeroshot import continuation_logprobs, substitution_logprobs
+    from gpt1.tasks.heuristics import continuation_logprobs, substitution_logprobs
 
     loaded = load_checkpoint(pretrained)
     model, tok = loaded.model.eval(), loaded.tokenizer

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from gpt1.checkpoint import load_checkpoint
+from gpt1.checkpoints.format import load_checkpoint
 from gpt1.commands.evaluate import evaluate
 from gpt1.commands.generate import generate
 from tests.conftest import TINY_RUN

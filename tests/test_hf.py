@@ -18,12 +18,12 @@ import torch
 from safetensors import safe_open
 from tokenizers import models
 
-from gpt1.checkpoint import load_checkpoint, save_checkpoint
-from gpt1.errors import CheckpointError
-from gpt1.hf import config_from_hf, config_to_hf, export_hf, hf_tokenizer_json, import_hf
-from gpt1.lstm import LSTM, LSTMConfig
+from gpt1.checkpoints.format import load_checkpoint, save_checkpoint
+from gpt1.checkpoints.hf import config_from_hf, config_to_hf, export_hf, hf_tokenizer_json, import_hf
+from gpt1.core.errors import CheckpointError
 from gpt1.model import GPT, PRESETS, GPTConfig
-from gpt1.tokenizer import END_OF_WORD, UNK_TOKEN, load_tokenizer, train_bpe
+from gpt1.model.lstm import LSTM, LSTMConfig
+from gpt1.text.tokenizer import END_OF_WORD, UNK_TOKEN, load_tokenizer, train_bpe
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # before transformers is imported: these tests never download
 transformers = pytest.importorskip("transformers", reason="the parity tests compare against transformers")
@@ -266,7 +266,7 @@ def test_export_refuses_what_hf_cannot_express(tmp_path: Path, tok_dir: Path, vo
 
 
 def test_conversion_does_not_need_transformers() -> None:
-    code = "import sys, gpt1.hf; assert 'transformers' not in sys.modules, 'gpt1.hf imported transformers'"
+    code = "import sys, gpt1.checkpoints.hf; assert 'transformers' not in sys.modules, 'it imported transformers'"
     subprocess.run([sys.executable, "-c", code], check=True)
 
 

@@ -10,12 +10,19 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from gpt1.checkpoint import load_checkpoint
-from gpt1.heads import MultipleChoiceHead, task_logits
-from gpt1.hf import MC_HEAD_NAME, config_from_hf, hf_tokenizer_json, import_double_heads, import_hf, is_double_heads
+from gpt1.checkpoints.format import load_checkpoint
+from gpt1.checkpoints.hf import (
+    MC_HEAD_NAME,
+    config_from_hf,
+    hf_tokenizer_json,
+    import_double_heads,
+    import_hf,
+    is_double_heads,
+)
 from gpt1.model import GPT
+from gpt1.model.heads import MultipleChoiceHead, task_logits
 from gpt1.tasks.spec import TASK_SPECIAL_TOKENS
-from gpt1.tokenizer import train_bpe
+from gpt1.text.tokenizer import train_bpe
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # before transformers is imported: these tests never download
 transformers = pytest.importorskip("transformers", reason="the parity test compares against transformers")

@@ -5,7 +5,7 @@ import sys
 
 from tests.conftest import ENV_BEFORE_GPT1
 
-PURE = ["gpt1.model", "gpt1.lstm", "gpt1.heads", "gpt1.ops"]
+PURE = ["gpt1.model", "gpt1.model.lstm", "gpt1.model.heads", "gpt1.cpu.kernels"]
 """The model code: it imports torch and nothing of the training stack."""
 BLOCKED = [
     "hydra",
@@ -88,7 +88,7 @@ HEAVY = [
 
 
 def test_the_commands_that_load_no_data_start_without_the_training_stack(tmp_path):
-    """The config schema (``gpt1.config``: every task's and the data group's) stays light, and a checkpoint loads
+    """The config schema (``gpt1.app.config``: every task's and the data group's) stays light, and a checkpoint loads
     without torch's compiler: generate and convert start in about 2 s where these imports would add 5-6 s."""
     code = f"""
 import importlib.abc, sys
@@ -99,11 +99,11 @@ class Block(importlib.abc.MetaPathFinder):
 sys.meta_path.insert(0, Block())
 for module in {LIGHT_COMMANDS!r}:
     importlib.import_module(module)
-from gpt1.config import register
+from gpt1.app.config import register
 register()
-from gpt1.checkpoint import load_checkpoint, save_checkpoint
+from gpt1.checkpoints.format import load_checkpoint, save_checkpoint
 from gpt1.model import GPT, GPTConfig
-from gpt1.tokenizer import train_bpe
+from gpt1.text.tokenizer import train_bpe
 tok = train_bpe(["a tiny corpus of words, and of more words"] * 20, vocab_size=60)
 save_checkpoint({str(tmp_path / "tiny.ckpt")!r}, GPT(GPTConfig(vocab_size=tok.vocab_size, n_ctx=8, n_layer=1, n_head=2,
                 n_embd=8, n_inner=16)), tok)

@@ -8,8 +8,8 @@ import logging
 
 import pytest
 
-from gpt1.checkpoint import load_checkpoint
-from gpt1.hf import export_hf
+from gpt1.checkpoints.format import load_checkpoint
+from gpt1.checkpoints.hf import export_hf
 
 TASK = """task: gpt1_local_mc
 dataset_path: json

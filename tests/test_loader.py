@@ -5,9 +5,9 @@ import pytest
 import torch
 from torch.utils.data import Sampler
 
+from gpt1.core.errors import ConfigError
 from gpt1.data.base import DataModule, split_batch
 from gpt1.data.loader import DeferredDataLoader, warn_if_order_changed
-from gpt1.errors import ConfigError
 
 
 class Recorded(Sampler[int]):

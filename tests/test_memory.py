@@ -1,4 +1,4 @@
-"""Peak memory: what every metrics.json holds and every command's last line says (gpt1.memory)."""
+"""Peak memory: what every metrics.json holds and every command's last line says (gpt1.core.memory)."""
 
 import json
 import subprocess
@@ -8,12 +8,12 @@ import pytest
 import torch
 
 from gpt1.commands.pretrain import train
-from gpt1.memory import memory_line, peak_memory
+from gpt1.core.memory import memory_line, peak_memory
 from tests.conftest import FEW
 
 PROBE = """
 import subprocess, sys
-from gpt1.memory import peak_memory
+from gpt1.core.memory import peak_memory
 held = bytearray(300 * 10**6)  # 0.3 GB, touched: resident
 subprocess.run([sys.executable, "-c", "x = bytearray(600 * 10**6)"], check=True)  # 0.6 GB
 print(peak_memory())

@@ -6,12 +6,12 @@ from dataclasses import replace
 import pytest
 import torch
 
-import gpt1.ops
-from gpt1.decoding import TokenStep, store_for_decoding
-from gpt1.heads import pack_choices, pack_sequences
-from gpt1.lstm import LSTM, LSTMConfig
+import gpt1.cpu.kernels
+from gpt1.cpu.kernels import KERNELS, Embedding
 from gpt1.model import GPT, PRESETS, GPTConfig, LayerCache
-from gpt1.ops import KERNELS, Embedding
+from gpt1.model.heads import pack_choices, pack_sequences
+from gpt1.model.lstm import LSTM, LSTMConfig
+from gpt1.model.token_step import TokenStep, store_for_decoding
 
 TINY = PRESETS["tiny"]
 
@@ -134,7 +134,7 @@ def test_greedy_generation_is_identical_with_and_without_the_cache(batch):
 def test_a_token_step_gives_the_forwards_hidden_states_to_the_bit(config, kernel, monkeypatch):
     """TokenStep (one sequence's token without module calls) is GPT.forward with a cache, op for op: the hidden
     states and the cache are equal to the last bit, on each of decoding's kernels, the weights stored for it."""
-    monkeypatch.setitem(gpt1.ops.CPU_MATMULS, "decode", kernel)
+    monkeypatch.setitem(gpt1.cpu.kernels.CPU_MATMULS, "decode", kernel)
     monkeypatch.setattr(torch, "get_num_threads", lambda: 2)  # the row blocks run one block per thread
     torch.manual_seed(0)
     model = GPT(config).eval()

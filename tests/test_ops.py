@@ -1,4 +1,4 @@
-"""gpt1.ops: the CPU paths of linear, dropout, embedding and attention compute what torch's own ops compute."""
+"""gpt1.cpu.kernels: the CPU paths of linear, dropout, embedding and attention compute what torch's own ops compute."""
 
 import math
 import os
@@ -11,12 +11,12 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-import gpt1.ops
-from gpt1.ops import Dropout, Embedding, attention, dropout, embedding, linear
+import gpt1.cpu.kernels
+from gpt1.cpu.kernels import Dropout, Embedding, attention, dropout, embedding, linear
 
-ONEDNN = dict.fromkeys(gpt1.ops.KINDS, "onednn")
-BATCHED_ONLY = {**dict.fromkeys(gpt1.ops.KINDS, "torch"), "batched": "onednn"}
-FORWARD_ONLY = {**dict.fromkeys(gpt1.ops.KINDS, "torch"), "train.forward": "onednn", "head.forward": "onednn"}
+ONEDNN = dict.fromkeys(gpt1.cpu.kernels.KINDS, "onednn")
+BATCHED_ONLY = {**dict.fromkeys(gpt1.cpu.kernels.KINDS, "torch"), "batched": "onednn"}
+FORWARD_ONLY = {**dict.fromkeys(gpt1.cpu.kernels.KINDS, "torch"), "train.forward": "onednn", "head.forward": "onednn"}
 BACKWARD_ONLY = {**ONEDNN, "train.forward": "torch", "head.forward": "torch"}
 
 
@@ -30,10 +30,10 @@ def test_linear_matches_f_linear_in_value_and_gradients(shape, matmuls, slice_ro
     more without autograd) computes F.linear, also the path of the tied head's large weight (here 13 rows in slices
     of 3, the last 1): the input gradient summed over slices of its rows, the weight gradient through copies made on
     every thread."""
-    monkeypatch.setattr(gpt1.ops, "CPU_MATMULS", matmuls)  # whatever this CPU would choose
+    monkeypatch.setattr(gpt1.cpu.kernels, "CPU_MATMULS", matmuls)  # whatever this CPU would choose
     if slice_rows:
-        monkeypatch.setattr(gpt1.ops, "SLICE_BYTES", slice_rows * 7 * 4)
-        monkeypatch.setattr(gpt1.ops, "TRANSPOSE_ROWS", 2)  # the 5 or 6 rows of x transposed 2 at a time
+        monkeypatch.setattr(gpt1.cpu.kernels, "SLICE_BYTES", slice_rows * 7 * 4)
+        monkeypatch.setattr(gpt1.cpu.kernels, "TRANSPOSE_ROWS", 2)  # the 5 or 6 rows of x transposed 2 at a time
     out = 13
     x, w, b = (
         torch.randn(*shape, requires_grad=True),
@@ -63,36 +63,39 @@ def test_single_row_products_split_across_threads_match_f_linear(out_features, t
     where rows are longer than the matrix is tall: 12 x 24) and, for a weight that decoding_layout stores transposed
     under column_blocks (13 x 24 and 40,481 x 24; not the 12 x 24), blocks of its columns whose products are
     summed (as many as the threads where they divide the 24 columns)."""
-    monkeypatch.setattr(gpt1.ops, "CPU_MATMULS", {**ONEDNN, "decode": kernel})
+    monkeypatch.setattr(gpt1.cpu.kernels, "CPU_MATMULS", {**ONEDNN, "decode": kernel})
     monkeypatch.setattr(torch, "get_num_threads", lambda: threads)  # the blocks follow the thread count
-    w, b = gpt1.ops.decoding_layout(torch.randn(out_features, 24)), torch.randn(out_features)
+    w, b = gpt1.cpu.kernels.decoding_layout(torch.randn(out_features, 24)), torch.randn(out_features)
     assert w.is_contiguous() == (kernel == "row_blocks" or out_features < 24)
     rows = torch.randn(3, 24)
     for x in (torch.randn(24), torch.randn(1, 24), torch.randn(1, 1, 24), rows[2], rows[1:2]):  # views at an offset too
         with torch.no_grad():
             for bias in (b, None, torch.randn(2 * out_features)[::2]):  # a strided bias too
-                for y in (linear(x, w, bias), gpt1.ops.row_linear(w, bias)(x)):  # decoding's, its views made once
+                for y in (
+                    linear(x, w, bias),
+                    gpt1.cpu.kernels.row_linear(w, bias)(x),
+                ):  # decoding's, its views made once
                     assert y.shape == (*x.shape[:-1], out_features)
                     torch.testing.assert_close(y, F.linear(x, w, bias), rtol=1e-5, atol=1e-5)
     strided = torch.randn(out_features, 48)[:, ::2]  # neither layout: torch's matmul
     with torch.no_grad():
         torch.testing.assert_close(linear(x, strided), F.linear(x, strided), rtol=1e-5, atol=1e-5)
-        torch.testing.assert_close(gpt1.ops.row_linear(strided)(x), F.linear(x, strided), rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(gpt1.cpu.kernels.row_linear(strided)(x), F.linear(x, strided), rtol=1e-5, atol=1e-5)
 
 
 def test_decoding_layout_stores_weights_no_longer_than_tall_transposed_under_column_blocks_only(monkeypatch):
     """A copy with strides (1, out) and the same values where decoding runs on column_blocks and in <= out; the
     weight itself (no copy) for any other kernel or shape, or one already stored so."""
     tall, wide, vector = torch.randn(6, 4), torch.randn(4, 6), torch.randn(6, 1)
-    for kernel in gpt1.ops.KERNELS["decode"]:
-        monkeypatch.setitem(gpt1.ops.CPU_MATMULS, "decode", kernel)
-        stored = gpt1.ops.decoding_layout(tall)
+    for kernel in gpt1.cpu.kernels.KERNELS["decode"]:
+        monkeypatch.setitem(gpt1.cpu.kernels.CPU_MATMULS, "decode", kernel)
+        stored = gpt1.cpu.kernels.decoding_layout(tall)
         if kernel == "column_blocks":
             assert stored.stride() == (1, 6) and torch.equal(stored, tall)
-            assert gpt1.ops.decoding_layout(stored) is stored
+            assert gpt1.cpu.kernels.decoding_layout(stored) is stored
         else:
             assert stored is tall
-        assert gpt1.ops.decoding_layout(wide) is wide and gpt1.ops.decoding_layout(vector) is vector
+        assert gpt1.cpu.kernels.decoding_layout(wide) is wide and gpt1.cpu.kernels.decoding_layout(vector) is vector
 
 
 def test_decodings_row_product_runs_on_decodings_kernel(monkeypatch):
@@ -100,20 +103,20 @@ def test_decodings_row_product_runs_on_decodings_kernel(monkeypatch):
     without autograd, and torch's for a weight that is not fp32."""
     monkeypatch.setattr(torch, "get_num_threads", lambda: 2)
     calls = []
-    monkeypatch.setattr(gpt1.ops, "_onednn", lambda x, w, b: calls.append("onednn") or F.linear(x, w, b))
+    monkeypatch.setattr(gpt1.cpu.kernels, "_onednn", lambda x, w, b: calls.append("onednn") or F.linear(x, w, b))
     monkeypatch.setattr(
-        gpt1.ops, "_row_blocks", lambda w, b, n: lambda x: calls.append(("rows", n)) or F.linear(x, w, b)
+        gpt1.cpu.kernels, "_row_blocks", lambda w, b, n: lambda x: calls.append(("rows", n)) or F.linear(x, w, b)
     )
     monkeypatch.setattr(
-        gpt1.ops, "_column_blocks", lambda w, b, n: lambda x: calls.append(("columns", n)) or F.linear(x, w, b)
+        gpt1.cpu.kernels, "_column_blocks", lambda w, b, n: lambda x: calls.append(("columns", n)) or F.linear(x, w, b)
     )
     transposed = torch.randn(8, 5).t()  # as decoding_layout stores a weight for column_blocks
     for weight in (torch.randn(5, 8), transposed, torch.randn(5, 8).double(), transposed.double()):
         x = torch.randn(1, 8, dtype=weight.dtype)
-        for kernel in gpt1.ops.KERNELS["decode"]:
-            monkeypatch.setattr(gpt1.ops, "CPU_MATMULS", {**ONEDNN, "decode": kernel})
+        for kernel in gpt1.cpu.kernels.KERNELS["decode"]:
+            monkeypatch.setattr(gpt1.cpu.kernels, "CPU_MATMULS", {**ONEDNN, "decode": kernel})
             calls.clear()
-            torch.testing.assert_close(gpt1.ops.row_linear(weight)(x), F.linear(x, weight))
+            torch.testing.assert_close(gpt1.cpu.kernels.row_linear(weight)(x), F.linear(x, weight))
             blocks = [("rows", 2)] if weight.is_contiguous() else [("columns", 2)]  # the layout picks the blocks
             expected = {"torch": [], "onednn": ["onednn"], "row_blocks": blocks, "column_blocks": blocks}[kernel]
             assert calls == (expected if weight.dtype == torch.float32 else []), (kernel, weight.dtype)
@@ -124,38 +127,42 @@ def test_each_kind_of_product_runs_on_its_chosen_kernel(monkeypatch):
     "train" (a small weight) or "head" (more than two slices), without it "decode" (under BATCHED_MIN_ROWS rows; the
     row blocks for a single row) or "batched"; the other kinds' choices do not matter to a product, and where all
     three of a layer's are torch's, autograd runs F.linear itself."""
-    monkeypatch.setattr(gpt1.ops, "SLICE_BYTES", 3 * 8 * 4)  # a weight of 7+ rows of 8 is the "head"
+    monkeypatch.setattr(gpt1.cpu.kernels, "SLICE_BYTES", 3 * 8 * 4)  # a weight of 7+ rows of 8 is the "head"
     monkeypatch.setattr(torch, "get_num_threads", lambda: 2)
     calls = []
-    for product in gpt1.ops.PRODUCTS:
-        real = getattr(gpt1.ops, f"linear_{product}")
+    for product in gpt1.cpu.kernels.PRODUCTS:
+        real = getattr(gpt1.cpu.kernels, f"linear_{product}")
         monkeypatch.setattr(
-            gpt1.ops,
+            gpt1.cpu.kernels,
             f"linear_{product}",
             lambda *args, product=product, real=real: calls.append((product, args[-1])) or real(*args),
         )
-    monkeypatch.setattr(gpt1.ops, "_onednn", lambda x, w, b: calls.append("onednn") or F.linear(x, w, b))
+    monkeypatch.setattr(gpt1.cpu.kernels, "_onednn", lambda x, w, b: calls.append("onednn") or F.linear(x, w, b))
     monkeypatch.setattr(
-        gpt1.ops, "_row_blocks", lambda w, b, n: lambda x: calls.append(("rows", n)) or F.linear(x, w, b)
+        gpt1.cpu.kernels, "_row_blocks", lambda w, b, n: lambda x: calls.append(("rows", n)) or F.linear(x, w, b)
     )
     small, large = torch.randn(5, 8, requires_grad=True), torch.randn(13, 8, requires_grad=True)
     for layer, w in (("train", small), ("head", large)):
-        for product in gpt1.ops.PRODUCTS:
+        for product in gpt1.cpu.kernels.PRODUCTS:
             for kernel in ("torch", "onednn"):
                 for others in ("torch", "onednn"):
                     kind = f"{layer}.{product}"
-                    choices = {**dict.fromkeys(gpt1.ops.KINDS, others), kind: kernel}
-                    monkeypatch.setattr(gpt1.ops, "CPU_MATMULS", choices)
+                    choices = {**dict.fromkeys(gpt1.cpu.kernels.KINDS, others), kind: kernel}
+                    monkeypatch.setattr(gpt1.cpu.kernels, "CPU_MATMULS", choices)
                     calls.clear()
                     x = torch.randn(3, 8, requires_grad=True)
                     linear(x, w).sum().backward()
-                    ran = dict(c for c in calls if isinstance(c, tuple) and c[0] in gpt1.ops.PRODUCTS)
+                    ran = dict(c for c in calls if isinstance(c, tuple) and c[0] in gpt1.cpu.kernels.PRODUCTS)
                     all_torch = kernel == others == "torch"
-                    assert ran == ({} if all_torch else {**dict.fromkeys(gpt1.ops.PRODUCTS, others), product: kernel})
+                    assert ran == (
+                        {} if all_torch else {**dict.fromkeys(gpt1.cpu.kernels.PRODUCTS, others), product: kernel}
+                    )
     for kind, rows in (("decode", 1), ("decode", 3), ("batched", 4)):
-        for kernel in gpt1.ops.KERNELS[kind]:
+        for kernel in gpt1.cpu.kernels.KERNELS[kind]:
             for others in ("torch", "onednn"):
-                monkeypatch.setattr(gpt1.ops, "CPU_MATMULS", {**dict.fromkeys(gpt1.ops.KINDS, others), kind: kernel})
+                monkeypatch.setattr(
+                    gpt1.cpu.kernels, "CPU_MATMULS", {**dict.fromkeys(gpt1.cpu.kernels.KINDS, others), kind: kernel}
+                )
                 calls.clear()
                 with torch.no_grad():
                     x = torch.randn(rows, 8)
@@ -166,8 +173,9 @@ def test_each_kind_of_product_runs_on_its_chosen_kernel(monkeypatch):
 
 
 def test_until_configured_every_product_is_torchs_own(monkeypatch):
-    """Importing gpt1.ops chooses nothing: every kind runs torch's matmuls until gpt1.cpu.configure sets them."""
-    code = "import gpt1.ops; print(sorted(set(gpt1.ops.CPU_MATMULS.values())), len(gpt1.ops.CPU_MATMULS))"
+    """Importing gpt1.cpu.kernels chooses nothing: every kind runs torch's matmuls until gpt1.cpu.settings.configure
+    sets them."""
+    code = "from gpt1.cpu.kernels import CPU_MATMULS; print(sorted(set(CPU_MATMULS.values())), len(CPU_MATMULS))"
     out = subprocess.run(
         [sys.executable, "-c", code],
         capture_output=True,
@@ -175,23 +183,26 @@ def test_until_configured_every_product_is_torchs_own(monkeypatch):
         check=True,
         env={**os.environ, "GPT1_CPU_MATMUL": "onednn"},
     ).stdout
-    assert out.split() == ["['torch']", str(len(gpt1.ops.KINDS))]
+    assert out.split() == ["['torch']", str(len(gpt1.cpu.kernels.KINDS))]
 
 
 def test_set_cpu_matmuls_refuses_unknown_kinds_and_kernels_and_keeps_torch_without_onednn(monkeypatch):
-    monkeypatch.setattr(gpt1.ops, "CPU_MATMULS", dict.fromkeys(gpt1.ops.KINDS, "torch"))
+    monkeypatch.setattr(gpt1.cpu.kernels, "CPU_MATMULS", dict.fromkeys(gpt1.cpu.kernels.KINDS, "torch"))
     with pytest.raises(ValueError, match="kinds are train.forward, train.input_grad, .*, decode, batched"):
-        gpt1.ops.set_cpu_matmuls({"training": "onednn"})
+        gpt1.cpu.kernels.set_cpu_matmuls({"training": "onednn"})
     with pytest.raises(ValueError, match="kernels onednn or torch"):
-        gpt1.ops.set_cpu_matmuls({"train.forward": "mkl"})
+        gpt1.cpu.kernels.set_cpu_matmuls({"train.forward": "mkl"})
     with pytest.raises(ValueError, match=r"decode: also row_blocks"):
-        gpt1.ops.set_cpu_matmuls({"batched": "row_blocks"})  # the row blocks are decoding's only
-    monkeypatch.setattr(gpt1.ops, "onednn_available", lambda: False)
-    gpt1.ops.set_cpu_matmuls({"train.forward": "onednn", "decode": "row_blocks"})
-    assert gpt1.ops.CPU_MATMULS["train.forward"] == "torch" and gpt1.ops.CPU_MATMULS["decode"] == "row_blocks"
+        gpt1.cpu.kernels.set_cpu_matmuls({"batched": "row_blocks"})  # the row blocks are decoding's only
+    monkeypatch.setattr(gpt1.cpu.kernels, "onednn_available", lambda: False)
+    gpt1.cpu.kernels.set_cpu_matmuls({"train.forward": "onednn", "decode": "row_blocks"})
+    assert (
+        gpt1.cpu.kernels.CPU_MATMULS["train.forward"] == "torch"
+        and gpt1.cpu.kernels.CPU_MATMULS["decode"] == "row_blocks"
+    )
     monkeypatch.undo()
-    monkeypatch.setattr(gpt1.ops.platform, "machine", lambda: "aarch64")
-    assert not gpt1.ops.onednn_available()  # Arm keeps torch's BLAS
+    monkeypatch.setattr(gpt1.cpu.kernels.platform, "machine", lambda: "aarch64")
+    assert not gpt1.cpu.kernels.onednn_available()  # Arm keeps torch's BLAS
 
 
 @pytest.mark.skipif(
@@ -199,24 +210,25 @@ def test_set_cpu_matmuls_refuses_unknown_kinds_and_kernels_and_keeps_torch_witho
     reason="oneDNN's linear is used on x86 CPUs only",
 )
 def test_the_private_onednn_linear_op_exists_and_computes_f_linear():
-    """gpt1.ops calls torch.ops.mkldnn._linear_pointwise (private): if torch drops or changes it, this fails (gpt1
+    """gpt1.cpu.kernels calls torch.ops.mkldnn._linear_pointwise (private): if torch drops or changes it, this fails
+    (gpt1
     would fall back to torch's matmuls, correct but slower on CPUs where oneDNN wins)."""
-    assert gpt1.ops.onednn_available()
+    assert gpt1.cpu.kernels.onednn_available()
     x, w, b = torch.randn(3, 8), torch.randn(5, 8), torch.randn(5)
-    torch.testing.assert_close(gpt1.ops._onednn(x, w, b), F.linear(x, w, b))
+    torch.testing.assert_close(gpt1.cpu.kernels._onednn(x, w, b), F.linear(x, w, b))
 
 
 def test_the_private_post_accumulate_grad_hooks_exist():
-    """gpt1.ops reads Tensor._post_accumulate_grad_hooks (private) to hook the sparse table gradient once: if torch
-    drops it, this fails (gpt1 would fall back to F.embedding's dense gradient, correct but slower)."""
+    """gpt1.cpu.kernels reads Tensor._post_accumulate_grad_hooks (private) to hook the sparse table gradient once: if
+    torch drops it, this fails (gpt1 would fall back to F.embedding's dense gradient, correct but slower)."""
     weight = torch.nn.Parameter(torch.randn(4, 3))
     assert weight._post_accumulate_grad_hooks is None
-    assert gpt1.ops._densified(weight) and len(weight._post_accumulate_grad_hooks) == 1
+    assert gpt1.cpu.kernels._densified(weight) and len(weight._post_accumulate_grad_hooks) == 1
 
 
 def test_without_post_accumulate_hooks_the_lookup_is_f_embeddings(monkeypatch):
     """The public fallback: where a tensor has no _post_accumulate_grad_hooks, the gradient is F.embedding's."""
-    monkeypatch.setattr(gpt1.ops, "_densified", lambda weight: False)
+    monkeypatch.setattr(gpt1.cpu.kernels, "_densified", lambda weight: False)
     table = Embedding(9, 4)
     assert type(table(torch.tensor([1, 2])).grad_fn).__name__ == "EmbeddingBackward0"
 

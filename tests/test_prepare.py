@@ -20,13 +20,13 @@ import datasets
 import pyarrow as pa
 import pytest
 
+from gpt1.core.errors import DataError
+from gpt1.core.progress import Meter
 from gpt1.data.cache import made_once
-from gpt1.data.config import DataConfig
 from gpt1.data.corpus import file_pieces, pieces, row_pieces
-from gpt1.data.pretrain import PretrainDataModule
-from gpt1.errors import DataError
-from gpt1.progress import Meter
-from gpt1.tokenizer import Tokenizer, TokenizerConfig, train_bpe
+from gpt1.data.data_config import DataConfig
+from gpt1.data.pretrain_data import PretrainDataModule
+from gpt1.text.tokenizer import Tokenizer, TokenizerConfig, train_bpe
 from tests.conftest import FEW, REPO, TINY_RUN
 
 ENV = {
@@ -152,10 +152,10 @@ def test_the_sample_books_pack_to_the_same_bytes_as_before(sample_data, tmp_path
 
 PREPARE = """
 import resource, sys
-from gpt1.data.config import DataConfig
-from gpt1.data.pretrain import PretrainDataModule
-from gpt1.errors import DataError
-from gpt1.tokenizer import TokenizerConfig
+from gpt1.data.data_config import DataConfig
+from gpt1.data.pretrain_data import PretrainDataModule
+from gpt1.core.errors import DataError
+from gpt1.text.tokenizer import TokenizerConfig
 tokenizer, cache, *corpora = sys.argv[1:]
 for files in corpora:
     dm = PretrainDataModule(DataConfig(train_files=[files], valid_fraction=0.01, num_proc=1),
@@ -246,10 +246,10 @@ def test_one_process_makes_a_cache_entry_while_the_others_wait(tmp_path, capsys)
 def test_gpt1_prepare_packs_every_split_and_trains_nothing(make_cfg, tmp_path, caplog):
     from gpt1.commands.prepare import prepare
 
-    caplog.set_level("INFO", logger="gpt1.data.pretrain")
+    caplog.set_level("INFO", logger="gpt1.data.pretrain_data")
     cfg = make_cfg("prepare", [*TINY_RUN, f"paths.cache_dir={tmp_path / 'cache'}"])
     metrics = prepare(cfg)
-    assert sorted(k for k in metrics if not k.startswith("peak_")) == [  # (peak_*: every command's, gpt1.memory)
+    assert sorted(k for k in metrics if not k.startswith("peak_")) == [  # (peak_*: every command's, gpt1.core.memory)
         "tokenizer",
         "train_path",
         "train_tokens",

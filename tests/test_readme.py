@@ -1,6 +1,6 @@
-"""Every ``gpt1 ...`` command of README.md and docs/*.md (their fenced bash blocks and inline code) runs as written: split into
-arguments as bash splits them (``shlex``: quotes removed, as the shell gives them to gpt1), each goes through its
-command's whole Hydra path, sweeps and launchers included, every job's config composed, interpolations resolved and
+"""Every ``gpt1 ...`` command of README.md and docs/*.md (their fenced bash blocks and inline code) runs as written:
+split into arguments as bash splits them (``shlex``: quotes removed, as the shell gives them to gpt1), each goes through
+its command's whole Hydra path, sweeps and launchers included, every job's config composed, interpolations resolved and
 values range-checked, with the job's work replaced by a recorder (no training, no data: ``--cfg job`` does the same
 but refuses ``-m``). Rewritten: only budgets (an Optuna search runs 2 trials, not 20), and the files a command names
 are made (docs/finetuning.md's task YAML, fake sweep directories for ``gpt1 report``). SLURM jobs run in this process
@@ -25,8 +25,8 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.core.plugins import Plugins
 from omegaconf import DictConfig, OmegaConf
 
-from gpt1.cli import TOOLS
-from gpt1.config import check_ranges
+from gpt1.app.cli import TOOLS
+from gpt1.app.config import check_ranges
 from tests.conftest import FEW, FEW_FINETUNE
 
 README = Path(__file__).resolve().parents[1] / "README.md"

@@ -9,22 +9,22 @@ from pathlib import Path
 import pytest
 import torch
 
-import gpt1.ops
+import gpt1.cpu.kernels
 from gpt1 import cpu
 from gpt1.commands.pretrain import train
 from tests.test_stops import EXACT, SignalAt, assert_same_weights, step_of, weights, with_callback
 
 FP32 = [*EXACT, "trainer.precision=32-true"]
 """(bf16 autocast, where the CPU has it, multiplies on torch's kernels whatever the choice)"""
-needs_onednn = pytest.mark.skipif(not gpt1.ops.onednn_available(), reason="only one kernel here (no oneDNN)")
+needs_onednn = pytest.mark.skipif(not gpt1.cpu.kernels.onednn_available(), reason="only one kernel here (no oneDNN)")
 
 
 @pytest.fixture
 def kernels(monkeypatch, tmp_path):
-    """kernels(name): ``gpt1.cpu.configure`` puts every kind of product on ``name`` from now on, as a process does
-    whose cache (a private one) says that it measured ``name`` fastest; kernels(name, forced=True): as
+    """kernels(name): ``gpt1.cpu.settings.configure`` puts every kind of product on ``name`` from now on, as a process
+    does whose cache (a private one) says that it measured ``name`` fastest; kernels(name, forced=True): as
     GPT1_CPU_MATMUL=name makes it. Undone after the test."""
-    monkeypatch.setattr(gpt1.ops, "CPU_MATMULS", dict(gpt1.ops.CPU_MATMULS))
+    monkeypatch.setattr(gpt1.cpu.kernels, "CPU_MATMULS", dict(gpt1.cpu.kernels.CPU_MATMULS))
     monkeypatch.setattr(cpu, "_APPLIED", None, raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
 
@@ -35,7 +35,8 @@ def kernels(monkeypatch, tmp_path):
         else:
             monkeypatch.delenv("GPT1_CPU_MATMUL", raising=False)
             timings = {
-                kind: {k: 1e-3 if k == name else 2e-3 for k in gpt1.ops.KERNELS[kind]} for kind in gpt1.ops.KINDS
+                kind: {k: 1e-3 if k == name else 2e-3 for k in gpt1.cpu.kernels.KERNELS[kind]}
+                for kind in gpt1.cpu.kernels.KINDS
             }
             cpu.cache_path().parent.mkdir(parents=True, exist_ok=True)
             cpu.cache_path().write_text(json.dumps({cpu.machine_key(): {"timings": timings, "load": None}}))

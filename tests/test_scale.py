@@ -18,14 +18,14 @@ from lightning.fabric.plugins.environments import SLURMEnvironment
 from lightning.pytorch.callbacks import Callback
 
 import gpt1.commands.pretrain
-from gpt1.app import user_message
-from gpt1.checkpoint import load_checkpoint
+from gpt1.app.config import OptimConfig
+from gpt1.app.runner import user_message
+from gpt1.checkpoints.format import load_checkpoint
 from gpt1.commands.evaluate import evaluate
 from gpt1.commands.generate import generate
 from gpt1.commands.pretrain import train
-from gpt1.config import OptimConfig
+from gpt1.core.errors import ConfigError
 from gpt1.data.base import split_batch
-from gpt1.errors import ConfigError
 from gpt1.model import GPT, PRESETS
 from gpt1.training.fsdp import FSDP2Strategy
 from gpt1.training.module import GPT1Module

@@ -19,8 +19,8 @@ import pytest
 import torch
 from hydra import compose, initialize_config_module
 
-import gpt1.ops
-from gpt1.checkpoint import load_checkpoint
+import gpt1.cpu.kernels
+from gpt1.checkpoints.format import load_checkpoint
 from gpt1.commands.pretrain import train
 from tests.conftest import FEW, FEW_FINETUNE, REPO, TINY_RUN
 
@@ -283,7 +283,9 @@ def long_jobs(tmp_path_factory, cache_dir, tiny_checkpoint):
         ),
     }
     threading.Thread(target=preempt, args=(*jobs["preempt"], jobs), daemon=True).start()
-    assert set(gpt1.ops.CPU_MATMULS.values()) == {"torch"}  # this process's runs: GPT1_CPU_MATMUL=torch's kernels
+    assert set(gpt1.cpu.kernels.CPU_MATMULS.values()) == {
+        "torch"
+    }  # this process's runs: GPT1_CPU_MATMUL=torch's kernels
     run_dir = tmp_path_factory.mktemp("uninterrupted")
     with initialize_config_module(config_module="gpt1.conf", version_base="1.3"):
         train(

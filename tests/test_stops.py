@@ -16,8 +16,8 @@ import torch
 from lightning.pytorch.callbacks import Callback
 
 import gpt1.commands.pretrain
-from gpt1.app import user_message
-from gpt1.checkpoint import load_checkpoint
+from gpt1.app.runner import user_message
+from gpt1.checkpoints.format import load_checkpoint
 from gpt1.commands.pretrain import train
 from gpt1.training.callbacks import SafeStop
 from gpt1.training.module import GPT1Module, NonFiniteLoss
@@ -179,7 +179,8 @@ def test_a_second_ctrl_c_stops_at_once_without_saving(make_cfg, monkeypatch, cap
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
-# -- real signals to a running `python -m gpt1.commands.pretrain` ---------------------------------------------------------
+# -- real signals to a running `python -m gpt1.commands.pretrain`
+# ---------------------------------------------------------
 
 
 def start(run: Path, cache_dir: Path, *overrides: str) -> subprocess.Popen:

@@ -5,7 +5,7 @@ import logging
 
 import pytest
 
-from gpt1.errors import DataError
+from gpt1.core.errors import DataError
 from tests.test_tasks import module, tokenizer, write  # noqa: F401  (tokenizer: the fixture)
 
 ROWS = [{"s": f"a fine sentence number {i}", "label": ["neg", "pos"][i % 2]} for i in range(8)]
@@ -45,7 +45,7 @@ def test_a_class_never_in_the_training_split_is_named(tmp_path, tokenizer, caplo
         "text": "s",
         "label_names": ["neg", "neutral", "pos"],
     }
-    with caplog.at_level(logging.WARNING, logger="gpt1.data.tasks"):
+    with caplog.at_level(logging.WARNING, logger="gpt1.data.task_data"):
         module(task, tokenizer, None)
     assert [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING] == [
         f"task task: 'neutral' of task.label_names never occurs in the training split ({tmp_path / 'train.csv'}): "

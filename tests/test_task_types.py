@@ -1,6 +1,6 @@
 """Task types are objects behind one interface, found through one registry: a new type defined here, registered,
 fine-tunes, evaluates and predicts end to end without touching gpt1/; so does one named by its import path in a
-task's YAML. A new metric is one entry of gpt1.metrics."""
+task's YAML. A new metric is one entry of gpt1.tasks.metrics."""
 
 import json
 from pathlib import Path
@@ -10,14 +10,14 @@ import pytest
 import torch
 from torch import nn
 
-import gpt1.metrics
-from gpt1.checkpoint import load_checkpoint
+import gpt1.tasks.metrics
+from gpt1.checkpoints.format import load_checkpoint
 from gpt1.commands.evaluate import evaluate
 from gpt1.commands.finetune import finetune
-from gpt1.errors import ConfigError
-from gpt1.heads import ClassificationHead
-from gpt1.metrics import MetricSpec, build_metric
+from gpt1.core.errors import ConfigError
+from gpt1.model.heads import ClassificationHead
 from gpt1.tasks import TaskType, Transform, Truncation, get_task_type, kept_lengths, register, task_types
+from gpt1.tasks.metrics import MetricSpec, build_metric
 from gpt1.tasks.spec import task_from_dict
 from tests.conftest import FEW_FINETUNE
 
@@ -73,7 +73,7 @@ def test_a_new_task_type_fine_tunes_evaluates_and_predicts(make_cfg, tiny_ckpt, 
     assert (run / "predictions" / "test.tsv").read_text().splitlines()[0] == "index\tprediction"
 
     # the transformation is the type's: the hypothesis first
-    from gpt1.data.tasks import TaskDataModule
+    from gpt1.data.task_data import TaskDataModule
 
     data = TaskDataModule(
         loaded.task,
@@ -127,7 +127,7 @@ def test_a_type_says_what_a_spec_needs():
 
 def test_a_new_metric_is_one_entry(monkeypatch):
     error_rate = MetricSpec("error_rate", lambda n, **kw: _ErrorRate(**kw))
-    monkeypatch.setitem(gpt1.metrics.METRICS, "error_rate", error_rate)
+    monkeypatch.setitem(gpt1.tasks.metrics.METRICS, "error_rate", error_rate)
     task = task_from_dict(
         {"type": "classification", "data_files": {"train": "x.csv"}, "text": "a", "metrics": ["error_rate", "accuracy"]}
     )
@@ -147,7 +147,7 @@ def test_a_new_metric_is_one_entry(monkeypatch):
         )
 
 
-class _ErrorRate(gpt1.metrics.Accuracy):
+class _ErrorRate(gpt1.tasks.metrics.Accuracy):
     def compute(self) -> torch.Tensor:
         return 1 - super().compute()
 
@@ -155,5 +155,5 @@ class _ErrorRate(gpt1.metrics.Accuracy):
 def test_metrics_json_of_a_regression_task_takes_each_metrics_constant(make_cfg, tiny_ckpt):
     """pearson and spearman are undefined for a constant prediction: the baseline takes their entries' value."""
     metrics = finetune(make_cfg("finetune", ["task=similarity", f"init_from={tiny_ckpt}", *FEW_FINETUNE]))
-    assert metrics["baseline/pearson"] == gpt1.metrics.METRICS["pearson"].constant == 0.0
+    assert metrics["baseline/pearson"] == gpt1.tasks.metrics.METRICS["pearson"].constant == 0.0
     assert json.loads(json.dumps(metrics))["baseline/spearman"] == 0.0

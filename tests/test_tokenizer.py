@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import tokenizers
 
-from gpt1.errors import ConfigError, UserError
-from gpt1.tokenizer import (
+from gpt1.core.errors import ConfigError, UserError
+from gpt1.text.tokenizer import (
     SPECIAL_TOKENS,
     Tokenizer,
     TokenizerConfig,
@@ -147,7 +147,7 @@ def test_vocab_files_load_with_the_openai_pipeline_and_win_over_a_tokenizer_json
 
     beside = copy(tokenizer)
     beside.add_special_tokens(["start"])
-    from gpt1.hf import hf_tokenizer_json
+    from gpt1.checkpoints.hf import hf_tokenizer_json
 
     (tmp_path / "tokenizer.json").write_text(hf_tokenizer_json(beside))
     both = load_tokenizer(tmp_path)

@@ -14,15 +14,15 @@ import tokenizers
 import torch
 from torch import nn
 
-import gpt1.ops
-from gpt1.checkpoint import load_checkpoint, save_checkpoint
+import gpt1.cpu.kernels
+from gpt1.app.config import Schedule
+from gpt1.checkpoints.format import load_checkpoint, save_checkpoint
 from gpt1.commands.evaluate import evaluate
 from gpt1.commands.generate import generate
 from gpt1.commands.pretrain import train
-from gpt1.config import Schedule
-from gpt1.errors import CheckpointError
+from gpt1.core.errors import CheckpointError
 from gpt1.model import GPT, GPTConfig
-from gpt1.tokenizer import Tokenizer, train_bpe
+from gpt1.text.tokenizer import Tokenizer, train_bpe
 from gpt1.training.module import lr_factor
 from tests.conftest import TINY_RUN
 from tests.test_experiments import EXPERIMENTS
@@ -203,8 +203,8 @@ def test_evaluate_reproduces_the_runs_validation_perplexity(trained, make_cfg):
 
 
 def test_a_run_ending_with_a_validation_reports_it_without_validating_again(make_cfg, monkeypatch, tmp_path):
-    """As for fine-tuning (gpt1.training.results.final_validation): metrics.json takes the validation that ended the run; a run
-    stopped between validations validates its final weights."""
+    """As for fine-tuning (gpt1.training.results.final_validation): metrics.json takes the validation that ended the
+    run; a run stopped between validations validates its final weights."""
     calls = []
     validate = L.Trainer.validate
     monkeypatch.setattr(L.Trainer, "validate", lambda *args, **kwargs: calls.append(1) or validate(*args, **kwargs))
@@ -237,7 +237,7 @@ def test_a_checkpoint_loaded_for_decoding_holds_its_own_weights_laid_out_as_deco
     """load_checkpoint(decoding=True) (``gpt1 generate``'s, for one sequence on the CPU) copies the weights out of
     the mapped file, under column_blocks those no longer than tall stored transposed: the same values, nothing left
     mapped (overwriting the file in place changes nothing), and the same greedy text."""
-    monkeypatch.setitem(gpt1.ops.CPU_MATMULS, "decode", "column_blocks")
+    monkeypatch.setitem(gpt1.cpu.kernels.CPU_MATMULS, "decode", "column_blocks")
     monkeypatch.setattr(torch, "get_num_threads", lambda: 2)
     ckpt = tmp_path / "copy.ckpt"
     shutil.copy(trained[0] / "checkpoints" / "last.ckpt", ckpt)
@@ -252,7 +252,7 @@ def test_a_checkpoint_loaded_for_decoding_holds_its_own_weights_laid_out_as_deco
     assert torch.equal(decoding.generate(prompt, 12, temperature=0), plain.generate(prompt, 12, temperature=0))
     ckpt = f"ckpt={trained[0] / 'checkpoints' / 'last.ckpt'}"
     texts = generate(make_cfg("generate", [ckpt, "prompt=it is a truth", "temperature=0", "max_new_tokens=12"]))
-    monkeypatch.setitem(gpt1.ops.CPU_MATMULS, "decode", "torch")
+    monkeypatch.setitem(gpt1.cpu.kernels.CPU_MATMULS, "decode", "torch")
     assert texts == generate(make_cfg("generate", [ckpt, "prompt=it is a truth", "temperature=0", "max_new_tokens=12"]))
 
 
@@ -307,7 +307,7 @@ def test_lr_schedule_warms_up_linearly_then_decays_to_zero():
 
 
 def test_decay_steps_puts_the_run_on_a_longer_schedule(small_tokenizer):
-    from gpt1.config import OptimConfig
+    from gpt1.app.config import OptimConfig
     from gpt1.training.module import GPT1Module
 
     model = GPT(GPTConfig(vocab_size=small_tokenizer.vocab_size, n_ctx=8, n_layer=1, n_head=1, n_embd=8, n_inner=8))
@@ -343,7 +343,7 @@ def test_auto_precision_is_bf16_where_the_cpu_multiplies_bf16(monkeypatch, bf16)
 
 
 def test_weight_decay_applies_to_matrices_only(trained, make_cfg):
-    from gpt1.config import OptimConfig
+    from gpt1.app.config import OptimConfig
     from gpt1.training.module import GPT1Module
 
     run, _ = trained
@@ -413,7 +413,7 @@ def test_resume_auto_continues_from_the_run_directorys_last_checkpoint(make_cfg)
 def test_pretraining_with_a_given_vocab_appends_the_eod_token(make_cfg, tmp_path, sample_data):
     """tokenizer=openai: a vocab.json + merges.txt directory (the original vocab's layout) is used as is, with the
     original text pipeline, plus the eod token after it."""
-    from gpt1.tokenizer import train_bpe
+    from gpt1.text.tokenizer import train_bpe
 
     vocab_dir = tmp_path / "vocab"
     vocab_dir.mkdir()

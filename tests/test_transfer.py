@@ -1,4 +1,4 @@
-"""What fine-tuning takes from a checkpoint (gpt1.transfer), unit by unit: which rows and blocks, for each
+"""What fine-tuning takes from a checkpoint (gpt1.checkpoints.transfer), unit by unit: which rows and blocks, for each
 n_transfer, and for the LSTM and no-pre-training ablations."""
 
 from dataclasses import replace
@@ -6,11 +6,11 @@ from dataclasses import replace
 import pytest
 import torch
 
-from gpt1.config import CheckpointModelConfig
-from gpt1.errors import ConfigError
-from gpt1.lstm import LSTM, LSTMConfig
+from gpt1.app.config import CheckpointModelConfig
+from gpt1.checkpoints.transfer import transfer, transferred_state
+from gpt1.core.errors import ConfigError
 from gpt1.model import GPT, PRESETS
-from gpt1.transfer import transfer, transferred_state
+from gpt1.model.lstm import LSTM, LSTMConfig
 
 TINY = replace(PRESETS["tiny"], vocab_size=100)
 

@@ -66,7 +66,7 @@ def test_an_ablation_sweep_gives_one_wandb_run_per_job_and_a_report(tmp_path, ca
     command = [
         sys.executable,
         "-m",
-        "gpt1.cli",
+        "gpt1.app.cli",
         "finetune",
         "-m",
         *sweep_args,
@@ -106,7 +106,7 @@ def test_an_ablation_sweep_gives_one_wandb_run_per_job_and_a_report(tmp_path, ca
     assert {row[2] for row in predictions["data"]} <= {"negative", "positive"}
 
     done = subprocess.run(
-        [sys.executable, "-m", "gpt1.cli", "report", str(sweep)],
+        [sys.executable, "-m", "gpt1.app.cli", "report", str(sweep)],
         cwd=tmp_path,
         env=env,
         capture_output=True,

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 from hydra import compose, initialize_config_module
 
-import gpt1.io
-from gpt1.app import user_message
+import gpt1.core.files
+from gpt1.app.runner import user_message
+from gpt1.checkpoints.hf import export_hf
 from gpt1.commands.pretrain import train
-from gpt1.hf import export_hf
 from tests.conftest import FEW
 
 CHECKPOINTED = [*FEW, "callbacks.checkpoint.every_n_steps=2", "trainer.precision=32-true"]
@@ -57,9 +57,9 @@ def test_a_full_disk_names_the_file_the_space_and_keeps_the_previous_file(tmp_pa
     def full(fd):
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(gpt1.io.os, "fsync", full)
+    monkeypatch.setattr(gpt1.core.files.os, "fsync", full)
     with pytest.raises(OSError) as e:
-        with gpt1.io.atomic_file(path, "w", needed=3 * 2**20) as f:
+        with gpt1.core.files.atomic_file(path, "w", needed=3 * 2**20) as f:
             f.write("new")
     message = user_message(e.value)
     assert message.startswith(f"no space left on the device of {path}: writing it needs about 3.0 MB, ")

@@ -16,12 +16,12 @@ from hydra import compose, initialize_config_module
 from torch import nn
 from torch.nn import functional as F
 
-from gpt1.checkpoint import load_checkpoint
+from gpt1.checkpoints.format import load_checkpoint
 from gpt1.commands.pretrain import train
 from gpt1.commands.zeroshot import zeroshot
-from gpt1.errors import ConfigError
+from gpt1.core.errors import ConfigError
 from gpt1.model import GPT, PRESETS
-from gpt1.zeroshot import (
+from gpt1.tasks.heuristics import (
     choice_logprobs,
     continuation_logprobs,
     fit_threshold,
@@ -263,13 +263,17 @@ def test_a_classification_task_names_its_heuristic(make_cfg, classification_file
 
 
 def test_an_unsupported_task_type_is_refused_in_one_line(tmp_path: Path, make_cfg) -> None:
-    message = "there is no zero-shot heuristic for {} tasks (the paper's score classification, multiple_choice and winograd tasks)"
+    message = (
+        "there is no zero-shot heuristic for {} tasks (the paper's score classification, multiple_choice and winograd "
+        "tasks)"
+    )
     with pytest.raises(ConfigError, match=re.escape(message.format("similarity"))):
         zeroshot(make_cfg("zeroshot", ["task=similarity", "ckpts=[x.ckpt]"]))
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
     env.pop("HYDRA_FULL_ERROR", None)
     proc = subprocess.run(
-        [sys.executable, "-m", "gpt1.commands.zeroshot", "task=entailment", "ckpts=[x.ckpt]", f"hydra.run.dir={tmp_path}"],
+        [sys.executable, "-m", "gpt1.commands.zeroshot", "task=entailment", "ckpts=[x.ckpt]",
+         f"hydra.run.dir={tmp_path}"],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert proc.returncode == 2

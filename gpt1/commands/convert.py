@@ -12,9 +12,9 @@ import sys
 
 from omegaconf import DictConfig
 
-from gpt1.app import command
-from gpt1.errors import ConfigError
-from gpt1.hf import export_hf, import_hf
+from gpt1.app.runner import command
+from gpt1.checkpoints.hf import export_hf, import_hf
+from gpt1.core.errors import ConfigError
 
 
 def convert(cfg: DictConfig) -> None:

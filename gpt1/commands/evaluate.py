@@ -16,12 +16,12 @@ from typing import Any
 import lightning as L
 from omegaconf import DictConfig, OmegaConf
 
-from gpt1.app import command
-from gpt1.checkpoint import Loaded, load_checkpoint
-from gpt1.config import OptimConfig, check_ranges, task_name
-from gpt1.data.pretrain import PretrainDataModule
-from gpt1.data.tasks import TaskDataModule
-from gpt1.errors import CheckpointError, ConfigError
+from gpt1.app.config import OptimConfig, check_ranges, task_name
+from gpt1.app.runner import command
+from gpt1.checkpoints.format import Loaded, load_checkpoint
+from gpt1.core.errors import CheckpointError, ConfigError
+from gpt1.data.pretrain_data import PretrainDataModule
+from gpt1.data.task_data import TaskDataModule
 from gpt1.tasks.spec import task_from_dict
 from gpt1.training.module import GPT1Module
 from gpt1.training.results import score, single_class, single_class_note, write_metrics

@@ -24,13 +24,14 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 from torch import nn
 
-from gpt1.app import command
-from gpt1.checkpoint import load_checkpoint, model_type
-from gpt1.config import Selection, check_ranges, task_name
-from gpt1.data.tasks import TaskDataModule
-from gpt1.errors import ConfigError
+from gpt1.app.config import Selection, check_ranges, task_name
+from gpt1.app.runner import command
+from gpt1.checkpoints.format import load_checkpoint, model_type
+from gpt1.checkpoints.transfer import transfer
+from gpt1.core.errors import ConfigError
+from gpt1.data.task_data import TaskDataModule
 from gpt1.tasks.spec import TASK_SPECIAL_TOKENS
-from gpt1.tokenizer import Tokenizer
+from gpt1.text.tokenizer import Tokenizer
 from gpt1.training.callbacks import build_callbacks
 from gpt1.training.loggers import build_loggers, log_config, log_summary, wandb_job
 from gpt1.training.results import (
@@ -48,7 +49,6 @@ from gpt1.training.resume import check_resume_fits, resolve_resume
 from gpt1.training.selection import BestWeights, select_weights
 from gpt1.training.task_module import TaskModule
 from gpt1.training.trainer import build_trainer, check_accelerator, compile_model
-from gpt1.transfer import transfer
 
 REQUIRED = "init_from is required: a gpt1 checkpoint, or init_from=random for the no-pre-training ablation"
 

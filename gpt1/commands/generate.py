@@ -11,10 +11,10 @@ from pathlib import Path
 import torch
 from omegaconf import DictConfig
 
-from gpt1.app import command
-from gpt1.checkpoint import load_checkpoint
-from gpt1.config import check_ranges, resolve_device
-from gpt1.tokenizer import prompt_ids
+from gpt1.app.config import check_ranges, resolve_device
+from gpt1.app.runner import command
+from gpt1.checkpoints.format import load_checkpoint
+from gpt1.text.tokenizer import prompt_ids
 
 
 def generate(cfg: DictConfig) -> list[str]:

@@ -15,10 +15,10 @@ from typing import Any
 import lightning as L
 from omegaconf import DictConfig, OmegaConf
 
-from gpt1.app import command
-from gpt1.checkpoint import Loaded, load_checkpoint
-from gpt1.config import check_ranges
-from gpt1.data.pretrain import PretrainDataModule, unigram_perplexity
+from gpt1.app.config import check_ranges
+from gpt1.app.runner import command
+from gpt1.checkpoints.format import Loaded, load_checkpoint
+from gpt1.data.pretrain_data import PretrainDataModule, unigram_perplexity
 from gpt1.model import GPT
 from gpt1.training.callbacks import SampleText, build_callbacks
 from gpt1.training.loggers import build_loggers, log_config, log_summary, wandb_job

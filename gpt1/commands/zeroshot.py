@@ -1,4 +1,4 @@
-"""``gpt1 zeroshot``: the paper's zero-shot heuristics (``gpt1.zeroshot``), scored over several checkpoints.
+"""``gpt1 zeroshot``: the paper's zero-shot heuristics (``gpt1.tasks.heuristics``), scored over several checkpoints.
 
     gpt1 zeroshot ckpts="[outputs/quickstart/<run>/checkpoints/step*.ckpt]" task=sentiment     # every saved step
 
@@ -16,16 +16,16 @@ from typing import Any
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from gpt1.app import command
-from gpt1.checkpoint import load_checkpoint
-from gpt1.config import check_ranges, resolve_device, task_name
+from gpt1.app.config import check_ranges, resolve_device, task_name
+from gpt1.app.runner import command
+from gpt1.checkpoints.format import load_checkpoint
+from gpt1.core.errors import CheckpointError, ConfigError, DataError
+from gpt1.core.progress import bar, write
 from gpt1.data.sources import resolve_files
-from gpt1.data.tasks import TaskDataModule
-from gpt1.errors import CheckpointError, ConfigError, DataError
-from gpt1.progress import bar, write
+from gpt1.data.task_data import TaskDataModule
+from gpt1.tasks.heuristics import heuristic_of, metric_values, predict
 from gpt1.tasks.spec import TaskConfig
 from gpt1.training.results import single_class_note, write_metrics
-from gpt1.zeroshot import heuristic_of, metric_values, predict
 
 TEXT_ONLY = 5
 """The context given to the ``TaskDataModule`` that only reads texts (``read`` needs neither tokenizer nor context)."""

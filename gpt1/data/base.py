@@ -12,8 +12,8 @@ import lightning as L
 import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
+from gpt1.core.errors import ConfigError
 from gpt1.data.loader import DeferredDataLoader, warn_if_order_changed
-from gpt1.errors import ConfigError
 
 
 def cache_key(*parts: Any) -> str:

@@ -1,5 +1,5 @@
-"""A pre-training corpus (configured by ``gpt1.data.config.DataConfig``): each split's raw documents (local files or
-a hub split, ``CorpusSource``), and their tokenisation and packing into one flat token file per split (``pack``).
+"""A pre-training corpus (configured by ``gpt1.data.data_config.DataConfig``): each split's raw documents (local files
+or a hub split, ``CorpusSource``), and their tokenisation and packing into one flat token file per split (``pack``).
 
 A .txt file, or a row of a table / hub dataset, is one document. Memory stays bounded whatever the corpus's shape:
 
@@ -32,8 +32,11 @@ import datasets
 import numpy as np
 import pyarrow as pa
 
+from gpt1.core.errors import DataError
+from gpt1.core.files import atomic_file
+from gpt1.core.progress import Meter
 from gpt1.data.base import cache_key
-from gpt1.data.config import DataConfig
+from gpt1.data.data_config import DataConfig
 from gpt1.data.sources import (
     _warn_invalid_utf8,
     file_format,
@@ -43,10 +46,7 @@ from gpt1.data.sources import (
     read_error,
     resolve_files,
 )
-from gpt1.errors import DataError
-from gpt1.io import atomic_file
-from gpt1.progress import Meter
-from gpt1.tokenizer import Tokenizer
+from gpt1.text.tokenizer import Tokenizer
 
 PIECE_CHARS = 1 << 16
 """A piece of a document ends at its last line break (else space) within this many characters (bytes, for rows of

@@ -34,8 +34,8 @@ import datasets
 import pandas as pd
 import pyarrow.parquet as pq
 
-from gpt1.data.config import Quoting
-from gpt1.errors import DataError
+from gpt1.core.errors import DataError
+from gpt1.core.quoting import Quoting
 
 log = logging.getLogger(__name__)
 

@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING, Optional
 
 import numpy as np
 
-from gpt1.data.task_rows import Examples
-from gpt1.io import atomic_file
+from gpt1.core.files import atomic_file
+from gpt1.tasks.examples import Examples
 
 if TYPE_CHECKING:
-    from gpt1.tokenizer import Tokenizer
+    from gpt1.text.tokenizer import Tokenizer
 
 CACHE_VERSION = 1  # part of every cache key: bump when the encoded layout changes
 

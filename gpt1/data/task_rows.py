@@ -13,15 +13,15 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
 import datasets
 import numpy as np
 
+from gpt1.core.errors import DataError
+from gpt1.core.quoting import Quoting
 from gpt1.data.base import cache_key
-from gpt1.data.config import Quoting
 from gpt1.data.sources import (
     file_columns,
     file_format,
@@ -34,35 +34,10 @@ from gpt1.data.sources import (
     row_location,
     tsv_rows_unquoted,
 )
-from gpt1.errors import DataError
+from gpt1.tasks.examples import Examples
 from gpt1.tasks.spec import SplitSpec, TaskConfig, as_columns
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class Examples:
-    """One split's examples as text, rows without a gold label dropped (N rows kept)."""
-
-    text: list[str]
-    """(N,) the text, premise or context."""
-    pair: Optional[list[str]]
-    """(N,) the second text (entailment, similarity)."""
-    choices: Optional[list[list[str]]]
-    """(N, K_i) each row's choices (multiple choice)."""
-    labels: Optional[np.ndarray]
-    """(N,) int64 class or choice index, or float32 score; None: an unlabeled split."""
-    index: np.ndarray
-    """(N,) int64: each example's row in its split."""
-    rows: int
-    """Rows read, before dropping."""
-    label_names: Optional[list[str]]
-    """The class names of the source's ClassLabel label column, if any."""
-
-    @property
-    def dropped(self) -> int:
-        """Rows dropped for want of a gold label."""
-        return self.rows - len(self.index)
 
 
 class TaskSource:

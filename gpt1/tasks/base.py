@@ -16,7 +16,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from gpt1.heads import init_head
+from gpt1.model.heads import init_head
 
 
 class Truncation(str, Enum):
@@ -100,7 +100,7 @@ class TaskType:
     can_regress: ClassVar[bool] = True
     """Whether ``task.num_labels: 1`` makes it a regression on scores (MSE loss, a score per example)."""
     heuristics: ClassVar[tuple[str, ...]] = ()
-    """The zero-shot heuristics (``gpt1.zeroshot``) that score it."""
+    """The zero-shot heuristics (``gpt1.tasks.heuristics``) that score it."""
     default_heuristic: ClassVar[Optional[str]] = None
     """The heuristic ``gpt1 zeroshot`` uses when ``task.zeroshot.heuristic`` is unset."""
 
@@ -161,14 +161,14 @@ class TaskType:
         return {"input_ids": input_ids, "extract": extract, "targets": targets}
 
     def pack(self, training: bool, share_context: bool) -> str:
-        """How the decoder runs a batch (``gpt1.heads.task_logits``'s pack): in training, packed rows without
+        """How the decoder runs a batch (``gpt1.model.heads.task_logits``'s pack): in training, packed rows without
         padding; in evaluation padded rows."""
         return "sequences" if training else "none"
 
     # -- head, loss, predictions ---------------------------------------------------------------------------------
 
     def head(self, n_embd: int, num_labels: int, pdrop: float) -> nn.Module:
-        """The head (``gpt1.heads``) on the extract tokens' states, before its initialisation."""
+        """The head (``gpt1.model.heads``) on the extract tokens' states, before its initialisation."""
         raise NotImplementedError
 
     def build_head(self, n_embd: int, num_labels: int, pdrop: float = 0.1, init_std: float = 0.02) -> nn.Module:

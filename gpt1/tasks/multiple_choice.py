@@ -9,7 +9,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from gpt1.heads import MultipleChoiceHead
+from gpt1.model.heads import MultipleChoiceHead
 from gpt1.tasks.base import TaskType, Texts, Transform, kept_lengths
 
 

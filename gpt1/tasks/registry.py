@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import importlib
 
-from gpt1.errors import ConfigError
+from gpt1.core.errors import ConfigError
 from gpt1.tasks.base import TaskType
 from gpt1.tasks.classification import Classification, Entailment
 from gpt1.tasks.multiple_choice import MultipleChoice

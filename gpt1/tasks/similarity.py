@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 from torch import nn
 
-from gpt1.heads import SimilarityHead
+from gpt1.model.heads import SimilarityHead
 from gpt1.tasks.base import TaskType, Texts, Transform
 from gpt1.tasks.classification import Entailment
 

@@ -18,8 +18,8 @@ from typing import Any, Optional
 from omegaconf import MISSING, DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from gpt1.data.config import Quoting
-from gpt1.errors import ConfigError
+from gpt1.core.errors import ConfigError
+from gpt1.core.quoting import Quoting
 from gpt1.tasks.base import TaskType, Truncation
 from gpt1.tasks.registry import get_task_type, task_types
 
@@ -27,7 +27,7 @@ ROLES = ("train", "validation", "test")
 """What a task's splits are for: training, validation (model selection, val/ metrics), test (test/ metrics when
 labelled, predictions)."""
 TASK_SPECIAL_TOKENS = ("start", "delimiter", "extract")
-"""The special tokens (``gpt1.tokenizer.SPECIAL_TOKENS`` roles) the transformations insert: add them to the
+"""The special tokens (``gpt1.text.tokenizer.SPECIAL_TOKENS`` roles) the transformations insert: add them to the
 tokenizer (``Tokenizer.add_special_tokens``) and grow the model's embeddings before fine-tuning."""
 
 
@@ -156,7 +156,7 @@ class TaskConfig:
             )
         if not self.metrics:
             raise ConfigError("task.metrics is empty: name at least one, the main metric first")
-        from gpt1.metrics import check_metric  # torchmetrics takes seconds to import: not with the schema
+        from gpt1.tasks.metrics import check_metric  # torchmetrics takes seconds to import: not with the schema
 
         for name in self.metrics:
             check_metric(name, self.regression, kind.choices, self.num_labels)

@@ -13,7 +13,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from gpt1.errors import ConfigError, DataError
+from gpt1.core.errors import ConfigError, DataError
 from gpt1.tasks.base import Texts, Transform, kept_lengths
 from gpt1.tasks.multiple_choice import MultipleChoice
 

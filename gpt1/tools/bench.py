@@ -10,8 +10,8 @@ the multiple-choice steps, run in turn (gpt1, HF, gpt1, HF, ...), and gpt1's bat
 after HF's, so that each ratio compares timings taken under the same conditions on a machine whose speed drifts.
 Each phase says on stderr when it starts.
 
-- CPU matmul kernels: the choice in effect (``gpt1.cpu.configure``, as every gpt1 command applies it) and every
-  kernel's time on each kind of product, measured afresh (``gpt1.cpu.measure_matmuls``).
+- CPU matmul kernels: the choice in effect (``gpt1.cpu.settings.configure``, as every gpt1 command applies it) and every
+  kernel's time on each kind of product, measured afresh (``gpt1.cpu.settings.measure_matmuls``).
 
 - MFU = achieved training FLOP/s / peak. FLOPs per trained token = 6 N + 12 L C T (PaLM appendix B; N counts the
   parameters without the position table), so a step of B x T tokens costs B T (6 N + 12 L C T).
@@ -23,11 +23,11 @@ Each phase says on stderr when it starts.
 - Decoding one token reads every weight once, so its ceiling is (weight bytes) / (memory bandwidth), the bandwidth
   measured here by summing a 512 MiB tensor (on GPUs too), or the matrix-vector products' rate below where that is
   higher (memory that streamed the weights that fast can). A second, reachable ceiling: the same bytes at the rate
-  the faster of torch's and gpt1's matrix-vector products (``F.linear``, ``gpt1.ops.linear``) streams the weights
-  (``gemv_bandwidth``); on CPUs where no GEMV kernel saturates memory it says how much of the gap is the kernel's.
-  Both rates are measured right before and right after the generation timings; the higher counts. On CPU one
+  the faster of torch's and gpt1's matrix-vector products (``F.linear``, ``gpt1.cpu.kernels.linear``) streams the
+  weights (``gemv_bandwidth``); on CPUs where no GEMV kernel saturates memory it says how much of the gap is the
+  kernel's. Both rates are measured right before and right after the generation timings; the higher counts. On CPU one
   sequence decodes from the weights laid out as ``gpt1 generate`` loads them for it
-  (``gpt1.decoding.store_for_decoding``), and both rates are measured on that copy.
+  (``gpt1.model.token_step.store_for_decoding``), and both rates are measured on that copy.
 - Training losses are what each library's users run: gpt1's is ``gpt1.training.module.next_token_loss`` (targets shifted
   in the data, no copy of the logits), HF's is ``model(ids, labels=ids).loss``. Both step a fused AdamW.
 - The multiple-choice step runs as ``gpt1 finetune`` trains by default (each choice decoded on its own, the
@@ -41,7 +41,7 @@ Each phase says on stderr when it starts.
   (``torch.cuda.max_memory_allocated``); on Linux CPUs the process's peak resident set (``VmHWM``, reset through
   ``/proc/self/clear_refs`` just before the step): the model, its gradients, AdamW's state, the activations and
   whatever else the process holds, as ``top`` shows it.
-- The CPU settings (``gpt1.cpu.configure``: glibc's allocator, huge pages, matmul kernels) hold for the whole
+- The CPU settings (``gpt1.cpu.settings.configure``: glibc's allocator, huge pages, matmul kernels) hold for the whole
   process, HF's timings included.
 """
 
@@ -64,16 +64,16 @@ import torch
 from omegaconf import OmegaConf
 from torch.nn import functional as F
 
-import gpt1.ops
-from gpt1.app import user_errors
-from gpt1.checkpoint import empty_model
-from gpt1.config import resolve_device
-from gpt1.cpu import configure, cpu_flags, cpu_model, measure_matmuls
+import gpt1.cpu.kernels
+from gpt1.app.config import resolve_device
+from gpt1.app.runner import user_errors
+from gpt1.checkpoints.format import empty_model
+from gpt1.core.errors import ConfigError
+from gpt1.cpu.kernels import linear, onednn_available
+from gpt1.cpu.settings import configure, cpu_flags, cpu_model, measure_matmuls
 from gpt1.data.task_batches import IGNORE_INDEX, real_tokens
-from gpt1.decoding import decoded_weights, store_for_decoding
-from gpt1.errors import ConfigError
 from gpt1.model import GPT, PRESETS, GPTConfig
-from gpt1.ops import linear, onednn_available
+from gpt1.model.token_step import decoded_weights, store_for_decoding
 from gpt1.tools.bench_report import report
 from gpt1.training.module import next_token_loss
 
@@ -127,15 +127,16 @@ def progress(message: str) -> None:
 
 
 def on_kernel(kind: str, kernel: str, fn: Callable[[], Any]) -> Callable[[], Any]:
-    """``fn`` with gpt1's products of ``kind`` on ``kernel`` where this CPU has it (whatever ``gpt1.cpu`` chose)."""
+    """``fn`` with gpt1's products of ``kind`` on ``kernel`` where this CPU has it (whatever ``gpt1.cpu.settings``
+    chose)."""
 
     def run() -> Any:
-        saved = gpt1.ops.CPU_MATMULS[kind]
-        gpt1.ops.CPU_MATMULS[kind] = kernel if kernel in gpt1.ops.available_kernels(kind) else saved
+        saved = gpt1.cpu.kernels.CPU_MATMULS[kind]
+        gpt1.cpu.kernels.CPU_MATMULS[kind] = kernel if kernel in gpt1.cpu.kernels.available_kernels(kind) else saved
         try:
             return fn()
         finally:
-            gpt1.ops.CPU_MATMULS[kind] = saved
+            gpt1.cpu.kernels.CPU_MATMULS[kind] = saved
 
     return run
 
@@ -144,7 +145,7 @@ def gemm_peak(config: GPTConfig, tokens: int, device: torch.device, dtype: torch
     """FLOP/s of plain matmuls on the products a training step multiplies: for each weight (out, in) of the model's
     shapes ((3C, C), (C, C), (4C, C), (C, 4C) and the (V, C) head), its forward x @ W.T, input gradient g @ W and
     weight gradient g.T @ x at M = ``tokens`` rows, each by the fastest of torch's matmul (on contiguous operands
-    and on the layouts autograd hands it) and, in fp32 on CPUs that have it, oneDNN's (``gpt1.ops``); the
+    and on the layouts autograd hands it) and, in fp32 on CPUs that have it, oneDNN's (``gpt1.cpu.kernels``); the
     FLOP-weighted rate."""
     C, V = config.n_embd, config.vocab_size
     onednn = device.type == "cpu" and dtype == torch.float32 and onednn_available()
@@ -167,9 +168,9 @@ def _matmul_ways(x: torch.Tensor, w: torch.Tensor, g: torch.Tensor, onednn: bool
         [lambda: torch.mm(g_t, x), lambda: torch.mm(g.t(), x)],
     ]
     if onednn:
-        ways[0].append(lambda: gpt1.ops.linear_forward(x, w, None, "onednn"))
-        ways[1].append(lambda: gpt1.ops.linear_input_grad(g, w, "onednn"))
-        ways[2].append(lambda: gpt1.ops.linear_weight_grad(g, x, w, "onednn"))
+        ways[0].append(lambda: gpt1.cpu.kernels.linear_forward(x, w, None, "onednn"))
+        ways[1].append(lambda: gpt1.cpu.kernels.linear_input_grad(g, w, "onednn"))
+        ways[2].append(lambda: gpt1.cpu.kernels.linear_weight_grad(g, x, w, "onednn"))
     return ways
 
 
@@ -185,7 +186,9 @@ def gemv_bandwidth(model: GPT) -> float:
         return lambda: [fn(inputs[w.size(1)], w) for w in matrices]
 
     nbytes = sum(w.numel() * w.element_size() for w in matrices)
-    others = [on_kernel("decode", k, products(linear)) for k in gpt1.ops.available_kernels("decode") if k != "torch"]
+    others = [
+        on_kernel("decode", k, products(linear)) for k in gpt1.cpu.kernels.available_kernels("decode") if k != "torch"
+    ]
     with torch.no_grad():
         secs = min(median_seconds(f, warmup=2, iters=7, device=matrices[0].device)
                    for f in (products(F.linear), *others))  # fmt: skip
@@ -245,7 +248,7 @@ def hf_twin(model: GPT, double_heads: bool = False) -> torch.nn.Module:
     """HF's OpenAIGPT(LMHead|DoubleHeads)Model holding exactly ``model``'s weights."""
     import transformers
 
-    from gpt1.hf import config_to_hf, to_hf_state_dict
+    from gpt1.checkpoints.hf import config_to_hf, to_hf_state_dict
 
     cls = transformers.OpenAIGPTDoubleHeadsModel if double_heads else transformers.OpenAIGPTLMHeadModel
     hf = cls(transformers.OpenAIGPTConfig(**config_to_hf(model.config)))
@@ -267,10 +270,10 @@ def multiple_choice_batch(
     import datasets
     from hydra import compose, initialize_config_module
 
-    from gpt1.config import default_sample_data, register
-    from gpt1.data.tasks import TaskDataModule
+    from gpt1.app.config import default_sample_data, register
+    from gpt1.data.task_data import TaskDataModule
     from gpt1.tasks.spec import TASK_SPECIAL_TOKENS
-    from gpt1.tokenizer import load_tokenizer
+    from gpt1.text.tokenizer import load_tokenizer
 
     sample = Path(os.environ.get("GPT1_SAMPLE_DATA", default_sample_data()))
     tokenizer = load_tokenizer(sample.parent / "reference" / "openai-vocab")
@@ -411,7 +414,7 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
         out["multiple_choice_skipped"] = note
         print(f"gpt1 bench: {note}", file=sys.stderr, flush=True)
     elif args.mc_batch:
-        from gpt1.config import OptimConfig
+        from gpt1.app.config import OptimConfig
         from gpt1.training.task_module import TaskModule
 
         progress(

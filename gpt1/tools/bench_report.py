@@ -29,7 +29,8 @@ def report(out: dict[str, Any]) -> str:
     """A readable summary of ``bench``'s results: each figure the median of its runs, its range in brackets."""
     tr, gen = out["train"], out["generate"]
     lines = [
-        f"gpt1 bench: {out['model']} ({out['params']:,} params), {out['device']}, torch {out['torch']}, {out['precision']}"
+        f"gpt1 bench: {out['model']} ({out['params']:,} params), {out['device']}, torch {out['torch']}, "
+        f"{out['precision']}"
         + (
             f", vocab padded to a multiple of {out['pad_vocab_to_multiple']}"
             if out["pad_vocab_to_multiple"] > 1
@@ -39,7 +40,8 @@ def report(out: dict[str, Any]) -> str:
         (f"peak {out['peak_flops'] / 1e9:,.0f} GFLOP/s" if out["peak_flops"] else "peak unknown")
         + f" ({out['peak_source']}); memory bandwidth "
         f"{out['memory_bandwidth'] / 1e9:.1f} GB/s -> decode bound {out['decode_bound_ms']:.1f} ms/token; "
-        f"matrix-vector products stream {out['gemv_bandwidth'] / 1e9:.1f} GB/s -> {out['decode_gemv_bound_ms']:.1f} ms/token",
+        f"matrix-vector products stream {out['gemv_bandwidth'] / 1e9:.1f} GB/s -> "
+        f"{out['decode_gemv_bound_ms']:.1f} ms/token",
         f"train step {out['batch']}x{out['seq']}: {_ms(tr['step_s'], tr['step_s_range'])}, "
         f"{tr['tokens_per_s']:,.0f} tokens/s, "
         + (f"MFU {tr['mfu']:.1%}" if tr["mfu"] is not None else "MFU unknown")

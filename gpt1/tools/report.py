@@ -27,8 +27,8 @@ from typing import Any, Optional
 
 import yaml
 
-from gpt1.app import user_errors
-from gpt1.errors import DataError, UserError
+from gpt1.app.runner import user_errors
+from gpt1.core.errors import DataError, UserError
 
 PAPER: dict[str, dict[str, float]] = {
     # Radford et al. 2018, Tables 2 and 3 (scores x 100; mostly test sets): task -> metric key suffix -> score.

@@ -20,9 +20,9 @@ from lightning.pytorch.loggers import TensorBoardLogger, WandbLogger
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
-from gpt1.checkpoint import atomic_save
-from gpt1.config import CallbacksConfig, SamplesConfig
-from gpt1.tokenizer import prompt_ids
+from gpt1.app.config import CallbacksConfig, SamplesConfig
+from gpt1.checkpoints.format import atomic_save
+from gpt1.text.tokenizer import prompt_ids
 from gpt1.training.fsdp import full_copy
 from gpt1.training.resumable import ForgetLogsOfAFreshStart, RunKernels
 

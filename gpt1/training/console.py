@@ -20,7 +20,7 @@ from lightning.pytorch.utilities.model_summary import get_human_readable_count
 from lightning.pytorch.utilities.model_summary.model_summary import _format_summary_table
 from tqdm import tqdm
 
-from gpt1.progress import bar, write
+from gpt1.core.progress import bar, write
 
 
 class SummaryWithoutZeroFlops(ModelSummary):

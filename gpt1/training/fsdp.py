@@ -65,13 +65,13 @@ def shard_module(module: nn.Module, mesh: DeviceMesh) -> None:
 
 
 def full_copy(model: nn.Module) -> nn.Module | None:
-    """A plain, unsharded copy of the sharded decoder ``model`` (a ``gpt1.checkpoint.MODELS`` class), on rank 0's
-    device; None on the other ranks. Gathering the weights is a collective: every rank calls it. For what reads the
+    """A plain, unsharded copy of the sharded decoder ``model`` (a ``gpt1.checkpoints.format.MODELS`` class), on rank
+    0's device; None on the other ranks. Gathering the weights is a collective: every rank calls it. For what reads the
     weights outside a forward (``GPT.generate``'s decoding step) or runs on rank 0 alone."""
     import torch
     from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 
-    from gpt1.checkpoint import MODELS, empty_model, model_type
+    from gpt1.checkpoints.format import MODELS, empty_model, model_type
 
     device = next(model.parameters()).device
     state = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))

@@ -19,8 +19,8 @@ from lightning.pytorch.loggers import Logger, TensorBoardLogger, WandbLogger
 from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import DictConfig, OmegaConf
 
-from gpt1.config import LoggerConfig, WandbConfig, WandbMode
-from gpt1.io import atomic_file
+from gpt1.app.config import LoggerConfig, WandbConfig, WandbMode
+from gpt1.core.files import atomic_file
 from gpt1.training.resumable import ResumableCSVLogger
 
 

@@ -22,14 +22,14 @@ from torch import nn
 from torch.nn import functional as F
 from torchmetrics import MeanMetric
 
-from gpt1.checkpoint import metadata
-from gpt1.config import NonFinite, OptimConfig, Schedule
+from gpt1.app.config import NonFinite, OptimConfig, Schedule
+from gpt1.checkpoints.format import metadata
+from gpt1.core.errors import EXIT_USER_ERROR, UserError
 from gpt1.data.task_batches import IGNORE_INDEX, real_tokens  # IGNORE_INDEX: targets not scored (padding)
-from gpt1.errors import EXIT_USER_ERROR, UserError
-from gpt1.lstm import LSTM
 from gpt1.model import GPT
+from gpt1.model.lstm import LSTM
 from gpt1.tasks.spec import TaskConfig
-from gpt1.tokenizer import Tokenizer
+from gpt1.text.tokenizer import Tokenizer
 
 
 class NonFiniteLoss(UserError):

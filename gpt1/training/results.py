@@ -10,18 +10,18 @@ from typing import Any
 import lightning as L
 import torch
 
+from gpt1.core.files import atomic_file
+from gpt1.core.memory import peak_memory
 from gpt1.data.task_batches import Collate
-from gpt1.data.tasks import TaskDataModule
-from gpt1.io import atomic_file
-from gpt1.memory import peak_memory
-from gpt1.metrics import METRICS, build_metric
+from gpt1.data.task_data import TaskDataModule
+from gpt1.tasks.metrics import METRICS, build_metric
 from gpt1.training.module import GPT1Module
 from gpt1.training.task_module import SINGLE_CLASS, TaskModule
 
 
 def write_metrics(output_dir: Path, metrics: dict[str, Any]) -> Path:
     """Write ``metrics.json`` (atomically) in the run directory and return its path; the process's peak memory so far
-    is added to ``metrics`` (``gpt1.memory.peak_memory``: peak_host_memory_gb, ...)."""
+    is added to ``metrics`` (``gpt1.core.memory.peak_memory``: peak_host_memory_gb, ...)."""
     metrics.update(peak_memory())
     path = output_dir / "metrics.json"
     with atomic_file(path, "w") as f:

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import lightning as L
 
-from gpt1.checkpoint import read_checkpoint, state_mismatch
-from gpt1.errors import CheckpointError, ConfigError
+from gpt1.checkpoints.format import read_checkpoint, state_mismatch
+from gpt1.core.errors import CheckpointError, ConfigError
 
 
 def resolve_resume(resume: str | None, output_dir: Path) -> str | None:

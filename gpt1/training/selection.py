@@ -14,7 +14,7 @@ import torch
 from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.trainer.states import TrainerFn
 
-from gpt1.errors import CheckpointError
+from gpt1.core.errors import CheckpointError
 
 
 class BestWeights(Callback):

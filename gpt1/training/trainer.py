@@ -16,9 +16,9 @@ from lightning.pytorch.loggers import Logger
 from lightning.pytorch.strategies import Strategy, StrategyRegistry
 from omegaconf import DictConfig, OmegaConf
 
-from gpt1.config import group_choice
-from gpt1.errors import ConfigError
-from gpt1.slurm import slurm_environment
+from gpt1.app.config import group_choice
+from gpt1.cluster.slurm import slurm_environment
+from gpt1.core.errors import ConfigError
 from gpt1.training.callbacks import AtomicCheckpointIO
 from gpt1.training.console import StepProgress, SummaryWithoutZeroFlops, quiet_library_noise
 from gpt1.training.fsdp import NAME as FSDP2

@@ -1,0 +1,159 @@
+"""How a gpt1 command runs: a Hydra app whose user errors end in one line, with the process's CPU settings applied.
+
+``command`` wraps every command's entry function. A ``gpt1.core.errors.UserError`` it raises, Hydra's configuration
+errors (a misspelt key, a wrong type, a missing value, an unknown group option) and values outside their schema field's
+bounds become one line on stderr, ``error: ...``, and exit status 2 (``user_errors``; the tools ``gpt1 bench`` and
+``gpt1 report`` use it too). ``HYDRA_FULL_ERROR=1`` shows the traceback instead. Anything else is a bug and keeps its
+traceback.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import hydra
+from hydra._internal import utils as hydra_utils
+from hydra.errors import HydraException
+from omegaconf.errors import OmegaConfBaseException
+
+from gpt1.app.config import register
+from gpt1.app.suggest import config_hint
+from gpt1.core.errors import EXIT_USER_ERROR, UserError
+from gpt1.core.files import WriteError, write_error
+from gpt1.core.memory import memory_line, peak_memory
+from gpt1.cpu.settings import configure as configure_cpu
+
+_LIBRARY_USER_ERRORS = {
+    # submitit, when hydra/launcher=submitit_slurm starts on a machine without SLURM
+    'Could not detect "srun"': "hydra/launcher=submitit_slurm submits to SLURM, but this machine has no srun: run the "
+    "command on the cluster's login node, or here with hydra/launcher=submitit_local (or no launcher)",
+    # Hydra, when hydra/launcher=submitit_slurm or submitit_local names the plugin's launcher and it is not installed
+    "Unknown plugin class : 'hydra_plugins.hydra_submitit_launcher.": "hydra/launcher=submitit_slurm and "
+    "submitit_local need Hydra's submitit launcher, which is not installed: pip install 'gpt1[slurm]'",
+    # Hydra, when -m (--multirun) is given with --cfg, --info or --shell-completion, or two of those together
+    "Only one of --run, --multirun, --cfg, --info and --shell_completion can be specified": "-m (--multirun), --cfg, "
+    "--info and --shell-completion cannot be combined: --cfg job without -m prints a job's config (with one value "
+    "of each swept key); -m alone runs the sweep",
+}
+"""A library's error message (its start) -> the one line that says what to do."""
+
+
+def user_message(e: BaseException) -> str | None:
+    """The one-line report of a user-fixable error, or None for a bug (which keeps its traceback)."""
+    if isinstance(e, UserError):
+        return " ".join(str(e).split())
+    failed = write_error(Path(e.filename), e) if isinstance(e, OSError) and e.filename else None
+    if isinstance(failed, WriteError):  # a full disk, a directory that cannot be written
+        return " ".join(str(failed).split())
+    for start, message in _LIBRARY_USER_ERRORS.items():
+        if str(e).startswith(start):
+            return message
+    if type(e).__module__.startswith("submitit."):  # a job of a -m run on SLURM failed: which, and its error
+        from gpt1.cluster.slurm import failed_job_message
+
+        return failed_job_message(e)
+    hint = config_hint(e)  # a misspelt key or name, a group this command lacks, a swept group's override
+    if hint is not None:
+        return hint
+    cause = e.__cause__ if isinstance(e.__cause__, OmegaConfBaseException) else e
+    if isinstance(cause, OmegaConfBaseException):  # e.g. Key 'n_layr' not in 'GPTConfig' / cannot convert 'abc'
+        first = str(cause).splitlines()[0] if str(cause) else type(cause).__name__
+        key = getattr(cause, "full_key", None)
+        hint = " (`--cfg job` prints every key)" if "not in" in first else ""
+        return f"{key}: {first}{hint}" if key and key not in first else first + hint
+    if isinstance(e, HydraException):  # an unknown config group option, a malformed override
+        return _one_line(str(e).split("Config search path")[0])
+    return None
+
+
+def _one_line(text: str) -> str:
+    """Hydra's multi-line messages on one line: the lines after one ending in ':' become a comma-separated list."""
+    out: list[str] = []
+    listing = False
+    for line in (raw.strip() for raw in text.splitlines()):
+        if not line:
+            listing = False
+        elif listing:
+            out[-1] += (" " if out[-1].endswith(":") else ", ") + line
+        else:
+            out.append(line)
+            listing = line.endswith(":")
+    return "; ".join(out)
+
+
+def user_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Run ``fn``; a user error it raises (see ``user_message``) becomes one line on stderr and exit status 2."""
+
+    @functools.wraps(fn)
+    def guarded(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except Exception as e:  # noqa: BLE001  (re-raised unless it is a user error)
+            message = user_message(e)
+            if message is None or os.environ.get("HYDRA_FULL_ERROR") == "1":
+                raise
+            print(f"error: {message}", file=sys.stderr, flush=True)
+            sys.exit(EXIT_USER_ERROR)
+
+    return guarded
+
+
+@contextmanager
+def _one_line_config_errors() -> Iterator[None]:
+    """Report Hydra's own errors (composing the config from the command line) through ``user_errors`` too."""
+    original = hydra_utils.run_and_report
+    hydra_utils.run_and_report = lambda func: original(user_errors(func))
+    try:
+        yield
+    finally:
+        hydra_utils.run_and_report = original
+
+
+def _memory_line_after(fn: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """``fn`` (a command's job), then its peak memory as its last line on stderr, once (rank 0's process)."""
+
+    @functools.wraps(fn)
+    def job(cfg: Any) -> Any:
+        from lightning_utilities.core.rank_zero import rank_zero_only
+
+        result = fn(cfg)
+        if getattr(rank_zero_only, "rank", 0) == 0:
+            print(memory_line(peak_memory()), file=sys.stderr, flush=True)
+        return result
+
+    return job
+
+
+def command(config_name: str) -> Callable[[Callable[[Any], Any]], Callable[[], None]]:
+    """``@hydra.main`` for a gpt1 command: its config ``conf/<config_name>.yaml`` from the installed package, the
+    schemas registered, user errors (in the configuration or raised by the command) reported as one line, its peak
+    memory as its last line (``gpt1.core.memory``), and the CPU settings applied (``gpt1.cpu.settings.configure``) in
+    every process that runs it, DDP's other ranks and the jobs of a submitit launcher (SLURM's, which run the job's
+    function in a process of their own) included."""
+
+    def decorate(fn: Callable[[Any], Any]) -> Callable[[], None]:
+        @functools.wraps(fn)
+        def job(cfg: Any) -> Any:
+            configure_cpu()  # (idempotent: a no-op where main below ran; a launcher's job process has not)
+            return fn(cfg)
+
+        hydra_main = hydra.main(version_base="1.3", config_path="pkg://gpt1.conf", config_name=config_name)(
+            user_errors(_memory_line_after(job))
+        )
+
+        @functools.wraps(fn)
+        def main() -> None:
+            configure_cpu()  # before the first large allocation
+            register()
+            with _one_line_config_errors():
+                user_errors(hydra_main)()  # the flags' own errors, before Hydra composes anything
+
+        return main
+
+    return decorate

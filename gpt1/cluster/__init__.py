@@ -1,0 +1,1 @@
+"""Clusters: SLURM jobs through Hydra's submitit launcher (requeue on preemption, the job's environment)."""

@@ -1,0 +1,119 @@
+"""Crash-safe file writes: whatever gpt1 writes (checkpoints, token streams, tokenizers, metrics) appears whole or
+not at all, so a crash or kill mid-write leaves the previous good file in place; with the mode an ordinary
+``open()`` gives a new file under the process's umask (0644 under umask 022); and a full disk or a directory that
+cannot be written ends in a ``WriteError`` that says which file, how much space it needs and what was kept."""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import IO, Optional
+
+from gpt1.core.errors import UserError
+
+FULL = (errno.ENOSPC, errno.EDQUOT)
+UNWRITABLE = (errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOTDIR)
+
+
+class WriteError(UserError, OSError):
+    """A file gpt1 must write cannot be: its disk is full, or its directory cannot be written."""
+
+
+def umask() -> int:
+    """The process's umask (from /proc where it says, which leaves it untouched; else set and put back)."""
+    try:
+        with open("/proc/self/status") as f:
+            return next(int(line.split()[1], 8) for line in f if line.startswith("Umask:"))
+    except (OSError, StopIteration, ValueError):
+        mask = os.umask(0o022)
+        os.umask(mask)
+        return mask
+
+
+def new_file_mode() -> int:
+    """The mode ``open(path, "w")`` gives a new file: 0666 less the umask (``tempfile``'s own files are 0600)."""
+    return 0o666 & ~umask()
+
+
+@contextmanager
+def atomic_file(path: str | os.PathLike, mode: str = "wb", needed: Optional[int] = None) -> Iterator[IO]:
+    """Open a temporary file beside ``path`` for writing; on success fsync it, give it ``new_file_mode()`` and
+    rename it to ``path``. needed: the bytes it will take, if known (said when the disk is full)."""
+    path = Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as e:
+        raise write_error(path, e) from e
+    try:
+        os.fchmod(fd, new_file_mode())
+        with os.fdopen(fd, mode) as f:
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException as e:
+        written = Path(tmp).stat().st_size if Path(tmp).exists() else 0
+        Path(tmp).unlink(missing_ok=True)
+        if isinstance(e, Exception) and _errno(e) is not None:
+            raise write_error(path, e, max(needed or 0, written)) from e
+        raise
+
+
+def _errno(e: BaseException) -> Optional[int]:
+    """The errno of a full disk or an unwritable place in ``e`` or the exceptions it came from (torch's writer
+    reports a full disk as a RuntimeError, "file write failed", from an OSError or none)."""
+    seen: set[int] = set()
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        if isinstance(e, OSError) and e.errno in (*FULL, *UNWRITABLE):
+            return e.errno
+        if "No space left on device" in str(e):
+            return errno.ENOSPC
+        e = e.__cause__ or e.__context__
+    return None
+
+
+def write_error(path: Path, e: BaseException, needed: int = 0) -> Exception:
+    """The one-line ``WriteError`` for ``e`` raised writing ``path``, or ``e`` itself if it is neither a full disk
+    nor an unwritable place."""
+    code = _errno(e)
+    if code in UNWRITABLE:
+        where = next((p for p in [path.parent, *path.parent.parents] if p.exists()), path.parent)
+        return WriteError(
+            f"cannot write {path}: {where} is not a writable directory ({os.strerror(code)}): "
+            "make it writable or choose another directory (paths.output_dir, hydra.run.dir, "
+            "paths.cache_dir or the command's output path)"
+        )
+    if code in FULL:
+        try:
+            free = shutil.disk_usage(path.parent).free
+        except OSError:
+            free = 0
+        kept = "keeps its previous version" if path.exists() else "was not written"
+        need = f"about {_size(needed)}" if needed else "more than is free"
+        return WriteError(
+            f"no space left on the device of {path}: writing it needs {need}, {_size(free)} is free "
+            f"there; {path.name} {kept}, nothing else was lost{_last_good(path)}; free some space, or "
+            "choose another directory, and run the command again"
+        )
+    return e  # type: ignore[return-value]
+
+
+def _last_good(path: Path) -> str:
+    """ "; the last good checkpoint is X" for a file of a run directory (a checkpoint, metrics.json), X the newest
+    checkpoint beside it or in its checkpoints/."""
+    found = [p for d in (path.parent, path.parent / "checkpoints") if d.is_dir() for p in d.glob("*.ckpt")]
+    if not found:
+        return "; no checkpoint had been saved" if path.suffix == ".ckpt" else ""
+    last = max(found, key=lambda p: (p.stat().st_mtime, p.name == "last.ckpt"))
+    return f"; the last good checkpoint is {last}"
+
+
+def _size(n: int) -> str:
+    return f"{n / 2**20:.1f} MB" if n >= 2**20 else f"{n / 2**10:.0f} KB"

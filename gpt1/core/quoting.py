@@ -1,0 +1,14 @@
+"""How .csv and .tsv files quote their fields: a setting of every file reader, the corpus's (``data.quoting``) and
+the tasks' (``quoting`` in a task's YAML)."""
+
+from enum import Enum
+
+
+class Quoting(str, Enum):
+    """How .csv and .tsv files quote their fields (``gpt1.data.sources`` says more)."""
+
+    minimal = "minimal"  # RFC 4180, as Python's csv module and pandas write them
+    none = "none"  # every quote is text (GLUE's and SNLI's .tsv files)
+
+    def __str__(self) -> str:
+        return self.value

@@ -1,0 +1,52 @@
+"""Two CPU memory settings for training and decoding, applied by ``gpt1.cpu.settings.configure`` (never at import).
+
+- glibc's allocator keeps freed memory for reuse (mmap threshold 1 GiB, the heap never trimmed): otherwise large
+  blocks (the tied table's gradient, the logits, the activations) go back to the kernel on ``free`` and every step
+  zero-faults them in again. The cost is a resident heap at the run's peak, which a training process holds anyway.
+- torch backs its CPU tensors of 2 MB and up with transparent huge pages (``THP_MEM_ALLOC_ENABLE=1``): decoding
+  streams the weights without a TLB miss every 4 KB. torch reads the variable once, at its first CPU allocation.
+
+``GPT1_SYSTEM_MALLOC=1`` opts out of both. Figures: experiments/benchmarks.md (the speed changes).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+import sys
+
+M_TRIM_THRESHOLD = -1  # glibc's mallopt parameter numbers (malloc.h)
+M_MMAP_THRESHOLD = -3
+MMAP_THRESHOLD = 2**30
+TRIM_THRESHOLD = 2**31 - 1
+
+
+def _applies() -> bool:
+    """Linux, and not opted out with ``GPT1_SYSTEM_MALLOC=1``."""
+    return sys.platform.startswith("linux") and os.environ.get("GPT1_SYSTEM_MALLOC") != "1"
+
+
+def _mallopt():
+    """libc's ``mallopt``, or None (musl and other libcs have none)."""
+    try:
+        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").mallopt
+    except (OSError, AttributeError):
+        return None
+
+
+def tune_cpu_allocator() -> bool:
+    """Keep freed memory in the process for reuse (glibc only; ``GPT1_SYSTEM_MALLOC=1`` opts out). True if applied."""
+    mallopt = _mallopt() if _applies() else None
+    if mallopt is None:
+        return False
+    return bool(mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)) and bool(mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD))
+
+
+def request_huge_pages() -> bool:
+    """Ask torch for transparent huge pages under its large CPU tensors (``THP_MEM_ALLOC_ENABLE=1``) unless the
+    variable is set already (Linux only; ``GPT1_SYSTEM_MALLOC=1`` opts out). Effective only before torch's first CPU
+    allocation. True if torch is asked for them."""
+    if _applies():
+        os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")
+    return os.environ.get("THP_MEM_ALLOC_ENABLE", "0") not in ("", "0")

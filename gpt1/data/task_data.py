@@ -1,0 +1,308 @@
+"""A fine-tuning task's data: ``TaskDataModule`` reads, checks, encodes (cached), transforms and batches every split of
+a ``TaskConfig`` (``gpt1.tasks.spec``). A new task needs a YAML file, no code; a new kind of task, a ``TaskType``.
+
+Encoded splits are cached in ``<cache_dir>/tasks/<key>.npz`` (``prepare_data``; ``setup`` reads them on every
+rank), key: the split's files (paths, sizes, mtimes) or hub fingerprint, its slice, the tokenizer and the task's
+columns and labels: a rerun neither reads local files again nor encodes anything.
+
+Truncation (``task.truncation``), counted per split in ``stats["truncated"]`` and logged at start-up:
+``original`` (default), as the original ``transform_roc``, cuts each text to its share of the context, keeping its
+beginning; ``longest_first`` cuts only when the sequence would not fit, from the end of the longer text.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Optional
+
+import numpy as np
+from omegaconf import DictConfig
+from torch.utils.data import DataLoader
+
+from gpt1.core.errors import ConfigError, DataError
+from gpt1.data.base import DataModule, cache_key
+from gpt1.data.sources import row_location
+from gpt1.data.task_batches import Collate, EpochSampler, LongestFirst, TaskDataset
+from gpt1.data.task_encoding import CACHE_VERSION, EncodedSplit
+from gpt1.data.task_rows import TaskSource
+from gpt1.tasks.base import Transform
+from gpt1.tasks.examples import Examples
+from gpt1.tasks.spec import ROLES, TASK_SPECIAL_TOKENS, SplitSpec, TaskConfig, split_specs, task_from_dict
+
+if TYPE_CHECKING:
+    from gpt1.text.tokenizer import Tokenizer
+
+log = logging.getLogger(__name__)
+
+
+class TaskDataModule(DataModule):
+    """A task's splits, transformed and batched (module docstring).
+
+    task: a ``TaskConfig`` (or a dict / OmegaConf node of one). tokenizer: a ``gpt1.text.tokenizer.Tokenizer`` holding
+    ``TASK_SPECIAL_TOKENS`` (needed from ``setup``; ``read`` needs none). n_ctx: the model's context. batch_size:
+    training examples per update over all devices (``connect`` splits it); micro_batch_size: per device and forward
+    pass (None: the device's share in one pass); eval_batch_size: evaluation's (None: micro_batch_size, else
+    batch_size). seed: the training order. cache_dir: the datasets cache and the encoded splits (None: no cache).
+    roles: which roles to load (None: all the task has; e.g. ("validation", "test") to evaluate).
+    """
+
+    ORDER_KEYS = {
+        "seed": "seed",
+        "batch_size": "examples per device and pass (micro_batch_size)",
+        "world_size": "processes (devices x nodes)",
+        "train_examples": "training examples",
+    }
+
+    def __init__(
+        self,
+        task: TaskConfig | Mapping[str, Any] | DictConfig,
+        tokenizer: Tokenizer,
+        n_ctx: int,
+        batch_size: int,
+        seed: int,
+        cache_dir: str | os.PathLike | None,
+        num_workers: int = 0,
+        eval_batch_size: Optional[int] = None,
+        roles: Optional[Sequence[str]] = None,
+        micro_batch_size: Optional[int] = None,
+    ) -> None:
+        super().__init__(batch_size, seed, num_workers, micro_batch_size)
+        self.task = self._given = task_from_dict(task)
+        """The task; after ``setup`` with its labels settled (``num_labels``, ``label_names``): the drivers read it."""
+        if n_ctx < 5:
+            raise ConfigError(f"model.n_ctx={n_ctx}: a task example needs at least 5 tokens (3 special, 1 per text)")
+        self.tokenizer, self.n_ctx = tokenizer, n_ctx
+        self.eval_batch_size = eval_batch_size or micro_batch_size or batch_size
+        self.cache_dir = None if cache_dir is None else Path(cache_dir)
+        specs = split_specs(self.task)
+        unknown = [r for r in roles or () if r not in ROLES]
+        if unknown:
+            raise ValueError(f"unknown roles {unknown}: choose among {ROLES}")
+        self.specs: dict[str, SplitSpec] = {s.id: s for s in specs if roles is None or s.role in roles}
+        """Split id -> the split, in role order."""
+        self.roles: dict[str, list[str]] = {r: [s.id for s in self.specs.values() if s.role == r] for r in ROLES}
+        """Role -> the ids of its splits, in order (the order of the val/test/predict dataloaders)."""
+        self.name = self.task.name or "task"
+        self.stats: dict[str, dict[str, int]] = {}
+        """Split id -> {"examples", "truncated", "dropped"}; set by ``setup``."""
+        self.eval_splits: dict[str, str] = {}
+        """Metric prefix -> split id, for every labelled validation and test split: "val" for the first validation
+        split, "val_<suffix>" for the others (validation_mismatched -> "val_mismatched"); "test" likewise."""
+        self.encoded: dict[str, EncodedSplit] = {}
+        """Split id -> its examples as ids; set by ``setup``."""
+        self._datasets: dict[str, TaskDataset] = {}
+        self._where: dict[str, str] = {}
+        self._tokenizer_key: Optional[str] = None
+
+    @property
+    def num_labels(self) -> Optional[int]:
+        """Classes (1: regression; multiple choice: the most choices of a row); set by ``setup``."""
+        return self.task.num_labels
+
+    @property
+    def label_names(self) -> Optional[list[str]]:
+        """The classes' names (task.label_names, else a ClassLabel column's), or None; set by ``setup``."""
+        return self.task.label_names
+
+    # -- preparation ------------------------------------------------------------------------------------------
+
+    def prepare_data(self) -> None:
+        """Read, check and encode every split into the cache (idempotent; a no-op without a cache_dir)."""
+        if self.cache_dir is not None:
+            for spec in self.specs.values():
+                self._encoded(spec)
+
+    def setup(self, stage: Optional[str] = None) -> None:
+        """Load every split (from the cache, else read and encode it), check it, settle the labels, count the
+        truncated examples. Idempotent."""
+        if self.encoded:
+            return
+        if stage == "fit":
+            for role in ("train", "validation"):
+                if not self.roles[role]:
+                    raise ConfigError(
+                        f"task {self.name} has no {role} split: give task.data_files.{role} "
+                        f"(or map a split to it with task.splits.{role})"
+                    )
+        specials = tuple(self.tokenizer.special_id(role) for role in TASK_SPECIAL_TOKENS)
+        encoded = {sid: self._encoded(spec) for sid, spec in self.specs.items()}
+        for sid, split in encoded.items():
+            role = self.specs[sid].role
+            if role != "test" and len(split) == 0:
+                raise DataError(
+                    f"task {self.name}: the {sid} split has no examples ({self._where[sid]}: "
+                    f"{split.rows} rows, {split.dropped} without a label)"
+                )
+        self._settle_labels(encoded)
+        self.encoded = encoded
+        transform = Transform(*specials, self.n_ctx, self.task.truncation)
+        kind = self.task.kind
+        self._datasets = {sid: TaskDataset(split, kind, transform) for sid, split in encoded.items()}
+        self.stats = {
+            sid: {
+                "examples": len(split),
+                "truncated": int(kind.truncated(split, transform).sum()),
+                "dropped": split.dropped,
+            }
+            for sid, split in encoded.items()
+        }
+        self.eval_splits = {}
+        for role, prefix in (("validation", "val"), ("test", "test")):
+            for i, sid in enumerate(self.roles[role]):
+                if self.has_labels(sid):
+                    suffix = sid[len(role) + 1 :] if sid.startswith(f"{role}_") else sid
+                    self.eval_splits[prefix if i == 0 else f"{prefix}_{suffix}"] = sid
+        for sid, s in self.stats.items():
+            log.info(
+                "task %s, %s: %d examples, %d truncated to n_ctx %d (%s), %d dropped without a label%s",
+                self.name,
+                sid,
+                s["examples"],
+                s["truncated"],
+                self.n_ctx,
+                self.task.truncation,
+                s["dropped"],
+                "" if self.has_labels(sid) else ", unlabeled",
+            )
+
+    def read(self, split: str) -> Examples:
+        """The examples of ``split`` (an id of ``specs``) as text, labels mapped (no tokenizer needed)."""
+        spec = self.specs[split]
+        return TaskSource(self._given, spec, self.cache_dir).read()
+
+    def _encoded(self, spec: SplitSpec) -> EncodedSplit:
+        """The split from the cache, or read, encoded and cached."""
+        src = TaskSource(self._given, spec, self.cache_dir)
+        self._where[spec.id] = src.where
+        path = None
+        if self.cache_dir is not None:
+            t = self._given  # (the settled task's label names may differ: the key stays the spec's)
+            columns = [
+                t.type,
+                t.text,
+                t.text_pair,
+                t.choices,
+                t.label,
+                t.label_names,
+                t.regression,
+                src.has_label,
+                *(getattr(t, key) for key in t.kind.columns),
+            ]
+            key = cache_key(CACHE_VERSION, src.key, self._tokenizer_hash(), columns)
+            path = self.cache_dir / "tasks" / f"{key}.npz"
+            if path.is_file():
+                return EncodedSplit.load(path)
+        split = EncodedSplit.encode(src.read(), self.tokenizer)
+        if path is not None:
+            split.save(path)
+        return split
+
+    def _tokenizer_hash(self) -> str:
+        if self._tokenizer_key is None:
+            self._tokenizer_key = cache_key(self.tokenizer.to_str())
+        return self._tokenizer_key
+
+    def _settle_labels(self, encoded: dict[str, EncodedSplit]) -> None:
+        """Settle the task's num_labels and label_names (``self.task``) from the data; check every label against
+        them."""
+        t = self._given
+        names = t.label_names or next((s.label_names for s in encoded.values() if s.label_names), None)
+        labelled = {sid: s for sid, s in encoded.items() if s.labels is not None}
+        top = -1 if t.regression else max((int(s.labels.max(initial=-1)) for s in labelled.values()), default=-1)
+        num_labels = 1 if t.regression else t.kind.num_labels(t.num_labels, names, top, list(encoded.values()))
+        self.task = replace(t, num_labels=num_labels, label_names=names)
+        if t.regression:
+            return
+        for sid, s in labelled.items():
+            bad = np.flatnonzero(s.labels >= num_labels)
+            if len(bad):
+                source = f"task.num_labels={t.num_labels}" if t.num_labels else f"task.label_names {names}"
+                raise DataError(
+                    f"{row_location(self._where[sid], s.index[bad[0]], t.quoting)}: "
+                    f"label {s.labels[bad[0]]} is out of range for {num_labels} classes ({source})"
+                )
+        train = labelled.get(self.roles["train"][0]) if self.roles["train"] else None
+        if names and train is not None and not t.kind.choices:
+            absent = [name for i, name in enumerate(names) if i not in set(train.labels.tolist())]
+            if absent:
+                log.warning(
+                    "task %s: %s of task.label_names never occur%s in the training split (%s): the model "
+                    "never learns to predict %s; check the training data's labels, or task.label_names",
+                    self.name,
+                    ", ".join(map(repr, absent)),
+                    "s" if len(absent) == 1 else "",
+                    self._where[self.roles["train"][0]],
+                    "it" if len(absent) == 1 else "them",
+                )
+
+    # -- queries ----------------------------------------------------------------------------------------------
+
+    def has_labels(self, split: str) -> bool:
+        """Whether ``split`` has gold labels (metrics) or not (predictions only)."""
+        return self.encoded[split].labels is not None
+
+    def train_labels(self) -> np.ndarray:
+        """(N,) the training split's labels (int64 classes or float32 scores): the majority / mean baseline."""
+        if "train" not in self.encoded:
+            raise RuntimeError("no training split: call setup() first, on a task with a train split")
+        return self.encoded["train"].labels
+
+    def metric_prefixes(self) -> tuple[list[Optional[str]], list[str]]:
+        """The metric prefix of each validation and test dataloader, in order (None: a validation split without
+        labels, which gets no metrics): what ``TaskModule`` logs its metrics under."""
+        prefix_of = {split: prefix for prefix, split in self.eval_splits.items()}
+        val = [prefix_of.get(s) for s in self.roles["validation"]]
+        return val, [prefix_of[s] for s in self.roles["test"] if self.has_labels(s)]
+
+    def dataset(self, split: str) -> TaskDataset:
+        """The transformed examples of ``split``."""
+        return self._datasets[split]
+
+    # -- loaders ----------------------------------------------------------------------------------------------
+
+    def train_dataloader(self) -> DataLoader:
+        if "train" not in self._datasets:
+            raise RuntimeError("no training split: call setup() first, on a task with a train split")
+        ds = self._datasets["train"]
+        epoch, consumed, replicas, rank = self.resume_point()
+        sampler = EpochSampler(len(ds), self.seed, epoch, consumed, replicas, rank, batch_size=self.batch_size)
+        return self.loader(ds, self.device_batch_size, sampler, self.collate())
+
+    def order_state(self) -> dict[str, Any]:
+        """What fixes the order of the training examples (``ORDER_KEYS``)."""
+        train = len(self._datasets["train"]) if "train" in self._datasets else 0
+        return {
+            "seed": self.seed,
+            "batch_size": self.device_batch_size,
+            "world_size": self.world_size(),
+            "train_examples": train,
+        }
+
+    def val_dataloader(self) -> DataLoader | list[DataLoader]:
+        """One loader per validation split (a list when there are several), in ``roles["validation"]`` order."""
+        return self._eval_loaders(self.roles["validation"])
+
+    def test_dataloader(self) -> DataLoader | list[DataLoader]:
+        """One loader per labelled test split, in ``roles["test"]`` order."""
+        return self._eval_loaders([s for s in self.roles["test"] if self.has_labels(s)])
+
+    def predict_dataloader(self) -> DataLoader | list[DataLoader]:
+        """One loader per test split, labelled or not, in ``roles["test"]`` order."""
+        return self._eval_loaders(self.roles["test"])
+
+    def _eval_loaders(self, splits: list[str]) -> DataLoader | list[DataLoader]:
+        loaders = [
+            self.loader(
+                self._datasets[s], self.eval_batch_size, LongestFirst(self._datasets[s].lengths()), self.collate()
+            )
+            for s in splits
+        ]
+        return loaders[0] if len(loaders) == 1 else loaders
+
+    def collate(self) -> Collate:
+        """The collate function of this task's batches."""
+        return Collate(self.task.kind, self.task.regression)

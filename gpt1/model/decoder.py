@@ -1,0 +1,308 @@
+"""The GPT-1 decoder of Radford et al. (2018), in pure torch.
+
+Faithful to the original (and to Hugging Face's ``OpenAIGPTModel``, whose parameter names it keeps so that
+checkpoints map one to one): post-LN blocks ``n = ln_1(x + attn(x)); h = ln_2(n + mlp(n))``, tanh-GELU,
+learned position embeddings, no final LayerNorm, an LM head tied to the token embedding, dropout on the
+embeddings, the attention probabilities and both residual branches, init N(0, 0.02).
+
+Shapes: B batch, T sequence length, C = n_embd, H = n_head, D = C // H, V = vocab_size. Linear layers, dropout and
+attention come from ``gpt1.cpu.kernels`` (torch's own ops, with faster paths for fp32 on CPU).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from functools import partial
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from gpt1.core.errors import ConfigError, ranged
+from gpt1.cpu.kernels import Dropout, Embedding, Linear, attention, linear
+from gpt1.model.token_step import TokenStep
+
+ACTIVATIONS = {
+    "gelu_tanh": partial(F.gelu, approximate="tanh"),  # the paper's (and HF's "gelu"); a partial pickles, a lambda not
+    "gelu": F.gelu,  # exact erf GELU: an ablation, breaks parity with the original weights
+    "relu": F.relu,
+}
+
+EMBD_DROPOUT = ("occurrence", "table")
+
+
+@dataclass
+class GPTConfig:
+    """Architecture of a GPT-1 decoder; the defaults are the paper's 117M model."""
+
+    vocab_size: int = ranged(40478, ge=1)
+    """Tokens the model can read and predict, special tokens included; gpt1 commands set it from the tokenizer."""
+    n_ctx: int = ranged(512, ge=1)
+    """Context length: the size of the learned position table."""
+    n_layer: int = ranged(12, ge=1)
+    """Number of transformer blocks."""
+    n_head: int = 12
+    """Attention heads per block; n_embd must be a multiple of it."""
+    n_embd: int = ranged(768, ge=1)
+    """Width of the residual stream."""
+    n_inner: int = ranged(3072, ge=1)
+    """Hidden width of the position-wise MLP."""
+    embd_pdrop: float = ranged(0.1, ge=0, lt=1)
+    """Dropout on the embeddings (``embd_dropout`` says how)."""
+    embd_dropout: str = "occurrence"
+    """How embedding dropout draws its masks: ``occurrence`` (each token's token + position embedding on its own, as
+    Hugging Face's; pre-training's) or ``table`` (on the token and position tables themselves, as the original
+    fine-tuning code: every occurrence of a token in a batch shares its mask, and the tied LM head reads the dropped
+    table; fine-tuning's default)."""
+    attn_pdrop: float = ranged(0.1, ge=0, lt=1)
+    """Dropout on the attention probabilities."""
+    resid_pdrop: float = ranged(0.1, ge=0, lt=1)
+    """Dropout on the attention and MLP outputs, before each residual add."""
+    layer_norm_eps: float = ranged(1e-5, gt=0)
+    """LayerNorm epsilon."""
+    activation: str = "gelu_tanh"
+    """MLP non-linearity: gelu_tanh (paper), gelu (exact erf) or relu."""
+    init_std: float = ranged(0.02, ge=0)
+    """Std of the normal init of every weight matrix and embedding (biases 0, LayerNorm 1/0)."""
+    pad_vocab_to_multiple: int = ranged(1, ge=1)
+    """Round the embedding table up to a multiple of this (64 helps GPU matmuls); padded rows are never scored."""
+
+    def __post_init__(self) -> None:
+        if self.n_head < 1 or self.n_embd % self.n_head:
+            raise ConfigError(
+                f"model.n_embd={self.n_embd} must be a multiple of model.n_head={self.n_head}: change one of them"
+            )
+        if self.embd_dropout not in EMBD_DROPOUT:
+            raise ConfigError(f"model.embd_dropout={self.embd_dropout!r}: choose one of {list(EMBD_DROPOUT)}")
+        if self.activation not in ACTIVATIONS:
+            raise ConfigError(f"model.activation={self.activation!r}: choose one of {sorted(ACTIVATIONS)}")
+
+    @property
+    def padded_vocab_size(self) -> int:
+        m = self.pad_vocab_to_multiple
+        return -(-self.vocab_size // m) * m
+
+
+PRESETS: dict[str, GPTConfig] = {
+    "gpt1": GPTConfig(),  # the paper's 117M model
+    "small": GPTConfig(n_ctx=128, n_layer=4, n_head=4, n_embd=256, n_inner=1024),  # CPU quickstart, ~5M params
+    "tiny": GPTConfig(vocab_size=512, n_ctx=32, n_layer=2, n_head=2, n_embd=32, n_inner=128),  # unit tests
+}
+
+
+class LayerCache:
+    """Keys and values of one block for the tokens decoded so far. Buffers of (B, H, capacity, D) are allocated
+    once, on the first update, and filled in place: decoding a token copies only its own keys and values."""
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self.length = 0
+        self.k: torch.Tensor | None = None
+        self.v: torch.Tensor | None = None
+
+    def update(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Append this step's (B, H, T, D) keys and values; return views of all of them so far."""
+        if self.k is None:
+            B, H, _, D = k.shape
+            self.k = k.new_empty(B, H, self.capacity, D)
+            self.v = v.new_empty(B, H, self.capacity, D)
+        T = k.size(2)
+        self.k.narrow(2, self.length, T).copy_(k)  # narrow, not [:, :, a:b]: Python indexing costs more than the copy
+        self.v.narrow(2, self.length, T).copy_(v)
+        self.length += T
+        return self.k.narrow(2, 0, self.length), self.v.narrow(2, 0, self.length)
+
+
+class Attention(nn.Module):
+    def __init__(self, config: GPTConfig) -> None:
+        super().__init__()
+        self.n_head = config.n_head
+        self.c_attn = Linear(config.n_embd, 3 * config.n_embd)  # q, k, v in one matmul
+        self.c_proj = Linear(config.n_embd, config.n_embd)
+        self.attn_pdrop = config.attn_pdrop
+        self.resid_dropout = Dropout(config.resid_pdrop)
+
+    def forward(
+        self, x: torch.Tensor, cache: LayerCache | None = None, attn_mask: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        B, T, C = x.shape
+        qkv = self.c_attn(x).view(B, T, 3, self.n_head, C // self.n_head)  # q, k, v side by side: (B, T, 3, H, D)
+        q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # 3 x (B, H, T, D)
+        past = cache.length if cache is not None else 0
+        if cache is not None:
+            k, v = cache.update(k, v)  # (B, H, past + T, D)
+        # Causal mask: plain when nothing is cached; a single new token sees everything; T > 1 new tokens after a
+        # cached prefix need the mask shifted right by the prefix (SDPA's is_causal aligns it top-left).
+        # A given attn_mask (B, T, T) replaces the causal one (packed sequences, GPT.forward; not with a cache).
+        mask = attn_mask[:, None] if attn_mask is not None else None  # (B, 1, T, T)
+        if past and T > 1:
+            mask = torch.ones(T, past + T, dtype=torch.bool, device=x.device).tril(diagonal=past)
+        dropout_p = self.attn_pdrop if self.training else 0.0
+        y = attention(q, k, v, mask, is_causal=past == 0 and mask is None, dropout_p=dropout_p)  # 1/sqrt(D), as OpenAI
+        y = y.transpose(1, 2).reshape(B, T, C)
+        return self.resid_dropout(self.c_proj(y))
+
+
+class MLP(nn.Module):
+    def __init__(self, config: GPTConfig) -> None:
+        super().__init__()
+        self.c_fc = Linear(config.n_embd, config.n_inner)
+        self.c_proj = Linear(config.n_inner, config.n_embd)
+        self.act = ACTIVATIONS[config.activation]
+        self.dropout = Dropout(config.resid_pdrop)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.dropout(self.c_proj(self.act(self.c_fc(x))))
+
+
+class Block(nn.Module):
+    """Post-LN transformer block, as in GPT-1 (not GPT-2's pre-LN)."""
+
+    def __init__(self, config: GPTConfig) -> None:
+        super().__init__()
+        self.attn = Attention(config)
+        self.ln_1 = nn.LayerNorm(config.n_embd, eps=config.layer_norm_eps)
+        self.mlp = MLP(config)
+        self.ln_2 = nn.LayerNorm(config.n_embd, eps=config.layer_norm_eps)
+
+    def forward(
+        self, x: torch.Tensor, cache: LayerCache | None = None, attn_mask: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        n = self.ln_1(x + self.attn(x, cache, attn_mask))
+        return self.ln_2(n + self.mlp(n))
+
+
+class GPT(nn.Module):
+    """GPT-1 decoder: ``forward`` gives the final hidden states, ``lm_logits`` the tied LM head on top of them."""
+
+    def __init__(self, config: GPTConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.tokens_embed = Embedding(config.padded_vocab_size, config.n_embd)  # shared with the LM head
+        self.positions_embed = nn.Embedding(config.n_ctx, config.n_embd)
+        self.drop = Dropout(config.embd_pdrop)
+        self._dropped_table: torch.Tensor | None = None  # embd_dropout=table: the last training forward's (V, C)
+        self.h = nn.ModuleList(Block(config) for _ in range(config.n_layer))
+        self.apply(self._init_weights)
+
+    def _init_weights(self, module: nn.Module) -> None:
+        if isinstance(module, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(module.weight, mean=0.0, std=self.config.init_std)
+        if isinstance(module, nn.Linear):
+            nn.init.zeros_(module.bias)
+
+    def new_cache(self) -> list[LayerCache]:
+        """An empty KV cache, one entry per block, for incremental decoding of up to n_ctx tokens."""
+        return [LayerCache(self.config.n_ctx) for _ in self.h]
+
+    def forward(
+        self,
+        idx: torch.Tensor,
+        cache: list[LayerCache] | None = None,
+        positions: torch.Tensor | None = None,
+        attn_mask: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """Token ids (B, T) -> final hidden states (B, T, C). With a cache, idx holds only the new tokens.
+
+        Several sequences packed into each row (``gpt1.model.heads.pack_choices``) give each token's position (B, T) and
+        which tokens it may attend to, attn_mask (B, T, T) (True: attend), instead of 0..T-1 and the causal mask."""
+        B, T = idx.shape
+        past = cache[0].length if cache is not None else 0
+        if positions is None:
+            if past + T > self.config.n_ctx:
+                raise ValueError(
+                    f"sequence of {past + T} tokens exceeds the context of {self.config.n_ctx} (model.n_ctx)"
+                )
+            positions = torch.arange(past, past + T, device=idx.device)  # (T,)
+        if self.training and self.config.embd_dropout == "table" and self.drop.p > 0:
+            # the original's we = dropout(we): one mask per table row for the whole batch; lm_logits reads this table
+            self._dropped_table = self.drop(self.tokens_embed.weight)  # (padded V, C)
+            x = F.embedding(idx, self._dropped_table) + F.embedding(positions, self.drop(self.positions_embed.weight))
+        else:
+            self._dropped_table = None
+            x = self.drop(self.tokens_embed(idx) + self.positions_embed(positions))  # (B, T, C)
+        for i, block in enumerate(self.h):
+            x = block(x, cache[i] if cache is not None else None, attn_mask)
+        return x  # no final LayerNorm in GPT-1
+
+    def lm_logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        """Tied LM head: hidden (..., C) -> logits (..., V); rows added by vocab padding are dropped. In training with
+        ``embd_dropout=table`` it reads the table as the last ``forward`` dropped it (the original's tied head)."""
+        table = self._dropped_table if self.training and self._dropped_table is not None else self.tokens_embed.weight
+        logits = linear(hidden, table)
+        # slice only when padded: even a no-op slice costs its backward a zeroed (..., V) copy
+        return (
+            logits[..., : self.config.vocab_size] if self.config.padded_vocab_size > self.config.vocab_size else logits
+        )
+
+    def resize_token_embeddings(self, vocab_size: int) -> None:
+        """Grow the vocabulary (e.g. for new special tokens); new rows are drawn from N(0, init_std)."""
+        old = self.config.vocab_size
+        if vocab_size < old:
+            raise ValueError(f"cannot shrink the vocabulary from {old} to {vocab_size}")
+        self.config = replace(self.config, vocab_size=vocab_size)
+        self.tokens_embed = grown(self.tokens_embed, old, self.config.padded_vocab_size, self.config.init_std)
+
+    def num_params(self) -> int:
+        """Parameters of the model, counting the real vocabulary rows only (116,534,784 for the paper's)."""
+        padding = (self.config.padded_vocab_size - self.config.vocab_size) * self.config.n_embd
+        return sum(p.numel() for p in self.parameters()) - padding
+
+    def flops_per_token(self, seq_len: int | None = None) -> int:
+        """Training FLOPs per token (PaLM appendix B): 6 N + 12 L H D T, N without the position table."""
+        c, T = self.config, seq_len or self.config.n_ctx
+        n = self.num_params() - c.n_ctx * c.n_embd
+        return 6 * n + 12 * c.n_layer * c.n_embd * T
+
+    @torch.no_grad()
+    def generate(
+        self,
+        idx: torch.Tensor,
+        max_new_tokens: int,
+        temperature: float = 1.0,
+        top_k: int | None = None,
+        use_cache: bool = True,
+        generator: torch.Generator | None = None,
+    ) -> torch.Tensor:
+        """Continue idx (B, T) by max_new_tokens sampled tokens; temperature 0 decodes greedily. A single fp32
+        sequence on the CPU or a CUDA GPU decodes its tokens after the prompt through
+        ``gpt1.model.token_step.TokenStep`` (the same math, fewer ops)."""
+        cache = self.new_cache() if use_cache else None
+        cached = 0  # how many tokens of idx the cache holds
+        step = TokenStep(self) if use_cache and TokenStep.applies(self, idx) else None
+        for _ in range(max_new_tokens):
+            if idx.size(1) > self.config.n_ctx:
+                cache = None  # positions are absolute: past the context a sliding window must be recomputed
+            if cache is None:
+                hidden = self(idx[:, -self.config.n_ctx :])
+            elif step is not None and cached == idx.size(1) - 1:
+                hidden, cached = step(idx[:, -1:], cache), idx.size(1)
+            else:
+                hidden, cached = self(idx[:, cached:], cache), idx.size(1)
+            logits = self.lm_logits(hidden[:, -1]).float()  # (B, V)
+            idx = torch.cat([idx, sample_next(logits, temperature, top_k, generator)], dim=1)
+        return idx
+
+
+def grown(embedding: nn.Embedding, keep: int, rows: int, std: float) -> nn.Embedding:
+    """A table of ``rows`` rows: the first ``keep`` rows of ``embedding``, the others drawn from N(0, std)."""
+    weight = embedding.weight
+    new = type(embedding)(rows, weight.size(1), device=weight.device, dtype=weight.dtype)
+    nn.init.normal_(new.weight, mean=0.0, std=std)
+    with torch.no_grad():
+        new.weight[:keep] = weight[:keep]
+    return new
+
+
+def sample_next(
+    logits: torch.Tensor, temperature: float, top_k: int | None, generator: torch.Generator | None = None
+) -> torch.Tensor:
+    """Pick one token per row of logits (B, V) -> (B, 1): argmax at temperature 0, else top-k sampling."""
+    if temperature == 0:
+        return logits.argmax(dim=-1, keepdim=True)
+    logits = logits / temperature
+    if top_k is not None:
+        kth = torch.topk(logits, min(top_k, logits.size(-1))).values[:, -1:]  # (B, 1)
+        logits = logits.masked_fill(logits < kth, -math.inf)
+    return torch.multinomial(F.softmax(logits, dim=-1), 1, generator=generator)
