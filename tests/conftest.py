@@ -27,12 +27,85 @@ register()  # the schemas, for the configs the tests compose as the commands do
 
 REPO = Path(__file__).resolve().parents[1]
 
+QUICK = {
+    "core": [
+        "test_progress.py::test_in_a_log_file_progress_is_a_line_per_tenth_of_the_budget",
+        "test_progress.py::test_a_disabled_bar_prints_nothing",
+        "test_memory.py::test_the_line_names_each_figure",
+    ],
+    "cpu": [
+        "test_ops.py::test_linear_matches_f_linear_in_value_and_gradients",
+        "test_ops.py::test_set_cpu_matmuls_refuses_unknown_kinds_and_kernels_and_keeps_torch_without_onednn",
+        "test_ops.py::test_dropout_drops_with_probability_p_and_scales_the_rest",
+        "test_cpu.py::test_forced_matmuls_are_not_measured",
+        "test_cpu.py::test_auto_picks_the_measured_faster_kernel_per_kind_torch_on_a_tie",
+    ],
+    "model": [
+        "test_model.py::test_block_is_post_ln",
+        "test_model.py::test_lm_head_is_tied_to_the_token_embedding",
+        "test_model.py::test_model_is_causal",
+        "test_model.py::test_a_token_step_gives_the_forwards_hidden_states_to_the_bit",
+        "test_model.py::test_config_errors_name_the_field",
+        "test_model.py::test_pack_choices_puts_the_shared_context_once_and_each_choice_after_it",
+    ],
+    "text": [
+        "test_tokenizer.py::test_special_tokens_are_appended_in_order_and_decoding_skips_them",
+        "test_tokenizer.py::test_to_str_from_str_round_trip_keeps_pipeline_and_specials",
+        "test_tokenizer.py::test_training_is_deterministic",
+    ],
+    "checkpoints": [
+        "test_transfer.py::test_n_transfer_takes_the_embeddings_and_the_first_blocks",
+        "test_transfer.py::test_the_lstm_takes_the_token_embeddings_only",
+        "test_hf.py::test_config_from_hf",
+    ],
+    "tasks": [
+        "test_tasks.py::test_classification_batch",
+        "test_tasks.py::test_kept_lengths",
+        "test_tasks.py::test_similarity_batch_has_both_orderings",
+        "test_task_types.py::test_the_papers_four_types_are_registered",
+        "test_zeroshot.py::test_join",
+        "test_zeroshot.py::test_fit_threshold",
+    ],
+    "data": [
+        "test_data.py::test_pack_joins_documents_with_eod_across_batches",
+        "test_data.py::test_train_windows_are_shifted_slices_of_the_stream",
+        "test_data.py::test_batches_depend_only_on_seed_and_epoch",
+        "test_data.py::test_unknown_extension_lists_the_supported_ones",
+        "test_loader.py::test_the_global_batch_is_split_over_devices_passes_or_micro_batches",
+    ],
+    "training": [
+        "test_train.py::test_lr_schedule_warms_up_linearly_then_decays_to_zero",
+        "test_fidelity.py::test_the_best_validation_strictly_better_keeps_its_weights",
+    ],
+    "app": [
+        "test_config.py::test_default_pretrain_is_the_quickstart",
+        "test_config.py::test_mistakes_fail_at_composition_naming_the_key",
+    ],
+    "cluster": ["test_scale.py::test_lightning_takes_the_ranks_of_a_slurm_job"],
+    "commands": ["test_config.py::test_every_command_config_composes"],
+    "tools": [
+        "test_bench.py::test_flops_per_token_is_6n_plus_12_layers_width_seq_counted_by_hand",
+        "test_report.py::test_rows_are_settings_with_the_median_and_spread_over_seeds",
+    ],
+}
+"""Room -> tests that exercise it in a few seconds each: ``python -m pytest -m quick``, the inner loop's tier (under a
+minute on 2 cores, collection included). tests/test_imports.py checks that every room has an entry."""
+
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if not torch.cuda.is_available():
         for item in items:
             if "gpu" in item.keywords:
                 item.add_marker(pytest.mark.skip(reason="needs a CUDA device"))
+    quick = {f"tests/{test}" for tests in QUICK.values() for test in tests}
+    for item in items:
+        if item.nodeid.split("[")[0] in quick:
+            item.add_marker(pytest.mark.quick)
+    collected = {item.nodeid.split("[")[0] for item in items}
+    files = {item.nodeid.split("::")[0] for item in items}
+    missing = sorted(test for test in quick if test.split("::")[0] in files and test not in collected)
+    if missing and not config.getoption("keyword"):  # a renamed or removed test must leave QUICK too
+        raise pytest.UsageError(f"tests/conftest.py QUICK names tests that do not exist: {', '.join(missing)}")
 
 
 @pytest.fixture(scope="session")

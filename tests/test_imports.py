@@ -152,3 +152,14 @@ def test_each_room_says_what_it_holds():
     assert len(rooms) >= 12
     for room in rooms:
         assert ast.get_docstring(ast.parse((room / "__init__.py").read_text())), f"{room.name}/__init__.py"
+
+
+def test_the_quick_tier_covers_every_room():
+    """``pytest -m quick`` has tests of each room of the package (tests/conftest.py QUICK)."""
+    import gpt1
+    from tests.conftest import QUICK
+
+    root = Path(gpt1.__file__).parent
+    rooms = {p.name for p in root.iterdir() if (p / "__init__.py").exists()}
+    assert set(QUICK) == rooms
+    assert all(QUICK.values())
