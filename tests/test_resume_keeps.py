@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import gpt1.cpu.kernels
-from gpt1 import cpu
+from gpt1.cpu import settings as cpu
 from gpt1.commands.pretrain import train
 from tests.test_stops import EXACT, SignalAt, assert_same_weights, step_of, weights, with_callback
 
