@@ -12,20 +12,18 @@ import statistics
 import sys
 import time
 from dataclasses import replace
-from pathlib import Path
 
 import torch
 
-import gpt1
 from gpt1.model import GPT, PRESETS
 
 if "--configure" in sys.argv:
-    if (Path(gpt1.__file__).parent / "cpu.py").exists():
-        from gpt1.cpu.settings import configure
+    try:
+        from gpt1.cpu import configure  # gpt1/cpu.py, or the cpu/ room's face
 
         configure()
-    else:  # trees before gpt1.cpu.settings
-        from gpt1.cpu.allocator import tune_cpu_allocator
+    except ImportError:  # trees before gpt1/cpu.py
+        from gpt1.allocator import tune_cpu_allocator
 
         tune_cpu_allocator()
 if "--datasets" in sys.argv:
