@@ -235,7 +235,7 @@ def measure_matmuls(rounds: int = 3) -> dict[str, dict[str, float]]:
     head's; a shorter one leaves the forward's choice to chance: experiments/benchmarks.md) at 128 rows; "batched", two
     blocks' eight weight matrices (57 MB, more than a cache holds) times 8 rows, and "decode", the same and the
     head's weight (its quarter of a GPT-1 token's bytes) times 1 row, each stored as decoding stores it on the
-    kernel timed (``gpt1.cpu.kernels.decoding_layout``), all through ``gpt1.cpu.kernels.linear``."""
+    kernel timed (``gpt1.cpu.kernels.decoding_layout``), all through ``gpt1.cpu.kernels.cpu_linear``."""
     C, M, V = 768, 512, 24576  # V: the head probe's rows
     gen = torch.Generator().manual_seed(0)
 
@@ -268,7 +268,7 @@ def measure_matmuls(rounds: int = 3) -> dict[str, dict[str, float]]:
                 stored[kernel] = [kernels.decoding_layout(w) for w in probed[kind]]
             with torch.no_grad():
                 for w in stored[kernel]:
-                    kernels.linear(rows[r][w.size(1)], w)
+                    kernels.cpu_linear(rows[r][w.size(1)], w)
 
         return run
 

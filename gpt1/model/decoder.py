@@ -6,7 +6,7 @@ learned position embeddings, no final LayerNorm, an LM head tied to the token em
 embeddings, the attention probabilities and both residual branches, init N(0, 0.02).
 
 Shapes: B batch, T sequence length, C = n_embd, H = n_head, D = C // H, V = vocab_size. Linear layers, dropout and
-attention come from ``gpt1.cpu.kernels`` (torch's own ops, with faster paths for fp32 on CPU).
+attention come from ``gpt1.model.layers`` (torch's own ops, with faster paths on CPU).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from gpt1.core.errors import ConfigError, ranged
-from gpt1.cpu.kernels import Dropout, Embedding, Linear, attention, linear
+from gpt1.model.layers import Dropout, Embedding, Linear, attention, linear
 from gpt1.model.token_step import TokenStep
 
 ACTIVATIONS = {

@@ -15,8 +15,8 @@ import torch
 from torch import nn
 
 from gpt1.core.errors import ranged
-from gpt1.cpu.kernels import Dropout, Embedding, Linear, linear
 from gpt1.model.decoder import grown, sample_next
+from gpt1.model.layers import Dropout, Embedding, Linear, linear
 
 
 @dataclass

@@ -23,7 +23,7 @@ Each phase says on stderr when it starts.
 - Decoding one token reads every weight once, so its ceiling is (weight bytes) / (memory bandwidth), the bandwidth
   measured here by summing a 512 MiB tensor (on GPUs too), or the matrix-vector products' rate below where that is
   higher (memory that streamed the weights that fast can). A second, reachable ceiling: the same bytes at the rate
-  the faster of torch's and gpt1's matrix-vector products (``F.linear``, ``gpt1.cpu.kernels.linear``) streams the
+  the faster of torch's and gpt1's matrix-vector products (``F.linear``, ``gpt1.model.layers.linear``) streams the
   weights (``gemv_bandwidth``); on CPUs where no GEMV kernel saturates memory it says how much of the gap is the
   kernel's. Both rates are measured right before and right after the generation timings; the higher counts. On CPU one
   sequence decodes from the weights laid out as ``gpt1 generate`` loads them for it
@@ -69,10 +69,11 @@ from gpt1.app.config import resolve_device
 from gpt1.app.runner import user_errors
 from gpt1.checkpoints.format import empty_model
 from gpt1.core.errors import ConfigError
-from gpt1.cpu.kernels import linear, onednn_available
+from gpt1.cpu.kernels import onednn_available
 from gpt1.cpu.settings import configure, cpu_flags, cpu_model, measure_matmuls
 from gpt1.data.task_batches import IGNORE_INDEX, real_tokens
 from gpt1.model import GPT, PRESETS, GPTConfig
+from gpt1.model.layers import linear
 from gpt1.model.token_step import decoded_weights, store_for_decoding
 from gpt1.tools.bench_report import report
 from gpt1.training.module import next_token_loss
