@@ -3,9 +3,11 @@ torch's own ops compute, each product on the kernel chosen for its kind."""
 
 import math
 import os
+import re
 import subprocess
 import sys
 from copy import deepcopy
+from pathlib import Path
 
 import pytest
 import torch
@@ -171,6 +173,35 @@ def test_each_kind_of_product_runs_on_its_chosen_kernel(monkeypatch):
                 blocks = [("rows", 2)] if rows == 1 else []
                 expected = {"torch": [], "onednn": ["onednn"], "row_blocks": blocks, "column_blocks": blocks}
                 assert calls == expected[kernel], (kind, rows, kernel, others)
+
+
+def test_using_runs_a_kind_on_a_kernel_inside_the_block_and_restores_the_choice(monkeypatch):
+    """``using`` (how bench and the measurement try a kernel) sets one kind's kernel as set_cpu_matmuls would (torch's
+    where this CPU lacks it; an unknown kernel refused) and puts back what was chosen, also when the block raises."""
+    chosen = {**dict.fromkeys(gpt1.cpu.kernels.KINDS, "torch"), "batched": "onednn"}
+    monkeypatch.setattr(gpt1.cpu.kernels, "CPU_MATMULS", dict(chosen))
+    monkeypatch.setattr(gpt1.cpu.kernels, "onednn_available", lambda: True)
+    for kernel in ("onednn", "row_blocks", "column_blocks"):
+        with gpt1.cpu.kernels.using("decode", kernel):
+            assert gpt1.cpu.kernels.CPU_MATMULS == {**chosen, "decode": kernel}
+    assert gpt1.cpu.kernels.CPU_MATMULS == chosen
+    with pytest.raises(KeyError), gpt1.cpu.kernels.using("train.forward", "onednn"):
+        raise KeyError
+    assert gpt1.cpu.kernels.CPU_MATMULS == chosen
+    with pytest.raises(ValueError, match="decode: also row_blocks"), gpt1.cpu.kernels.using("batched", "row_blocks"):
+        pass
+    monkeypatch.setattr(gpt1.cpu.kernels, "onednn_available", lambda: False)
+    with gpt1.cpu.kernels.using("decode", "onednn"):
+        assert gpt1.cpu.kernels.CPU_MATMULS["decode"] == "torch"
+    assert gpt1.cpu.kernels.CPU_MATMULS == chosen
+
+
+def test_the_kernel_table_is_written_in_gpt1_cpu_kernels_only():
+    """set_cpu_matmuls and using are CPU_MATMULS's only writers: no other module of gpt1 assigns to it or updates it."""
+    writes = re.compile(r"CPU_MATMULS\s*(\[[^\]]*\])?\s*=(?!=)|CPU_MATMULS\.(update|setdefault|pop|clear)\(")
+    package = Path(gpt1.cpu.kernels.__file__).parents[1]
+    writers = [p.relative_to(package).as_posix() for p in package.rglob("*.py") if writes.search(p.read_text())]
+    assert writers == ["cpu/kernels.py"]
 
 
 def test_until_configured_every_product_is_torchs_own(monkeypatch):

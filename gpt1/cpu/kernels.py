@@ -8,8 +8,9 @@ and a single row without autograd can be split into one block of weight rows per
 partial products summed). Which kernel each kind of product uses (``KINDS``: the forward, input-gradient and
 weight-gradient products of the blocks and of the tied head, decoding's and batched inference's) is ``CPU_MATMULS``:
 torch's everywhere until ``gpt1.cpu.settings.configure()`` (which every gpt1 command calls) sets what it measured to
-be faster on this CPU. On oneDNN, the tied head's input gradient is summed over slices of its rows. ``row_linear``
-is decoding's product as a function of the row, its weight's views made once.
+be faster on this CPU (``set_cpu_matmuls``, the table's one writer; ``using`` tries a kernel and restores). On
+oneDNN, the tied head's input gradient is summed over slices of its rows. ``row_linear`` is decoding's product as a
+function of the row, its weight's views made once.
 
 Compiled graphs and other devices keep torch's own ops (and so their kernels and fusions), as under autocast.
 Measured figures: experiments/benchmarks.md. oneDNN's linear is torch's private
@@ -18,9 +19,10 @@ Measured figures: experiments/benchmarks.md. oneDNN's linear is torch's private
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import platform
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import torch
 from torch.nn import functional as F
@@ -58,7 +60,7 @@ def available_kernels(kind: str) -> tuple[str, ...]:
 
 def set_cpu_matmuls(choices: dict[str, str]) -> None:
     """Set the kernel of each kind in ``choices`` (one of ``KERNELS[kind]``); torch's where the kernel named is not
-    available here (oneDNN off x86)."""
+    available here (oneDNN off x86). With ``using``, the only writer of ``CPU_MATMULS``."""
     for kind, kernel in choices.items():
         if kind not in KINDS or kernel not in KERNELS[kind]:
             raise ValueError(
@@ -66,6 +68,18 @@ def set_cpu_matmuls(choices: dict[str, str]) -> None:
                 "column_blocks)"
             )
         CPU_MATMULS[kind] = kernel if kernel in available_kernels(kind) else "torch"
+
+
+@contextlib.contextmanager
+def using(kind: str, kernel: str) -> Iterator[None]:
+    """Run the products of ``kind`` on ``kernel`` (as ``set_cpu_matmuls`` sets it) inside the block, whatever was
+    chosen; the choice before it is restored as it was on the way out: to time or try a kernel."""
+    saved = CPU_MATMULS[kind]
+    set_cpu_matmuls({kind: kernel})
+    try:
+        yield
+    finally:
+        CPU_MATMULS[kind] = saved
 
 
 def onednn_available() -> bool:

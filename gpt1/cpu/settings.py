@@ -263,23 +263,19 @@ def measure_matmuls(rounds: int = 3) -> dict[str, dict[str, float]]:
         stored: dict[str, list[torch.Tensor]] = {}  # kernel -> the weights as decoding stores them for it
 
         def run(kernel: str) -> None:
-            kernels.CPU_MATMULS[kind] = kernel
-            if kernel not in stored:
-                stored[kernel] = [kernels.decoding_layout(w) for w in probed[kind]]
-            with torch.no_grad():
-                for w in stored[kernel]:
-                    kernels.cpu_linear(rows[r][w.size(1)], w)
+            with kernels.using(kind, kernel):
+                if kernel not in stored:
+                    stored[kernel] = [kernels.decoding_layout(w) for w in probed[kind]]
+                with torch.no_grad():
+                    for w in stored[kernel]:
+                        kernels.cpu_linear(rows[r][w.size(1)], w)
 
         return run
 
     # kind -> (probe, rounds)
     probes = {f"{kind}.{product}": (training(kind, product), rounds) for kind in layers for product in products}
     probes |= {"decode": (inference("decode", 1), 5 * rounds), "batched": (inference("batched", 8), 5 * rounds)}
-    saved = dict(kernels.CPU_MATMULS)
-    try:
-        return {kind: _interleaved(probe, kernels.KERNELS[kind], n) for kind, (probe, n) in probes.items()}
-    finally:
-        kernels.CPU_MATMULS.update(saved)
+    return {kind: _interleaved(probe, kernels.KERNELS[kind], n) for kind, (probe, n) in probes.items()}
 
 
 def _interleaved(probe: Callable[[str], None], candidates: tuple[str, ...], rounds: int) -> dict[str, float]:

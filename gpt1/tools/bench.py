@@ -127,21 +127,6 @@ def progress(message: str) -> None:
     print(f"gpt1 bench: {message} ...", file=sys.stderr, flush=True)
 
 
-def on_kernel(kind: str, kernel: str, fn: Callable[[], Any]) -> Callable[[], Any]:
-    """``fn`` with gpt1's products of ``kind`` on ``kernel`` where this CPU has it (whatever ``gpt1.cpu.settings``
-    chose)."""
-
-    def run() -> Any:
-        saved = gpt1.cpu.kernels.CPU_MATMULS[kind]
-        gpt1.cpu.kernels.CPU_MATMULS[kind] = kernel if kernel in gpt1.cpu.kernels.available_kernels(kind) else saved
-        try:
-            return fn()
-        finally:
-            gpt1.cpu.kernels.CPU_MATMULS[kind] = saved
-
-    return run
-
-
 def gemm_peak(config: GPTConfig, tokens: int, device: torch.device, dtype: torch.dtype) -> float:
     """FLOP/s of plain matmuls on the products a training step multiplies: for each weight (out, in) of the model's
     shapes ((3C, C), (C, C), (4C, C), (C, 4C) and the (V, C) head), its forward x @ W.T, input gradient g @ W and
@@ -186,10 +171,15 @@ def gemv_bandwidth(model: GPT) -> float:
     def products(fn: Callable[..., torch.Tensor]) -> Callable[[], None]:
         return lambda: [fn(inputs[w.size(1)], w) for w in matrices]
 
+    def on(kernel: str) -> Callable[[], None]:  # gpt1's products on ``kernel``, whatever gpt1.cpu.settings chose
+        def run() -> None:
+            with gpt1.cpu.kernels.using("decode", kernel):
+                products(linear)()
+
+        return run
+
     nbytes = sum(w.numel() * w.element_size() for w in matrices)
-    others = [
-        on_kernel("decode", k, products(linear)) for k in gpt1.cpu.kernels.available_kernels("decode") if k != "torch"
-    ]
+    others = [on(k) for k in gpt1.cpu.kernels.available_kernels("decode") if k != "torch"]
     with torch.no_grad():
         secs = min(median_seconds(f, warmup=2, iters=7, device=matrices[0].device)
                    for f in (products(F.linear), *others))  # fmt: skip
