@@ -1,6 +1,7 @@
 """The layers the model is built of, the same math as torch's own ops: ``linear``, ``dropout``, ``embedding`` and
-``attention``, and the modules ``Linear``, ``Dropout`` and ``Embedding`` (pure torch). The model's one seam to the CPU
-path: on the CPU, in eager mode, they take faster paths than torch's ops.
+``attention`` (with ``self_attention``, the decoder's heads over it), and the modules ``Linear``, ``Dropout`` and
+``Embedding`` (pure torch). The model's one seam to the CPU path: on the CPU, in eager mode, they take faster paths
+than torch's ops.
 
 - ``linear``: fp32 products without autocast run on the kernel that ``gpt1.cpu.kernels`` chose for their kind
   (oneDNN, torch's matmuls, decoding's row or column blocks).
@@ -27,6 +28,7 @@ from torch.nn import functional as F
 
 from gpt1.core import compat
 from gpt1.cpu.kernels import cpu_linear, eager_cpu
+from gpt1.model.kv_cache import LayerCache
 
 
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
@@ -136,3 +138,31 @@ def attention(
     elif mask is not None:
         att = att + q.new_zeros(mask.shape).masked_fill_(~mask, -math.inf)
     return dropout(att.softmax(dim=-1), dropout_p) @ v
+
+
+def self_attention(
+    qkv: torch.Tensor,
+    n_head: int,
+    cache: LayerCache | None = None,
+    attn_mask: torch.Tensor | None = None,
+    dropout_p: float = 0.0,
+) -> torch.Tensor:
+    """Causal multi-head self-attention of T new tokens from their fused query, key and value projections qkv
+    (B, T, 3C) -> (B, T, C), scaled by 1/sqrt(D) as OpenAI's: with a cache, their keys and values are appended to it
+    and their queries see the cached ones too. attn_mask (B, T, T) (True: attend) replaces the causal mask (packed
+    sequences; not with a cache). The decoder's ``Attention`` and decoding's ``TokenStep`` both attend through it."""
+    B, T, C3 = qkv.shape
+    C = C3 // 3
+    q, k, v = qkv.view(B, T, 3, n_head, C // n_head).permute(2, 0, 3, 1, 4).unbind(0)  # 3 x (B, H, T, D)
+    past = 0
+    if cache is not None:
+        past = cache.length
+        k, v = cache.update(k, v)  # (B, H, past + T, D)
+    # Causal mask: plain when nothing is cached; a single new token sees everything; T > 1 new tokens after a
+    # cached prefix need the mask shifted right by the prefix (SDPA's is_causal aligns it top-left).
+    mask = attn_mask[:, None] if attn_mask is not None else None  # (B, 1, T, T)
+    if past and T > 1:
+        mask = torch.ones(T, past + T, dtype=torch.bool, device=qkv.device).tril(diagonal=past)
+    y = attention(q, k, v, mask, is_causal=past == 0 and mask is None, dropout_p=dropout_p)  # (B, H, T, D)
+    # one token's heads are already in order: the transpose, an op of its own, is a share of a decoded token's time
+    return y.reshape(B, T, C) if T == 1 else y.transpose(1, 2).reshape(B, T, C)
