@@ -204,23 +204,30 @@ def test_bench_runs_every_measurement_end_to_end(capsys, caplog):
     assert "MFU" in printed and "vs HF" in printed
 
 
-def test_the_ceilings_try_every_kernel_whatever_was_chosen(monkeypatch):
-    """The GEMM peak and the matrix-vector rate take the fastest of the kernels of their kind, also where
-    gpt1.cpu.settings chose torch's; the choice is restored afterwards, and a kernel this CPU lacks leaves the choice as
-    it is."""
+def test_the_matrix_vector_ceiling_tries_every_decoding_kernel_whatever_was_chosen(monkeypatch):
+    """The matrix-vector rate takes the fastest of torch's F.linear and gpt1's linear on each other kernel of decoding
+    that this CPU has, also where gpt1.cpu.settings chose torch's (through gpt1.cpu.kernels.using, which restores the
+    choice)."""
     monkeypatch.setattr(gpt1.cpu.kernels, "CPU_MATMULS", dict.fromkeys(gpt1.cpu.kernels.KINDS, "torch"))
-    monkeypatch.setattr(gpt1.cpu.kernels, "onednn_available", lambda: True)
-    for kernel in ("onednn", "row_blocks"):
-        seen = gpt1.tools.bench.on_kernel("decode", kernel, lambda: dict(gpt1.cpu.kernels.CPU_MATMULS))()
-        assert seen == {**dict.fromkeys(gpt1.cpu.kernels.KINDS, "torch"), "decode": kernel}
-    assert gpt1.cpu.kernels.CPU_MATMULS == dict.fromkeys(gpt1.cpu.kernels.KINDS, "torch")
     monkeypatch.setattr(gpt1.cpu.kernels, "onednn_available", lambda: False)
-    assert gpt1.tools.bench.on_kernel("batched", "onednn", lambda: gpt1.cpu.kernels.CPU_MATMULS["batched"])() == "torch"
-    rates = []
-    monkeypatch.setattr(gpt1.tools.bench, "median_seconds", lambda fn, **kw: (fn(), rates.append(1), 1.0)[-1])
+    seen = []
+    monkeypatch.setattr(
+        gpt1.tools.bench,
+        "median_seconds",
+        lambda fn, **kw: (fn(), seen.append(gpt1.cpu.kernels.CPU_MATMULS["decode"]), 1.0)[-1],
+    )
+    kernels_run = []
+    real_linear = gpt1.tools.bench.linear
+    monkeypatch.setattr(
+        gpt1.tools.bench,
+        "linear",
+        lambda *a: kernels_run.append(gpt1.cpu.kernels.CPU_MATMULS["decode"]) or real_linear(*a),
+    )
     model = gpt1.model.GPT(gpt1.model.PRESETS["tiny"])
     gpt1.tools.bench.gemv_bandwidth(model)
-    assert len(rates) == 3  # F.linear, the row blocks and the column blocks (no oneDNN here)
+    assert seen == ["torch"] * 3  # F.linear, the row blocks, the column blocks (no oneDNN here); each restored
+    assert set(kernels_run) == {"row_blocks", "column_blocks"}
+    assert gpt1.cpu.kernels.CPU_MATMULS == dict.fromkeys(gpt1.cpu.kernels.KINDS, "torch")
 
 
 def test_a_cpu_peak_is_measured_in_the_steps_precision(monkeypatch):

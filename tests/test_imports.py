@@ -7,7 +7,15 @@ from pathlib import Path
 
 from tests.conftest import ENV_BEFORE_GPT1
 
-PURE = ["gpt1.model", "gpt1.model.lstm", "gpt1.model.heads", "gpt1.cpu.kernels"]
+PURE = [
+    "gpt1.model",
+    "gpt1.model.decoder",
+    "gpt1.model.layers",
+    "gpt1.model.lstm",
+    "gpt1.model.heads",
+    "gpt1.model.token_step",
+    "gpt1.cpu.kernels",
+]
 """The model code: it imports torch and nothing of the training stack."""
 BLOCKED = [
     "hydra",
@@ -163,3 +171,29 @@ def test_the_quick_tier_covers_every_room():
     rooms = {p.name for p in root.iterdir() if (p / "__init__.py").exists()}
     assert set(QUICK) == rooms
     assert all(QUICK.values())
+
+
+def test_the_layers_old_names_resolve_in_gpt1_model_layers():
+    """The model's layers left gpt1.cpu.kernels (gpt1.ops before the rooms) for gpt1.model.layers: old imports and
+    pickles that name them there still find them, and nothing else resolves there by accident."""
+    import pickle
+
+    import pytest
+
+    import gpt1.cpu.kernels
+    import gpt1.model.layers
+    import gpt1.ops
+
+    assert gpt1.cpu.kernels.LAYERS == ("linear", "Linear", "dropout", "Dropout", "embedding", "Embedding", "attention")
+    for name in gpt1.cpu.kernels.LAYERS:
+        assert getattr(gpt1.ops, name) is getattr(gpt1.cpu.kernels, name) is getattr(gpt1.model.layers, name)
+    from gpt1.ops import Linear
+
+    assert Linear is gpt1.model.layers.Linear
+    assert (
+        pickle.loads(b"cgpt1.ops\nDropout\n.")
+        is pickle.loads(b"cgpt1.cpu.kernels\nDropout\n.")
+        is gpt1.model.layers.Dropout
+    )
+    with pytest.raises(AttributeError, match="has no attribute 'Attention'"):
+        gpt1.cpu.kernels.Attention  # noqa: B018

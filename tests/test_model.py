@@ -7,9 +7,11 @@ import pytest
 import torch
 
 import gpt1.cpu.kernels
-from gpt1.cpu.kernels import KERNELS, Embedding
+import gpt1.model.generation
+from gpt1.cpu.kernels import KERNELS
 from gpt1.model import GPT, PRESETS, GPTConfig, LayerCache
 from gpt1.model.heads import pack_choices, pack_sequences
+from gpt1.model.layers import Embedding
 from gpt1.model.lstm import LSTM, LSTMConfig
 from gpt1.model.token_step import TokenStep, store_for_decoding
 
@@ -199,6 +201,25 @@ def test_the_lstm_decodes_from_its_state_as_from_the_whole_sequence():
     assert torch.equal(logits.argmax(-1), with_state[:, 10])
     a, b = (model.generate(prompt, 5, top_k=3, generator=torch.Generator().manual_seed(1)) for _ in range(2))
     assert torch.equal(a, b)
+
+
+def test_the_decoder_and_the_lstm_generate_through_one_loop(monkeypatch):
+    """Both decoders' generate is gpt1.model.generation.generate: each new token is sample_next's pick from the LM
+    head's logits at the last position of what the model's reader read (the whole prompt first, then the newest
+    token: cached)."""
+    picked, real = [], gpt1.model.generation.sample_next
+    monkeypatch.setattr(
+        gpt1.model.generation, "sample_next", lambda logits, *a: picked.append(logits) or real(logits, *a)
+    )
+    for model in (GPT(TINY).eval(), LSTM(LSTMConfig(vocab_size=50, n_ctx=16, n_embd=8, hidden_size=16)).eval()):
+        prompt = torch.randint(0, 50, (2, 4))
+        picked.clear()
+        out = model.generate(prompt, 3, temperature=0)
+        assert len(picked) == 3 and torch.equal(out[:, 4], picked[0].argmax(-1))
+        read = model.reader(prompt, use_cache=True)
+        with torch.no_grad():
+            assert read(out[:, :4]).shape[1] == 4 and read(out[:, :5]).shape[1] == 1  # only the unread tokens
+            torch.testing.assert_close(model.lm_logits(read(out[:, :6])[:, -1]), picked[2])
 
 
 def test_config_errors_name_the_field():

@@ -1,18 +1,21 @@
-"""gpt1.cpu.kernels: the CPU paths of linear, dropout, embedding and attention compute what torch's own ops compute."""
+"""gpt1.model.layers and gpt1.cpu.kernels: the CPU paths of linear, dropout, embedding and attention compute what
+torch's own ops compute, each product on the kernel chosen for its kind."""
 
 import math
 import os
-import platform
+import re
 import subprocess
 import sys
 from copy import deepcopy
+from pathlib import Path
 
 import pytest
 import torch
 import torch.nn.functional as F
 
 import gpt1.cpu.kernels
-from gpt1.cpu.kernels import Dropout, Embedding, attention, dropout, embedding, linear
+import gpt1.model.layers
+from gpt1.model.layers import Dropout, Embedding, attention, dropout, embedding, linear
 
 ONEDNN = dict.fromkeys(gpt1.cpu.kernels.KINDS, "onednn")
 BATCHED_ONLY = {**dict.fromkeys(gpt1.cpu.kernels.KINDS, "torch"), "batched": "onednn"}
@@ -172,6 +175,35 @@ def test_each_kind_of_product_runs_on_its_chosen_kernel(monkeypatch):
                 assert calls == expected[kernel], (kind, rows, kernel, others)
 
 
+def test_using_runs_a_kind_on_a_kernel_inside_the_block_and_restores_the_choice(monkeypatch):
+    """``using`` (how bench and the measurement try a kernel) sets one kind's kernel as set_cpu_matmuls would (torch's
+    where this CPU lacks it; an unknown kernel refused) and puts back what was chosen, also when the block raises."""
+    chosen = {**dict.fromkeys(gpt1.cpu.kernels.KINDS, "torch"), "batched": "onednn"}
+    monkeypatch.setattr(gpt1.cpu.kernels, "CPU_MATMULS", dict(chosen))
+    monkeypatch.setattr(gpt1.cpu.kernels, "onednn_available", lambda: True)
+    for kernel in ("onednn", "row_blocks", "column_blocks"):
+        with gpt1.cpu.kernels.using("decode", kernel):
+            assert gpt1.cpu.kernels.CPU_MATMULS == {**chosen, "decode": kernel}
+    assert gpt1.cpu.kernels.CPU_MATMULS == chosen
+    with pytest.raises(KeyError), gpt1.cpu.kernels.using("train.forward", "onednn"):
+        raise KeyError
+    assert gpt1.cpu.kernels.CPU_MATMULS == chosen
+    with pytest.raises(ValueError, match="decode: also row_blocks"), gpt1.cpu.kernels.using("batched", "row_blocks"):
+        pass
+    monkeypatch.setattr(gpt1.cpu.kernels, "onednn_available", lambda: False)
+    with gpt1.cpu.kernels.using("decode", "onednn"):
+        assert gpt1.cpu.kernels.CPU_MATMULS["decode"] == "torch"
+    assert gpt1.cpu.kernels.CPU_MATMULS == chosen
+
+
+def test_the_kernel_table_is_written_in_gpt1_cpu_kernels_only():
+    """set_cpu_matmuls and using are CPU_MATMULS's only writers: no other module of gpt1 assigns to it or updates it."""
+    writes = re.compile(r"CPU_MATMULS\s*(\[[^\]]*\])?\s*=(?!=)|CPU_MATMULS\.(update|setdefault|pop|clear)\(")
+    package = Path(gpt1.cpu.kernels.__file__).parents[1]
+    writers = [p.relative_to(package).as_posix() for p in package.rglob("*.py") if writes.search(p.read_text())]
+    assert writers == ["cpu/kernels.py"]
+
+
 def test_until_configured_every_product_is_torchs_own(monkeypatch):
     """Importing gpt1.cpu.kernels chooses nothing: every kind runs torch's matmuls until gpt1.cpu.settings.configure
     sets them."""
@@ -205,30 +237,9 @@ def test_set_cpu_matmuls_refuses_unknown_kinds_and_kernels_and_keeps_torch_witho
     assert not gpt1.cpu.kernels.onednn_available()  # Arm keeps torch's BLAS
 
 
-@pytest.mark.skipif(
-    platform.machine().lower() not in ("x86_64", "amd64") or not torch.backends.mkldnn.is_available(),
-    reason="oneDNN's linear is used on x86 CPUs only",
-)
-def test_the_private_onednn_linear_op_exists_and_computes_f_linear():
-    """gpt1.cpu.kernels calls torch.ops.mkldnn._linear_pointwise (private): if torch drops or changes it, this fails
-    (gpt1
-    would fall back to torch's matmuls, correct but slower on CPUs where oneDNN wins)."""
-    assert gpt1.cpu.kernels.onednn_available()
-    x, w, b = torch.randn(3, 8), torch.randn(5, 8), torch.randn(5)
-    torch.testing.assert_close(gpt1.cpu.kernels._onednn(x, w, b), F.linear(x, w, b))
-
-
-def test_the_private_post_accumulate_grad_hooks_exist():
-    """gpt1.cpu.kernels reads Tensor._post_accumulate_grad_hooks (private) to hook the sparse table gradient once: if
-    torch drops it, this fails (gpt1 would fall back to F.embedding's dense gradient, correct but slower)."""
-    weight = torch.nn.Parameter(torch.randn(4, 3))
-    assert weight._post_accumulate_grad_hooks is None
-    assert gpt1.cpu.kernels._densified(weight) and len(weight._post_accumulate_grad_hooks) == 1
-
-
 def test_without_post_accumulate_hooks_the_lookup_is_f_embeddings(monkeypatch):
     """The public fallback: where a tensor has no _post_accumulate_grad_hooks, the gradient is F.embedding's."""
-    monkeypatch.setattr(gpt1.cpu.kernels, "_densified", lambda weight: False)
+    monkeypatch.setattr(gpt1.model.layers, "_densified", lambda weight: False)
     table = Embedding(9, 4)
     assert type(table(torch.tensor([1, 2])).grad_fn).__name__ == "EmbeddingBackward0"
 

@@ -1,43 +1,40 @@
-"""The decoder's primitive ops, with faster paths for fp32 on CPU (pure torch; the same math as torch's own ops).
+"""The CPU kernels of fp32 linear products and the table that picks one per kind of product (pure torch; the same
+math as ``F.linear``). The model meets them through its layers (``gpt1.model.layers``) and decoding's
+``row_linear``; ``gpt1.cpu.settings.configure()`` writes the table.
 
-- ``linear``: fp32 products on x86 CPUs can run on oneDNN instead of torch's matmuls (MKL's, whose fast kernels are
-  Intel's only), and a single row without autograd can be split into one block of weight rows per thread,
-  multiplied in one ``bmm`` (or, for a weight stored transposed by ``decoding_layout``, one block of its input
-  columns per thread, the blocks' partial products summed). Which kernel each kind of product uses (``KINDS``: the
-  forward, input-gradient and weight-gradient products of the blocks and of the tied head, decoding's and batched
-  inference's) is ``CPU_MATMULS``: torch's everywhere until ``gpt1.cpu.settings.configure()`` (which every gpt1 command
-  calls) sets what it measured to be faster on this CPU. On oneDNN, the tied head's input gradient is summed over
-  slices of its rows. ``row_linear`` is decoding's product as a function of the row, its weight's views made once.
-- ``dropout``: masks from 16-bit integers cut from 64-bit draws (P(drop) = p to within 2^-17), written as floats by
-  the comparison itself; ``bernoulli_`` draws a float per element.
-- ``embedding``: on CPU with autograd, the token table's gradient is sparse (one row per id), which the tied LM
-  head's dense gradient takes in, instead of a zeroed (V, C) table; where no head adds to it, a hook makes ``.grad``
-  dense.
-- ``attention``: with dropout (and for bf16 training) the math path with ``dropout``'s masks and the mask as an
-  added bias, where SDPA's CPU kernels take no dropout and its fused bf16 backward is slow.
+fp32 products on x86 CPUs can run on oneDNN instead of torch's matmuls (MKL's, whose fast kernels are Intel's only),
+and a single row without autograd can be split into one block of weight rows per thread, multiplied in one ``bmm``
+(or, for a weight stored transposed by ``decoding_layout``, one block of its input columns per thread, the blocks'
+partial products summed). Which kernel each kind of product uses (``KINDS``: the forward, input-gradient and
+weight-gradient products of the blocks and of the tied head, decoding's and batched inference's) is ``CPU_MATMULS``:
+torch's everywhere until ``gpt1.cpu.settings.configure()`` (which every gpt1 command calls) sets what it measured to
+be faster on this CPU (``set_cpu_matmuls``, the table's one writer; ``using`` tries a kernel and restores). On
+oneDNN, the tied head's input gradient is summed over slices of its rows. ``row_linear`` is decoding's product as a
+function of the row, its weight's views made once.
 
-Compiled graphs and other devices keep torch's own ops (and so their kernels and fusions), as ``linear`` does under
-autocast. Measured figures: experiments/benchmarks.md. Private torch APIs are used in two places only, each with a
-public fallback: ``_onednn`` (``torch.ops.mkldnn._linear_pointwise``; without it every product is torch's) and
-``_densified`` (``Tensor._post_accumulate_grad_hooks``; without it the table's gradient is dense).
+Compiled graphs and other devices keep torch's own ops (and so their kernels and fusions), as under autocast.
+Measured figures: experiments/benchmarks.md. oneDNN's linear is torch's private
+``torch.ops.mkldnn._linear_pointwise`` (``gpt1.core.compat.onednn_linear``): without it every product is torch's.
 """
 
 from __future__ import annotations
 
-import math
+import contextlib
+import importlib
 import platform
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import torch
-from torch import nn
 from torch.nn import functional as F
+
+from gpt1.core import compat
 
 PRODUCTS = ("forward", "input_grad", "weight_grad")
 """The three products of a linear layer in training: x @ W.T, its input gradient g @ W and its weight gradient
 g.T @ x."""
 
 KINDS = (*(f"{k}.{p}" for k in ("train", "head") for p in PRODUCTS), "decode", "batched")
-"""The kinds of fp32 CPU products ``linear`` chooses a kernel for: with autograd, each of ``PRODUCTS`` of "train"
+"""The kinds of fp32 CPU products ``cpu_linear`` chooses a kernel for: with autograd, each of ``PRODUCTS`` of "train"
 (the blocks' GEMMs) and of "head" (a weight of more than two ``SLICE_BYTES`` slices: the tied head); without
 autograd, "decode" (fewer than ``BATCHED_MIN_ROWS`` rows: decoding) and "batched" (batched decoding, evaluation)."""
 
@@ -50,7 +47,7 @@ torch's matmul for more rows, one thread or a strided weight) and "column_blocks
 that ``decoding_layout`` stores transposed is split by its input columns: each thread streams one contiguous block)."""
 
 CPU_MATMULS: dict[str, str] = dict.fromkeys(KINDS, "torch")
-"""Kind -> the kernel ``linear`` runs it on. Torch's until ``set_cpu_matmuls`` (``gpt1.cpu.settings``)."""
+"""Kind -> the kernel ``cpu_linear`` runs it on. Torch's until ``set_cpu_matmuls`` (``gpt1.cpu.settings``)."""
 
 BATCHED_MIN_ROWS = 4
 """Products without autograd of at least this many rows are of kind "batched"."""
@@ -63,7 +60,7 @@ def available_kernels(kind: str) -> tuple[str, ...]:
 
 def set_cpu_matmuls(choices: dict[str, str]) -> None:
     """Set the kernel of each kind in ``choices`` (one of ``KERNELS[kind]``); torch's where the kernel named is not
-    available here (oneDNN off x86)."""
+    available here (oneDNN off x86). With ``using``, the only writer of ``CPU_MATMULS``."""
     for kind, kernel in choices.items():
         if kind not in KINDS or kernel not in KERNELS[kind]:
             raise ValueError(
@@ -73,29 +70,34 @@ def set_cpu_matmuls(choices: dict[str, str]) -> None:
         CPU_MATMULS[kind] = kernel if kernel in available_kernels(kind) else "torch"
 
 
+@contextlib.contextmanager
+def using(kind: str, kernel: str) -> Iterator[None]:
+    """Run the products of ``kind`` on ``kernel`` (as ``set_cpu_matmuls`` sets it) inside the block, whatever was
+    chosen; the choice before it is restored as it was on the way out: to time or try a kernel."""
+    saved = CPU_MATMULS[kind]
+    set_cpu_matmuls({kind: kernel})
+    try:
+        yield
+    finally:
+        CPU_MATMULS[kind] = saved
+
+
 def onednn_available() -> bool:
     """Whether this torch runs oneDNN's fp32 linear on this CPU: x86 (elsewhere torch's BLAS is the vendor's own)
     and ``torch.ops.mkldnn._linear_pointwise`` present."""
     x86 = platform.machine().lower() in ("x86_64", "amd64")
-    return x86 and torch.backends.mkldnn.is_available() and _linear_pointwise() is not None
+    return x86 and torch.backends.mkldnn.is_available() and compat.onednn_linear() is not None
 
 
-def _linear_pointwise():
-    """torch's private oneDNN linear op, or None where this torch has none (then every product is torch's)."""
-    try:
-        return torch.ops.mkldnn._linear_pointwise
-    except (AttributeError, RuntimeError):
-        return None
-
-
-def _eager_cpu(x: torch.Tensor) -> bool:
+def eager_cpu(x: torch.Tensor) -> bool:
+    """Whether x is a CPU tensor outside a graph being compiled: where gpt1's CPU paths replace torch's ops."""
     return x.is_cpu and not torch.compiler.is_compiling()
 
 
 def _onednn(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
     # x @ weight.T + bias; a strided bias must be made contiguous: oneDNN reads it as if it were (a test checks)
     bias = bias.contiguous() if bias is not None else None
-    return _linear_pointwise()(x, weight, bias, "none", [], "")
+    return compat.onednn_linear()(x, weight, bias, "none", [], "")
 
 
 SLICE_BYTES = 6 * 2**20
@@ -245,12 +247,12 @@ def decoding_layout(weight: torch.Tensor) -> torch.Tensor:
 
 
 def row_linear(weight: torch.Tensor, bias: torch.Tensor | None = None) -> Callable[[torch.Tensor], torch.Tensor]:
-    """``linear`` for one contiguous row without autograd (decoding's kind) as a function of x (..., in), with what
+    """``cpu_linear`` for one contiguous row without autograd (decoding's kind) as a function of x (..., in), with what
     depends on the weight alone made once: for a decoding step that runs each weight's product once a token. On the
     block kernels a weight's layout picks its blocks: rows of a row-major weight, input columns of one that
     ``decoding_layout`` stored transposed (in blocks of equal width: as many as the thread count, or the largest
     divisor of in below it)."""
-    kernel = CPU_MATMULS["decode"] if weight.dtype == torch.float32 and _eager_cpu(weight) else "torch"
+    kernel = CPU_MATMULS["decode"] if weight.dtype == torch.float32 and eager_cpu(weight) else "torch"
     threads = torch.get_num_threads() if kernel in ("row_blocks", "column_blocks") else 1
     if threads > 1 and _transposed(weight):
         blocks = max(d for d in range(1, threads + 1) if weight.size(1) % d == 0)
@@ -263,121 +265,31 @@ def row_linear(weight: torch.Tensor, bias: torch.Tensor | None = None) -> Callab
     return lambda x: F.linear(x, weight, bias)
 
 
-def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
-    """``F.linear``: x (..., in) @ weight (out, in).T + bias. For fp32 in eager mode on CPU, without autocast, each
-    product runs on the kernel ``CPU_MATMULS`` names for its kind (``KINDS``)."""
-    if x.dtype == weight.dtype == torch.float32 and _eager_cpu(x) and not torch.is_autocast_enabled("cpu"):
-        if torch.is_grad_enabled():
-            kind = "head" if _slice_rows(weight) else "train"
-            kernels = tuple(CPU_MATMULS[f"{kind}.{product}"] for product in PRODUCTS)
-            if kernels != ("torch",) * len(PRODUCTS):
-                return _Linear.apply(x, weight, bias, kernels)
-        elif x.numel() == x.size(-1) and x.is_contiguous():  # one row
-            return row_linear(weight, bias)(x)
-        elif x.numel() // x.size(-1) < BATCHED_MIN_ROWS:
-            if CPU_MATMULS["decode"] == "onednn":
-                return _onednn(x, weight, bias)
-        elif CPU_MATMULS["batched"] == "onednn":
+def cpu_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """x (..., in) @ weight (out, in).T + bias for fp32 CPU tensors in eager mode without autocast (the caller checks:
+    ``gpt1.model.layers.linear``), each product on the kernel ``CPU_MATMULS`` names for its kind (``KINDS``)."""
+    if torch.is_grad_enabled():
+        kind = "head" if _slice_rows(weight) else "train"
+        kernels = tuple(CPU_MATMULS[f"{kind}.{product}"] for product in PRODUCTS)
+        if kernels != ("torch",) * len(PRODUCTS):
+            return _Linear.apply(x, weight, bias, kernels)
+    elif x.numel() == x.size(-1) and x.is_contiguous():  # one row
+        return row_linear(weight, bias)(x)
+    elif x.numel() // x.size(-1) < BATCHED_MIN_ROWS:
+        if CPU_MATMULS["decode"] == "onednn":
             return _onednn(x, weight, bias)
+    elif CPU_MATMULS["batched"] == "onednn":
+        return _onednn(x, weight, bias)
     return F.linear(x, weight, bias)
 
 
-class Linear(nn.Linear):
-    """``nn.Linear`` through ``linear``."""
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return linear(x, self.weight, self.bias)
+LAYERS = ("linear", "Linear", "dropout", "Dropout", "embedding", "Embedding", "attention")
+"""The model's layers, in this module (then ``gpt1.ops``) until they moved to ``gpt1.model.layers``."""
 
 
-def dropout(x: torch.Tensor, p: float, training: bool = True) -> torch.Tensor:
-    """``F.dropout``: zero each element with probability p, scale the others by 1 / (1 - p); cheap masks on CPU."""
-    if not training or p == 0.0:
-        return x
-    if not _eager_cpu(x) or p >= 1.0:
-        return F.dropout(x, p, True)
-    n = x.numel()
-    bits = x.new_empty((n + 3) // 4, dtype=torch.int64).random_(-(2**63), None)  # uniform over all 64 bits
-    # the mask 0 or 1 / (1 - p), in fp32 at least: a bf16 1 / (1 - p) would be off by up to 2^-9, as F.dropout's
-    # is not. The comparison writes it as floats in one pass (torch.where or bool * float take 3-5x as long).
-    mask = x.new_empty(x.shape, dtype=torch.promote_types(x.dtype, torch.float32))
-    torch.ge(bits.view(torch.int16)[:n].view(x.shape), round(p * 2**16) - 2**15, out=mask)  # P(keep) = 1 - p
-    y = x * mask.mul_(1.0 / (1.0 - p))  # one multiply, whose backward reuses the scaled mask
-    return y.to(x.dtype)  # F.dropout's dtype (a no-op in fp32)
-
-
-class _SparseGradEmbedding(torch.autograd.Function):
-    """``F.embedding`` whose weight gradient is a sparse (V, C) tensor of one row per id."""
-
-    @staticmethod
-    def forward(ctx, ids: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-        ctx.save_for_backward(ids)
-        ctx.rows = weight.size(0)
-        return F.embedding(ids, weight)
-
-    @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx, grad: torch.Tensor) -> tuple[None, torch.Tensor]:
-        (ids,) = ctx.saved_tensors
-        rows = grad.reshape(-1, grad.size(-1))  # (N, C), N = ids.numel(); repeated ids are summed where it is added
-        index = ids.reshape(1, -1).long()  # (1, N)
-        return None, torch.sparse_coo_tensor(index, rows, (ctx.rows, rows.size(1)), check_invariants=False)
-
-
-def embedding(ids: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-    """``F.embedding(ids, weight)``: ids (...) -> (..., C). On CPU with autograd, for a leaf weight, the weight's
-    gradient is sparse, which autograd adds to a tied head's dense one (a copy, but no zeroed table); where nothing
-    does (no tied head in the loss), a hook on the weight makes its ``.grad`` dense as soon as it is accumulated."""
-    sparse = _eager_cpu(weight) and torch.is_grad_enabled() and weight.requires_grad and weight.is_leaf
-    if not (sparse and _densified(weight)):  # _densified hooks the weight, once
-        return F.embedding(ids, weight)
-    return _SparseGradEmbedding.apply(ids, weight)
-
-
-def _dense_grad(weight: torch.Tensor) -> None:
-    if weight.grad is not None and weight.grad.is_sparse:  # optimizers, clipping and DDP take dense gradients
-        weight.grad = weight.grad.to_dense()
-
-
-def _densified(weight: torch.Tensor) -> bool:
-    """Hook ``_dense_grad`` on weight where it is not hooked yet (checked on each use: copied or unpickled tensors
-    lose their hooks); False on a torch that does not expose a tensor's post-accumulate hooks (no sparse gradients)."""
-    hooks = getattr(weight, "_post_accumulate_grad_hooks", False)
-    if hooks is False:
-        return False
-    if hooks is None or _dense_grad not in hooks.values():
-        weight.register_post_accumulate_grad_hook(_dense_grad)
-    return True
-
-
-class Embedding(nn.Embedding):
-    """``nn.Embedding`` through ``embedding``, for a table that an LM head shares: its ``.grad`` is always dense."""
-
-    def forward(self, ids: torch.Tensor) -> torch.Tensor:
-        return embedding(ids, self.weight)
-
-
-class Dropout(nn.Dropout):
-    """``nn.Dropout`` through ``dropout``."""
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return dropout(x, self.p, self.training)
-
-
-def attention(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, is_causal: bool, dropout_p: float
-) -> torch.Tensor:
-    """``F.scaled_dot_product_attention`` of q (B, H, T, D), k and v (B, H, S, D) -> (B, H, T, D), scaled by
-    1/sqrt(D). mask (broadcast to (B, H, T, S), True: attend) must let every query see at least one key."""
-    # SDPA's fused CPU kernel is fast in inference, but its bf16 backward is slow: training in bf16 takes the math too
-    bf16_training = q.dtype == torch.bfloat16 and torch.is_grad_enabled() and q.requires_grad
-    if not _eager_cpu(q) or (dropout_p == 0.0 and not bf16_training):
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal, dropout_p=dropout_p)
-    T, S = q.size(-2), k.size(-2)
-    att = (q * (1.0 / math.sqrt(q.size(-1)))) @ k.transpose(-2, -1)  # (B, H, T, S)
-    # masked scores get -inf as an added bias: its backward is free, where masked_fill's masks the gradient again
-    # (softmax's backward already gives exact zeros there)
-    if is_causal:
-        att = att + q.new_full((T, S), -math.inf).triu(1)
-    elif mask is not None:
-        att = att + q.new_zeros(mask.shape).masked_fill_(~mask, -math.inf)
-    return dropout(att.softmax(dim=-1), dropout_p) @ v
+def __getattr__(name: str):
+    # `gpt1.ops.Linear`, `gpt1.cpu.kernels.dropout`, ... (old imports, pickled modules) resolve to the layers' home.
+    # Imported on first use, by name: the CPU room sits below the model's and imports nothing of it.
+    if name in LAYERS:
+        return getattr(importlib.import_module("gpt1.model.layers"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -235,7 +235,7 @@ def measure_matmuls(rounds: int = 3) -> dict[str, dict[str, float]]:
     head's; a shorter one leaves the forward's choice to chance: experiments/benchmarks.md) at 128 rows; "batched", two
     blocks' eight weight matrices (57 MB, more than a cache holds) times 8 rows, and "decode", the same and the
     head's weight (its quarter of a GPT-1 token's bytes) times 1 row, each stored as decoding stores it on the
-    kernel timed (``gpt1.cpu.kernels.decoding_layout``), all through ``gpt1.cpu.kernels.linear``."""
+    kernel timed (``gpt1.cpu.kernels.decoding_layout``), all through ``gpt1.cpu.kernels.cpu_linear``."""
     C, M, V = 768, 512, 24576  # V: the head probe's rows
     gen = torch.Generator().manual_seed(0)
 
@@ -263,23 +263,19 @@ def measure_matmuls(rounds: int = 3) -> dict[str, dict[str, float]]:
         stored: dict[str, list[torch.Tensor]] = {}  # kernel -> the weights as decoding stores them for it
 
         def run(kernel: str) -> None:
-            kernels.CPU_MATMULS[kind] = kernel
-            if kernel not in stored:
-                stored[kernel] = [kernels.decoding_layout(w) for w in probed[kind]]
-            with torch.no_grad():
-                for w in stored[kernel]:
-                    kernels.linear(rows[r][w.size(1)], w)
+            with kernels.using(kind, kernel):
+                if kernel not in stored:
+                    stored[kernel] = [kernels.decoding_layout(w) for w in probed[kind]]
+                with torch.no_grad():
+                    for w in stored[kernel]:
+                        kernels.cpu_linear(rows[r][w.size(1)], w)
 
         return run
 
     # kind -> (probe, rounds)
     probes = {f"{kind}.{product}": (training(kind, product), rounds) for kind in layers for product in products}
     probes |= {"decode": (inference("decode", 1), 5 * rounds), "batched": (inference("batched", 8), 5 * rounds)}
-    saved = dict(kernels.CPU_MATMULS)
-    try:
-        return {kind: _interleaved(probe, kernels.KERNELS[kind], n) for kind, (probe, n) in probes.items()}
-    finally:
-        kernels.CPU_MATMULS.update(saved)
+    return {kind: _interleaved(probe, kernels.KERNELS[kind], n) for kind, (probe, n) in probes.items()}
 
 
 def _interleaved(probe: Callable[[str], None], candidates: tuple[str, ...], rounds: int) -> dict[str, float]:

@@ -6,12 +6,12 @@ learned position embeddings, no final LayerNorm, an LM head tied to the token em
 embeddings, the attention probabilities and both residual branches, init N(0, 0.02).
 
 Shapes: B batch, T sequence length, C = n_embd, H = n_head, D = C // H, V = vocab_size. Linear layers, dropout and
-attention come from ``gpt1.cpu.kernels`` (torch's own ops, with faster paths for fp32 on CPU).
+attention come from ``gpt1.model.layers`` (torch's own ops, with faster paths on CPU).
 """
 
 from __future__ import annotations
 
-import math
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import partial
 
@@ -20,7 +20,9 @@ from torch import nn
 from torch.nn import functional as F
 
 from gpt1.core.errors import ConfigError, ranged
-from gpt1.cpu.kernels import Dropout, Embedding, Linear, attention, linear
+from gpt1.model.generation import generate
+from gpt1.model.kv_cache import LayerCache
+from gpt1.model.layers import Dropout, Embedding, Linear, linear, self_attention
 from gpt1.model.token_step import TokenStep
 
 ACTIVATIONS = {
@@ -91,29 +93,6 @@ PRESETS: dict[str, GPTConfig] = {
 }
 
 
-class LayerCache:
-    """Keys and values of one block for the tokens decoded so far. Buffers of (B, H, capacity, D) are allocated
-    once, on the first update, and filled in place: decoding a token copies only its own keys and values."""
-
-    def __init__(self, capacity: int) -> None:
-        self.capacity = capacity
-        self.length = 0
-        self.k: torch.Tensor | None = None
-        self.v: torch.Tensor | None = None
-
-    def update(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Append this step's (B, H, T, D) keys and values; return views of all of them so far."""
-        if self.k is None:
-            B, H, _, D = k.shape
-            self.k = k.new_empty(B, H, self.capacity, D)
-            self.v = v.new_empty(B, H, self.capacity, D)
-        T = k.size(2)
-        self.k.narrow(2, self.length, T).copy_(k)  # narrow, not [:, :, a:b]: Python indexing costs more than the copy
-        self.v.narrow(2, self.length, T).copy_(v)
-        self.length += T
-        return self.k.narrow(2, 0, self.length), self.v.narrow(2, 0, self.length)
-
-
 class Attention(nn.Module):
     def __init__(self, config: GPTConfig) -> None:
         super().__init__()
@@ -126,21 +105,8 @@ class Attention(nn.Module):
     def forward(
         self, x: torch.Tensor, cache: LayerCache | None = None, attn_mask: torch.Tensor | None = None
     ) -> torch.Tensor:
-        B, T, C = x.shape
-        qkv = self.c_attn(x).view(B, T, 3, self.n_head, C // self.n_head)  # q, k, v side by side: (B, T, 3, H, D)
-        q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # 3 x (B, H, T, D)
-        past = cache.length if cache is not None else 0
-        if cache is not None:
-            k, v = cache.update(k, v)  # (B, H, past + T, D)
-        # Causal mask: plain when nothing is cached; a single new token sees everything; T > 1 new tokens after a
-        # cached prefix need the mask shifted right by the prefix (SDPA's is_causal aligns it top-left).
-        # A given attn_mask (B, T, T) replaces the causal one (packed sequences, GPT.forward; not with a cache).
-        mask = attn_mask[:, None] if attn_mask is not None else None  # (B, 1, T, T)
-        if past and T > 1:
-            mask = torch.ones(T, past + T, dtype=torch.bool, device=x.device).tril(diagonal=past)
         dropout_p = self.attn_pdrop if self.training else 0.0
-        y = attention(q, k, v, mask, is_causal=past == 0 and mask is None, dropout_p=dropout_p)  # 1/sqrt(D), as OpenAI
-        y = y.transpose(1, 2).reshape(B, T, C)
+        y = self_attention(self.c_attn(x), self.n_head, cache, attn_mask, dropout_p)  # (B, T, C)
         return self.resid_dropout(self.c_proj(y))
 
 
@@ -255,7 +221,6 @@ class GPT(nn.Module):
         n = self.num_params() - c.n_ctx * c.n_embd
         return 6 * n + 12 * c.n_layer * c.n_embd * T
 
-    @torch.no_grad()
     def generate(
         self,
         idx: torch.Tensor,
@@ -265,24 +230,38 @@ class GPT(nn.Module):
         use_cache: bool = True,
         generator: torch.Generator | None = None,
     ) -> torch.Tensor:
-        """Continue idx (B, T) by max_new_tokens sampled tokens; temperature 0 decodes greedily. A single fp32
-        sequence on the CPU or a CUDA GPU decodes its tokens after the prompt through
-        ``gpt1.model.token_step.TokenStep`` (the same math, fewer ops)."""
-        cache = self.new_cache() if use_cache else None
-        cached = 0  # how many tokens of idx the cache holds
-        step = TokenStep(self) if use_cache and TokenStep.applies(self, idx) else None
-        for _ in range(max_new_tokens):
-            if idx.size(1) > self.config.n_ctx:
-                cache = None  # positions are absolute: past the context a sliding window must be recomputed
-            if cache is None:
-                hidden = self(idx[:, -self.config.n_ctx :])
-            elif step is not None and cached == idx.size(1) - 1:
-                hidden, cached = step(idx[:, -1:], cache), idx.size(1)
-            else:
-                hidden, cached = self(idx[:, cached:], cache), idx.size(1)
-            logits = self.lm_logits(hidden[:, -1]).float()  # (B, V)
-            idx = torch.cat([idx, sample_next(logits, temperature, top_k, generator)], dim=1)
-        return idx
+        """Continue idx (B, T) by max_new_tokens sampled tokens; temperature 0 decodes greedily
+        (``gpt1.model.generation.generate``, with ``reader``)."""
+        return generate(self, idx, max_new_tokens, temperature, top_k, use_cache, generator)
+
+    def reader(self, idx: torch.Tensor, use_cache: bool) -> Callable[[torch.Tensor], torch.Tensor]:
+        """How ``generate`` reads the sequence so far (B, T) -> hidden states (``gpt1.model.generation.Decoder``):
+        with use_cache through a KV cache (``CachedReader``), else the last n_ctx tokens each time."""
+        if use_cache:
+            return CachedReader(self, idx)
+        return lambda idx: self(idx[:, -self.config.n_ctx :])
+
+
+class CachedReader:
+    """``GPT.reader`` with a KV cache: each call reads the tokens not read yet (B, t) after the cached ones. A single
+    fp32 sequence on the CPU or a CUDA GPU reads its tokens after the prompt through
+    ``gpt1.model.token_step.TokenStep`` (the same math, fewer ops). Past n_ctx tokens the positions no longer fit:
+    the last n_ctx are read whole, uncached."""
+
+    def __init__(self, model: GPT, idx: torch.Tensor) -> None:
+        self.model, self.cache, self.cached = model, model.new_cache(), 0  # cached: how many tokens the cache holds
+        self.step = TokenStep(model) if TokenStep.applies(model, idx) else None
+
+    def __call__(self, idx: torch.Tensor) -> torch.Tensor:
+        n_ctx = self.model.config.n_ctx
+        if idx.size(1) > n_ctx:
+            self.cache = None  # positions are absolute: past the context a sliding window must be recomputed
+        if self.cache is None:
+            return self.model(idx[:, -n_ctx:])
+        new, self.cached = idx[:, self.cached :], idx.size(1)
+        if self.step is not None and new.size(1) == 1:
+            return self.step(new, self.cache)
+        return self.model(new, self.cache)
 
 
 def grown(embedding: nn.Embedding, keep: int, rows: int, std: float) -> nn.Embedding:
@@ -293,16 +272,3 @@ def grown(embedding: nn.Embedding, keep: int, rows: int, std: float) -> nn.Embed
     with torch.no_grad():
         new.weight[:keep] = weight[:keep]
     return new
-
-
-def sample_next(
-    logits: torch.Tensor, temperature: float, top_k: int | None, generator: torch.Generator | None = None
-) -> torch.Tensor:
-    """Pick one token per row of logits (B, V) -> (B, 1): argmax at temperature 0, else top-k sampling."""
-    if temperature == 0:
-        return logits.argmax(dim=-1, keepdim=True)
-    logits = logits / temperature
-    if top_k is not None:
-        kth = torch.topk(logits, min(top_k, logits.size(-1))).values[:, -1:]  # (B, 1)
-        logits = logits.masked_fill(logits < kth, -math.inf)
-    return torch.multinomial(F.softmax(logits, dim=-1), 1, generator=generator)

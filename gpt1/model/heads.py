@@ -26,7 +26,7 @@ from typing import NamedTuple
 import torch
 from torch import nn
 
-from gpt1.cpu.kernels import Dropout
+from gpt1.model.layers import Dropout
 
 
 class ClassificationHead(nn.Module):

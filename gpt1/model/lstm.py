@@ -9,14 +9,16 @@ Shapes: B batch, T sequence length, C = n_embd, U = hidden_size, V = vocab_size.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import torch
 from torch import nn
 
 from gpt1.core.errors import ranged
-from gpt1.cpu.kernels import Dropout, Embedding, Linear, linear
-from gpt1.model.decoder import grown, sample_next
+from gpt1.model.decoder import grown
+from gpt1.model.generation import generate
+from gpt1.model.layers import Dropout, Embedding, Linear, linear
 
 
 @dataclass
@@ -74,7 +76,6 @@ class LSTM(nn.Module):
         """Tied LM head: hidden (..., C) -> logits (..., V)."""
         return linear(hidden, self.tokens_embed.weight)
 
-    @torch.no_grad()
     def generate(
         self,
         idx: torch.Tensor,
@@ -84,16 +85,25 @@ class LSTM(nn.Module):
         use_cache: bool = True,
         generator: torch.Generator | None = None,
     ) -> torch.Tensor:
-        """Continue idx (B, T) by max_new_tokens sampled tokens; temperature 0 decodes greedily (``GPT.generate``).
-        With use_cache the LSTM's state carries the past, so each step reads only the newest token; without, each
-        step reads the whole sequence again (the same tokens)."""
-        state, new = None, idx
-        for _ in range(max_new_tokens):
-            hidden, state = self._run(new, state)  # (B, T, C)
-            logits = self.lm_logits(hidden[:, -1]).float()  # (B, V)
-            idx = torch.cat([idx, sample_next(logits, temperature, top_k, generator)], dim=1)
-            state, new = (state, idx[:, -1:]) if use_cache else (None, idx)
-        return idx
+        """Continue idx (B, T) by max_new_tokens sampled tokens; temperature 0 decodes greedily (the loop of
+        ``GPT.generate``: ``gpt1.model.generation.generate``)."""
+        return generate(self, idx, max_new_tokens, temperature, top_k, use_cache, generator)
+
+    def reader(self, idx: torch.Tensor, use_cache: bool) -> Callable[[torch.Tensor], torch.Tensor]:
+        """How ``generate`` reads the sequence so far (B, T) -> hidden states (``gpt1.model.generation.Decoder``):
+        with use_cache the LSTM's state carries the past, so each call reads only the tokens not read yet (the
+        newest); without, the whole sequence again (the same tokens)."""
+        if not use_cache:
+            return lambda idx: self._run(idx)[0]
+        state, read = None, 0  # the LSTM's (h, c) after the first `read` tokens
+
+        def carried(idx: torch.Tensor) -> torch.Tensor:
+            nonlocal state, read
+            hidden, state = self._run(idx[:, read:], state)
+            read = idx.size(1)
+            return hidden
+
+        return carried
 
     def resize_token_embeddings(self, vocab_size: int) -> None:
         """Grow the vocabulary (e.g. for new special tokens); new rows are drawn from N(0, init_std)."""

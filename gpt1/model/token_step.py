@@ -12,24 +12,21 @@ Shapes as in ``gpt1.model``: C = n_embd, H = n_head, D = C // H.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import torch
 from torch import nn
 from torch.nn import functional as F
 
 from gpt1.cpu.kernels import decoding_layout, row_linear
-
-if TYPE_CHECKING:
-    from gpt1.model.decoder import GPT, LayerCache
+from gpt1.model.kv_cache import LayerCache
+from gpt1.model.layers import self_attention
 
 
 class TokenStep:
-    """``model(token, cache)`` for one token (1, 1) of one sequence in eval mode: the hidden state (1, 1, C) after
-    the last block, the token's keys and values appended to ``cache``. Build it after the model's weights are final
-    (it keeps views of them)."""
+    """``model(token, cache)`` for one token (1, 1) of one sequence in eval mode, for a ``gpt1.model.GPT`` model (or
+    a module of its parameter names): the hidden state (1, 1, C) after the last block, the token's keys and values
+    appended to ``cache``. Build it after the model's weights are final (it keeps views of them)."""
 
-    def __init__(self, model: GPT) -> None:
+    def __init__(self, model: nn.Module) -> None:
         config = model.config
         self.C, self.H, self.eps = config.n_embd, config.n_head, config.layer_norm_eps
         self.act = model.h[0].mlp.act
@@ -47,7 +44,7 @@ class TokenStep:
         ]
 
     @staticmethod
-    def applies(model: GPT, idx: torch.Tensor) -> bool:
+    def applies(model: nn.Module, idx: torch.Tensor) -> bool:
         """Whether ``generate`` decodes idx (B, T) through a ``TokenStep``: one sequence, eval mode, fp32 weights on
         the CPU or a CUDA GPU, no autocast there, no graph being compiled."""
         weight = model.tokens_embed.weight
@@ -64,10 +61,10 @@ class TokenStep:
         C, H = self.C, self.H
         x = F.embedding(token, self.tokens) + self.positions[cache[0].length]  # (1, 1, C); no sync on a GPU
         for (qkv, proj, fc, out, ln_1, ln_2), layer_cache in zip(self.blocks, cache):
-            q, k, v = qkv(x).view(1, 1, 3, H, C // H).permute(2, 0, 3, 1, 4).unbind(0)  # 3 x (1, H, 1, D)
-            k, v = layer_cache.update(k, v)  # (1, H, past + 1, D)
-            y = F.scaled_dot_product_attention(q, k, v)  # one query sees every cached key: no mask
-            n = F.layer_norm(x + proj(y.reshape(1, 1, C)), (C,), *ln_1, self.eps)
+            # Block.forward's math in eval mode (no dropout), on plain functions: the attention is the decoder's own
+            # function; the post-LN residuals and the MLP are its two lines (its modules' calls are what this
+            # step saves)
+            n = F.layer_norm(x + proj(self_attention(qkv(x), H, layer_cache)), (C,), *ln_1, self.eps)
             x = F.layer_norm(n + out(self.act(fc(n))), (C,), *ln_2, self.eps)
         return x
 

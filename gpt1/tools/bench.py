@@ -23,7 +23,7 @@ Each phase says on stderr when it starts.
 - Decoding one token reads every weight once, so its ceiling is (weight bytes) / (memory bandwidth), the bandwidth
   measured here by summing a 512 MiB tensor (on GPUs too), or the matrix-vector products' rate below where that is
   higher (memory that streamed the weights that fast can). A second, reachable ceiling: the same bytes at the rate
-  the faster of torch's and gpt1's matrix-vector products (``F.linear``, ``gpt1.cpu.kernels.linear``) streams the
+  the faster of torch's and gpt1's matrix-vector products (``F.linear``, ``gpt1.model.layers.linear``) streams the
   weights (``gemv_bandwidth``); on CPUs where no GEMV kernel saturates memory it says how much of the gap is the
   kernel's. Both rates are measured right before and right after the generation timings; the higher counts. On CPU one
   sequence decodes from the weights laid out as ``gpt1 generate`` loads them for it
@@ -55,7 +55,7 @@ import sys
 import time
 from collections.abc import Callable
 from contextlib import nullcontext
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -69,10 +69,11 @@ from gpt1.app.config import resolve_device
 from gpt1.app.runner import user_errors
 from gpt1.checkpoints.format import empty_model
 from gpt1.core.errors import ConfigError
-from gpt1.cpu.kernels import linear, onednn_available
+from gpt1.cpu.kernels import onednn_available
 from gpt1.cpu.settings import configure, cpu_flags, cpu_model, measure_matmuls
 from gpt1.data.task_batches import IGNORE_INDEX, real_tokens
 from gpt1.model import GPT, PRESETS, GPTConfig
+from gpt1.model.layers import linear
 from gpt1.model.token_step import decoded_weights, store_for_decoding
 from gpt1.tools.bench_report import report
 from gpt1.training.module import next_token_loss
@@ -126,21 +127,6 @@ def progress(message: str) -> None:
     print(f"gpt1 bench: {message} ...", file=sys.stderr, flush=True)
 
 
-def on_kernel(kind: str, kernel: str, fn: Callable[[], Any]) -> Callable[[], Any]:
-    """``fn`` with gpt1's products of ``kind`` on ``kernel`` where this CPU has it (whatever ``gpt1.cpu.settings``
-    chose)."""
-
-    def run() -> Any:
-        saved = gpt1.cpu.kernels.CPU_MATMULS[kind]
-        gpt1.cpu.kernels.CPU_MATMULS[kind] = kernel if kernel in gpt1.cpu.kernels.available_kernels(kind) else saved
-        try:
-            return fn()
-        finally:
-            gpt1.cpu.kernels.CPU_MATMULS[kind] = saved
-
-    return run
-
-
 def gemm_peak(config: GPTConfig, tokens: int, device: torch.device, dtype: torch.dtype) -> float:
     """FLOP/s of plain matmuls on the products a training step multiplies: for each weight (out, in) of the model's
     shapes ((3C, C), (C, C), (4C, C), (C, 4C) and the (V, C) head), its forward x @ W.T, input gradient g @ W and
@@ -185,10 +171,15 @@ def gemv_bandwidth(model: GPT) -> float:
     def products(fn: Callable[..., torch.Tensor]) -> Callable[[], None]:
         return lambda: [fn(inputs[w.size(1)], w) for w in matrices]
 
+    def on(kernel: str) -> Callable[[], None]:  # gpt1's products on ``kernel``, whatever gpt1.cpu.settings chose
+        def run() -> None:
+            with gpt1.cpu.kernels.using("decode", kernel):
+                products(linear)()
+
+        return run
+
     nbytes = sum(w.numel() * w.element_size() for w in matrices)
-    others = [
-        on_kernel("decode", k, products(linear)) for k in gpt1.cpu.kernels.available_kernels("decode") if k != "torch"
-    ]
+    others = [on(k) for k in gpt1.cpu.kernels.available_kernels("decode") if k != "torch"]
     with torch.no_grad():
         secs = min(median_seconds(f, warmup=2, iters=7, device=matrices[0].device)
                    for f in (products(F.linear), *others))  # fmt: skip
@@ -297,8 +288,40 @@ def mc_note() -> str | None:
     return None
 
 
+@dataclass
+class Run:
+    """What the bench's steps share: the flags, the device, the model and its training batch, the figures so far
+    (``out``, the JSON in the order the steps add to it) and, with ``--compare hf``, HF's twin of the model."""
+
+    args: argparse.Namespace
+    device: torch.device
+    model: GPT
+    compute_dtype: torch.dtype
+    autocast: Any
+    ids: torch.Tensor
+    out: dict[str, Any]
+    hf: torch.nn.Module | None = None
+
+    @property
+    def config(self) -> GPTConfig:
+        return self.model.config
+
+
 def bench(args: argparse.Namespace) -> dict[str, Any]:
-    """Run every measurement ``args`` asks for; return them as a dict (also printed as a table)."""
+    """Run every measurement ``args`` asks for; return them as a dict (``main`` prints them as a table)."""
+    run = setup(args)
+    measure_ceilings(run)
+    train_times = time_training(run)
+    time_generation(run)
+    time_multiple_choice(run)
+    if run.hf is not None:
+        compare_training_with_hf(run, train_times)
+    return run.out
+
+
+def setup(args: argparse.Namespace) -> Run:
+    """The CPU settings, the seeded model and its training batch; the run's description (and, on CPU, the matmul
+    kernels chosen and, where oneDNN is here, every kernel's time on each kind of product, measured afresh)."""
     device = resolve_device(args.device, "--device")
     settings = configure()  # as every gpt1 command does (the same choices when it already has)
     torch.manual_seed(0)
@@ -311,13 +334,12 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
     compute_dtype = {"32-true": torch.float32, "bf16-mixed": torch.bfloat16, "16-mixed": torch.float16}[args.precision]
     autocast = torch.autocast(device.type, dtype=compute_dtype) if compute_dtype != torch.float32 else nullcontext()
     ids = torch.randint(0, config.vocab_size, (B, T), device=device)
-    flops_per_token = model.flops_per_token(T)
     out: dict[str, Any] = {
         "device": torch.cuda.get_device_name(device) if device.type == "cuda" else
         f"cpu ({cpu_model()}, {torch.get_num_threads()} threads)",
         "torch": torch.__version__, "model": args.model, "params": model.num_params(), "batch": B, "seq": T,
         "precision": args.precision, "compile": args.compile, "pad_vocab_to_multiple": pad_vocab,
-        "flops_per_token": flops_per_token,
+        "flops_per_token": model.flops_per_token(T),
         "date": time.strftime("%Y-%m-%d"),
     }  # fmt: skip
     if device.type == "cpu":
@@ -327,23 +349,33 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
         if onednn_available():
             progress("timing each kind of product on each of its kernels")
             out["cpu_matmul_times"] = measure_matmuls()
+    return Run(args, device, model, compute_dtype, autocast, ids, out)
 
-    # -- ceilings of this device -------------------------------------------------------------------------------
-    if device.type == "cpu":
+
+def measure_ceilings(run: Run) -> None:
+    """The device's FLOP/s peak: on CPU measured on the model's GEMMs (again after the training steps), on a GPU
+    the data sheet's."""
+    if run.device.type == "cpu":
         progress("measuring the GEMM peak")
-        peak = gemm_peak(config, B * T, device, compute_dtype)
-        peak_src = f"measured {str(compute_dtype).removeprefix('torch.')} GEMM on the model's shapes"
+        peak = gemm_peak(run.config, run.args.batch * run.args.seq, run.device, run.compute_dtype)
+        peak_src = f"measured {str(run.compute_dtype).removeprefix('torch.')} GEMM on the model's shapes"
     else:
-        peak, peak_src = device_peak(device, args.precision, args.peak_tflops)
-    out.update(peak_flops=peak, peak_source=peak_src)
+        peak, peak_src = device_peak(run.device, run.args.precision, run.args.peak_tflops)
+    run.out.update(peak_flops=peak, peak_source=peak_src)
 
-    # -- LM training step (with --compare hf, gpt1's and HF's in turn) -------------------------------------------
+
+def time_training(run: Run) -> dict[str, list[float]]:
+    """The LM training step (with --compare hf, gpt1's and HF's in turn, HF's twin made here): its time, tokens/s,
+    MFU and gpt1's peak memory. Returns every step's times by library."""
+    args, device, model, out = run.args, run.device, run.model, run.out
+    B, T = args.batch, args.seq
     progress(f"training steps {B}x{T}" + (", gpt1's and HF's in turn" if args.compare == "hf" else ""))
     model.train()
     # --compile: the model, its tied head and the loss as one graph (as compile=true trains); generation stays eager
     loss_fn = torch.compile(next_token_loss) if args.compile else next_token_loss
+    ids = run.ids
     targets = F.pad(ids[:, 1:], (0, 1), value=IGNORE_INDEX)  # (B, T): shifted as the data shifts them
-    steps = {"gpt1": train_step(model, lambda: loss_fn(model, ids, targets)[0], autocast)}
+    steps = {"gpt1": train_step(model, lambda: loss_fn(model, ids, targets)[0], run.autocast)}
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     rss_reset = device.type == "cpu" and reset_peak_rss()
@@ -355,19 +387,26 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
         peak_memory = torch.cuda.max_memory_allocated(device) / 2**30
     else:
         peak_memory = peak_rss_gib() if rss_reset else None
-    hf = hf_twin(model).train() if args.compare == "hf" else None
+    run.hf = hf = hf_twin(model).train() if args.compare == "hf" else None
     if hf is not None:
-        steps["hf"] = train_step(hf, lambda: hf(ids, labels=ids).loss, autocast)  # HF users' loss
+        steps["hf"] = train_step(hf, lambda: hf(ids, labels=ids).loss, run.autocast)  # HF users' loss
     train_times = interleaved_times(steps, args.warmup, args.iters, device)
     step_s, step_range = summary(train_times["gpt1"])
+    peak = out["peak_flops"]
     if device.type == "cpu":  # measured again after the steps; the higher rate counts (a CPU's speed drifts)
-        peak = out["peak_flops"] = max(peak, gemm_peak(config, B * T, device, compute_dtype))
-    mfu = B * T * flops_per_token / step_s / peak if peak else None
+        peak = out["peak_flops"] = max(peak, gemm_peak(run.config, B * T, device, run.compute_dtype))
+    mfu = B * T * out["flops_per_token"] / step_s / peak if peak else None
     out["train"] = {"step_s": step_s, "step_s_range": step_range, "tokens_per_s": B * T / step_s, "mfu": mfu}
     if peak_memory is not None:
         out["train"]["peak_memory_gib"] = peak_memory
+    return train_times
 
-    # -- greedy generation (eval mode, KV cache; with --compare hf, gpt1's batch 1 before and after HF's) -----------
+
+def time_generation(run: Run) -> None:
+    """Greedy generation in eval mode with the KV cache, at batch 1 and ``--gen-batch`` (with --compare hf, HF's
+    generate between two sets of gpt1's batch-1 runs), and its ceilings: memory and matrix-vector bandwidth,
+    measured right before and right after."""
+    args, device, model, out, hf = run.args, run.device, run.model, run.out, run.hf
     progress(
         f"greedy generation, {args.new_tokens} tokens at batch 1 and {args.gen_batch}"
         + (", then HF's generate between gpt1's" if hf is not None else "")
@@ -375,11 +414,11 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
     model.eval()
     decoder = model  # one sequence: on CPU, weights of their own laid out as `gpt1 generate` loads them for it
     if device.type == "cpu":
-        decoder = empty_model(GPT, config)
+        decoder = empty_model(GPT, run.config)
         decoder.load_state_dict(model.state_dict(), assign=True)
         store_for_decoding(decoder.eval())
     bandwidth, gemv = memory_bandwidth(device), gemv_bandwidth(decoder)  # right before decoding, and right after
-    prompts = {gb: torch.randint(0, config.vocab_size, (gb, PROMPT), device=device) for gb in (1, args.gen_batch)}
+    prompts = {gb: torch.randint(0, run.config.vocab_size, (gb, PROMPT), device=device) for gb in (1, args.gen_batch)}
     decode = {
         gb: partial((decoder if gb == 1 else model).generate, p, args.new_tokens, temperature=0)
         for gb, p in prompts.items()
@@ -408,55 +447,63 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
     if hf is not None:
         out["hf"]["speedup_generate"] = out["hf"]["generate_batch1_ms_per_token"] / b1
 
-    # -- multiple-choice fine-tuning step (task loss + 0.5 x LM loss), the sample task's real lengths ------------------
+
+def time_multiple_choice(run: Run) -> None:
+    """The multiple-choice fine-tuning step (task loss + 0.5 x LM loss) on the sample task's real lengths, as
+    finetune trains by default and with the shared context (with --compare hf, HF DoubleHeads' in turn); skipped,
+    with a note, without the original text pipeline or with ``--mc-batch 0``."""
+    args, device, out, hf = run.args, run.device, run.out, run.hf
     note = mc_note() if args.mc_batch else None
     if note:
         out["multiple_choice_skipped"] = note
         print(f"gpt1 bench: {note}", file=sys.stderr, flush=True)
-    elif args.mc_batch:
-        from gpt1.app.config import OptimConfig
-        from gpt1.training.task_module import TaskModule
+    if note or not args.mc_batch:
+        return
+    from gpt1.app.config import OptimConfig
+    from gpt1.training.task_module import TaskModule
 
-        progress(
-            f"multiple-choice steps, {args.mc_batch} examples of the sample task"
-            + (", gpt1's and HF DoubleHeads' in turn" if hf is not None else "")
-        )
-        batch, task, tokenizer = multiple_choice_batch(args.mc_batch, config.n_ctx, device)
-        mc_model = model  # the same weights, unless --vocab is not OpenAI's + 3
-        if tokenizer.vocab_size != config.vocab_size:
-            mc_model = GPT(replace(config, vocab_size=tokenizer.vocab_size)).to(device)
-        mc = TaskModule(mc_model, tokenizer, OptimConfig(), task).to(device).train()
-        mc_forward = torch.compile(mc) if args.compile else mc
+    progress(
+        f"multiple-choice steps, {args.mc_batch} examples of the sample task"
+        + (", gpt1's and HF DoubleHeads' in turn" if hf is not None else "")
+    )
+    batch, task, tokenizer = multiple_choice_batch(args.mc_batch, run.config.n_ctx, device)
+    mc_model = run.model  # the same weights, unless --vocab is not OpenAI's + 3
+    if tokenizer.vocab_size != run.config.vocab_size:
+        mc_model = GPT(replace(run.config, vocab_size=tokenizer.vocab_size)).to(device)
+    mc = TaskModule(mc_model, tokenizer, OptimConfig(), task).to(device).train()
+    mc_forward = torch.compile(mc) if args.compile else mc
 
-        def mc_loss(share_context: bool) -> torch.Tensor:
-            mc.share_context = share_context
-            out = mc_forward(batch)
-            lm = mc.sequence_lm_loss(out.hidden, out.index, batch["targets"])
-            return mc.task_loss(out.logits, batch["labels"]) + 0.5 * lm
+    def mc_loss(share_context: bool) -> torch.Tensor:
+        mc.share_context = share_context
+        out = mc_forward(batch)
+        lm = mc.sequence_lm_loss(out.hidden, out.index, batch["targets"])
+        return mc.task_loss(out.logits, batch["labels"]) + 0.5 * lm
 
-        real = real_tokens(batch)  # tokens that are not padding
-        mc_steps = {
-            "step_s": train_step(mc, lambda: mc_loss(False), autocast),  # finetune's default
-            "shared_context_step_s": train_step(mc, lambda: mc_loss(True), autocast),
-        }
-        if hf is not None:
-            mc_steps["hf"] = hf_multiple_choice_step(mc_model, batch, autocast)
-        mc_times = interleaved_times(mc_steps, max(args.warmup, args.compile), args.iters, device)
-        out["multiple_choice"] = {"shape": list(batch["input_ids"].shape), "real_tokens": real}
-        for k in ("step_s", "shared_context_step_s"):
-            out["multiple_choice"][k], out["multiple_choice"][f"{k}_range"] = summary(mc_times[k])
-        if hf is not None:
-            hf_s, hf_range = summary(mc_times["hf"])
-            mc = out["multiple_choice"]
-            out["hf"].update(multiple_choice_step_s=hf_s, multiple_choice_step_s_range=hf_range,
-                             speedup_multiple_choice=hf_s / mc["step_s"],
-                             speedup_multiple_choice_shared_context=hf_s / mc["shared_context_step_s"])  # fmt: skip
-
+    real = real_tokens(batch)  # tokens that are not padding
+    mc_steps = {
+        "step_s": train_step(mc, lambda: mc_loss(False), run.autocast),  # finetune's default
+        "shared_context_step_s": train_step(mc, lambda: mc_loss(True), run.autocast),
+    }
     if hf is not None:
-        hf_step, hf_range = summary(train_times["hf"])
-        out["hf"].update(train_step_s=hf_step, train_step_s_range=hf_range, train_tokens_per_s=B * T / hf_step,
-                         speedup_train=hf_step / step_s)  # fmt: skip
-    return out
+        mc_steps["hf"] = hf_multiple_choice_step(mc_model, batch, run.autocast)
+    mc_times = interleaved_times(mc_steps, max(args.warmup, args.compile), args.iters, device)
+    out["multiple_choice"] = {"shape": list(batch["input_ids"].shape), "real_tokens": real}
+    for k in ("step_s", "shared_context_step_s"):
+        out["multiple_choice"][k], out["multiple_choice"][f"{k}_range"] = summary(mc_times[k])
+    if hf is not None:
+        hf_s, hf_range = summary(mc_times["hf"])
+        mc = out["multiple_choice"]
+        out["hf"].update(multiple_choice_step_s=hf_s, multiple_choice_step_s_range=hf_range,
+                         speedup_multiple_choice=hf_s / mc["step_s"],
+                         speedup_multiple_choice_shared_context=hf_s / mc["shared_context_step_s"])  # fmt: skip
+
+
+def compare_training_with_hf(run: Run, train_times: dict[str, list[float]]) -> None:
+    """HF's training step beside gpt1's (timed in turn with it by ``time_training``): its time, tokens/s, speedup."""
+    B, T = run.args.batch, run.args.seq
+    hf_step, hf_range = summary(train_times["hf"])
+    run.out["hf"].update(train_step_s=hf_step, train_step_s_range=hf_range, train_tokens_per_s=B * T / hf_step,
+                         speedup_train=hf_step / run.out["train"]["step_s"])  # fmt: skip
 
 
 def hf_multiple_choice_step(mc_model: GPT, batch: dict[str, torch.Tensor], autocast: Any) -> Callable[[], None]:
