@@ -32,6 +32,7 @@ import datasets
 import numpy as np
 import pyarrow as pa
 
+from gpt1.core.compat import dataset_fingerprint
 from gpt1.core.errors import DataError
 from gpt1.core.files import atomic_file
 from gpt1.core.progress import Meter
@@ -195,7 +196,7 @@ class CorpusSource:
 
     @cached_property
     def key(self) -> str:
-        origin = files_key(self.files, self.quoting) if self.files is not None else self.parts[0]._fingerprint
+        origin = files_key(self.files, self.quoting) if self.files is not None else dataset_fingerprint(self.parts[0])
         return cache_key(origin, self.column)
 
     def pieces(self, size: Optional[int] = PIECE_CHARS) -> Iterator[Piece]:

@@ -34,6 +34,7 @@ import datasets
 import pandas as pd
 import pyarrow.parquet as pq
 
+from gpt1.core.compat import csv_builder_logger
 from gpt1.core.errors import DataError
 from gpt1.core.quoting import Quoting
 
@@ -162,7 +163,7 @@ def load_files(
         try:
             # its "Failed to read file" log: the caller reports the file in one line; datasets' bars ("Downloading
             # data: 40/40 files" for files already here) say nothing of local files
-            with _quiet(_CSV_LOGGER), _no_progress_bars():
+            with _quiet(csv_builder_logger()), _no_progress_bars():
                 ds = datasets.load_dataset(
                     builder, data_files=[str(p) for p in group], split="train", cache_dir=_str(cache_dir), **kwargs
                 )
@@ -183,13 +184,9 @@ def load_files(
     return datasets.concatenate_datasets([p if p.features == features else p.cast(features) for p in parts])
 
 
-_CSV_LOGGER = "datasets.packaged_modules.csv.csv"
-
-
 @contextmanager
-def _quiet(name: str) -> Iterator[None]:
-    """The logger ``name`` silenced for the duration (a filter, removed after: nothing else changes)."""
-    logger = logging.getLogger(name)
+def _quiet(logger: logging.Logger) -> Iterator[None]:
+    """``logger`` silenced for the duration (a filter, removed after: nothing else changes)."""
 
     def drop(record: logging.LogRecord) -> bool:
         return False

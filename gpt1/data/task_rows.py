@@ -19,6 +19,7 @@ from typing import Any, Optional
 import datasets
 import numpy as np
 
+from gpt1.core.compat import dataset_fingerprint
 from gpt1.core.errors import DataError
 from gpt1.core.quoting import Quoting
 from gpt1.data.base import cache_key
@@ -123,7 +124,7 @@ class TaskSource:
     def key(self) -> str:
         """Changes whenever the split's rows may: the files (paths, sizes, mtimes) and quoting, or the hub
         fingerprint."""
-        origin = files_key(self.files, self.quoting) if self.files is not None else self._hub._fingerprint
+        origin = files_key(self.files, self.quoting) if self.files is not None else dataset_fingerprint(self._hub)
         return cache_key(origin, self.spec.name, self.spec.start, self.spec.stop, self.task.split_seed)
 
     def rows(self) -> tuple[datasets.Dataset, np.ndarray]:
