@@ -89,3 +89,19 @@ def test_datasets_csv_builder_logs_through_its_module_logger():
             f"datasets.packaged_modules.csv.csv.logger is gone: update csv_builder_logger ({e})"
         ) from e
     assert isinstance(logger, logging.Logger) and logger.name == "datasets.packaged_modules.csv.csv"
+
+
+# -- Lightning's loops, for gpt1.data ---------------------------------------------------------------------------------
+
+
+def test_lightning_epoch_batch_progress():
+    import lightning as L
+
+    from gpt1.core.compat import epoch_batch_progress
+
+    trainer = L.Trainer(accelerator="cpu", logger=False, enable_checkpointing=False, enable_progress_bar=False)
+    try:
+        progress = epoch_batch_progress(trainer)
+    except AttributeError as e:
+        raise AssertionError(f"Lightning's trainer.fit_loop.epoch_loop.batch_progress.current is gone ({e})") from e
+    assert progress.processed == 0, "Lightning's batch progress has no processed count"

@@ -72,3 +72,12 @@ def csv_builder_logger() -> object:
     import importlib
 
     return importlib.import_module("datasets.packaged_modules.csv.csv").logger
+
+
+# -- Lightning's loops, for gpt1.data ---------------------------------------------------------------------------------
+
+
+def epoch_batch_progress(trainer: object) -> object:
+    """The count of the current epoch's training batches (its ``processed``: this rank's batches trained on, restored
+    on resume) in Lightning's fit loop (``trainer.fit_loop.epoch_loop.batch_progress.current``, undocumented)."""
+    return trainer.fit_loop.epoch_loop.batch_progress.current
