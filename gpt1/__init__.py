@@ -33,6 +33,7 @@ MOVED = {
     "gpt1.transfer": "gpt1.checkpoints.transfer",
     "gpt1.metrics": "gpt1.tasks.metrics",
     "gpt1.zeroshot": "gpt1.tasks.heuristics",
+    "gpt1.tasks.base": "gpt1.tasks.task_type",
     "gpt1.data.tasks": "gpt1.data.task_data",
     "gpt1.data.pretrain": "gpt1.data.pretrain_data",
     "gpt1.data.config": "gpt1.data.data_config",

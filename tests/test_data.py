@@ -382,3 +382,31 @@ def test_sampler_resumes_an_epoch_and_shards_it_by_rank():
     assert list(WindowSampler(1000, 64, seed=3, consumed=lambda: 16, num_replicas=2, rank=1)) == rank1[16:]
     assert [len(WindowSampler(1000, 5, seed=3, num_replicas=2, rank=r)) for r in (0, 1)] == [3, 3]  # padded: equal
     assert isinstance(shards[0], torch.utils.data.DistributedSampler)  # so Lightning does not wrap it
+
+
+def test_a_new_file_format_is_one_entry(tmp_path, monkeypatch):
+    """One table of formats serves the corpus and the tasks: a pipe-separated format added there reads as both,
+    and its errors name the line."""
+    from gpt1.data.corpus import CorpusSource
+    from gpt1.data.sources import FORMATS, Csv
+    from gpt1.data.task_rows import TaskSource
+    from gpt1.tasks.spec import TaskConfig, split_specs
+
+    class Psv(Csv):
+        name, sep, holds = "psv", "|", "a bar"
+
+    monkeypatch.setitem(FORMATS, ".psv", Psv())
+    path = tmp_path / "rows.psv"
+    path.write_text("label|body\n1|first doc\n\n0|second, with a comma\n")
+    src = CorpusSource(DataConfig(train_files=[str(path)], valid_fraction=0.1, text_column="body"), "train", tmp_path)
+    assert [text for text, _ in src.pieces()] == ["first doc", "second, with a comma"]
+    task = TaskConfig(type="classification", data_files={"train": str(path)}, text="body")
+    (spec,) = split_specs(task)
+    examples = TaskSource(task, spec, tmp_path).read()
+    assert examples.text == ["first doc", "second, with a comma"] and examples.labels.tolist() == [1, 0]
+
+    path.write_text("label|body\n1|first doc\n0|a|b\n")
+    with pytest.raises(
+        DataError, match=r"rows\.psv:3: 3 fields where the header has 2: quote a field that holds a bar"
+    ):
+        TaskSource(task, spec, tmp_path).read()

@@ -197,3 +197,17 @@ def test_the_layers_old_names_resolve_in_gpt1_model_layers():
     )
     with pytest.raises(AttributeError, match="has no attribute 'Attention'"):
         gpt1.cpu.kernels.Attention  # noqa: B018
+
+
+def test_the_old_paths_of_data_tasks_and_cluster_modules_are_the_moved_modules():
+    import importlib
+
+    import gpt1
+
+    olds = ["gpt1.tasks.base", "gpt1.zeroshot", "gpt1.metrics", "gpt1.data.tasks", "gpt1.data.pretrain"]
+    for old in [*olds, "gpt1.data.config", "gpt1.slurm", "gpt1.squeue"]:
+        assert importlib.import_module(old) is importlib.import_module(gpt1.MOVED[old]), old
+    from gpt1.tasks import TaskType
+    from gpt1.tasks.base import TaskType as old_type  # (tasks/base.py is tasks/task_type.py: data/ has a base.py)
+
+    assert old_type is TaskType

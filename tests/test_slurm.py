@@ -144,6 +144,21 @@ def test_a_launcher_without_the_plugin_says_to_install_it(tmp_path, launcher):
 # -- on the cluster ----------------------------------------------------------------------------------------------
 
 
+def test_the_squeue_watcher_reads_states_and_sees_jobs_end(monkeypatch):
+    from gpt1.cluster.squeue import SqueueWatcher
+
+    watcher = SqueueWatcher()
+    assert watcher._make_command() is None  # submitit's hook: no job, no squeue call
+    for job in ("5", "6_0", "6_1"):
+        watcher.register_job(job)
+    assert watcher._make_command()[0] == "squeue"
+    info = watcher.read_info(b"5|RUNNING|node1\n6_0|PENDING|\n")
+    assert info["5"] == {"JobID": "5", "State": "RUNNING", "NodeList": "node1"} and "6_1" not in info  # not yet seen
+    assert watcher.read_info("6_0|RUNNING|node2\n")["5"]["State"] == "ENDED"  # seen, then gone from squeue
+    monkeypatch.setattr(time, "time", lambda: watcher.started() + 121)
+    assert watcher.read_info("")["6_1"]["State"] == "ENDED"  # never seen, two minutes after its submission
+
+
 @pytest.mark.slurm
 @needs_sbatch
 def test_a_two_node_job_runs_two_ranks_into_one_run_directory(tmp_path, cache_dir):

@@ -21,14 +21,19 @@ from gpt1.commands.pretrain import train
 from gpt1.commands.zeroshot import zeroshot
 from gpt1.core.errors import ConfigError
 from gpt1.model import GPT, PRESETS
+from gpt1.tasks import register
 from gpt1.tasks.heuristics import (
+    Heuristic,
     choice_logprobs,
     continuation_logprobs,
     fit_threshold,
+    heuristics,
     join,
     mean_logprob,
+    register_heuristic,
     verbalizer,
 )
+from gpt1.tasks.multiple_choice import MultipleChoice
 from tests.conftest import TINY_RUN
 
 WORDS = ["_eod_", "a", "b", "c", "d", "very", "good", "bad", "x", "y"]
@@ -278,3 +283,44 @@ def test_an_unsupported_task_type_is_refused_in_one_line(tmp_path: Path, make_cf
     )  # fmt: skip
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [f"error: task entailment: {message.format('entailment')}"]
+
+
+class FirstChoice(Heuristic):
+    """A heuristic of a user's: every example's first choice."""
+
+    name = "first_choice"
+
+    def predict(self, model, tokenizer, task, val, fit, num_labels, batch_size):  # noqa: ANN001, ANN201
+        return torch.zeros(len(val.text), dtype=torch.long), {"truncated": 0}
+
+
+class FirstChoiceType(MultipleChoice):
+    name = "first_choice_mc"
+    heuristics = ("multiple_choice", "first_choice")
+
+
+def test_a_registered_heuristic_scores_the_tasks_whose_type_names_it(
+    make_cfg, checkpoints: Path, tmp_path: Path, monkeypatch
+) -> None:
+    import gpt1.tasks.heuristics as module
+    import gpt1.tasks.registry as registry
+
+    assert set(heuristics()) == {"verbalizer", "mean_logprob", "multiple_choice", "winograd"}  # the paper's
+    monkeypatch.setattr(module, "_HEURISTICS", dict(module._HEURISTICS))  # registered for this test only
+    monkeypatch.setattr(registry, "_TYPES", dict(registry._TYPES))
+    register_heuristic(FirstChoice())
+    register(FirstChoiceType())
+    rows = [{"context": "it was", "choices": ["a day .", "the sea ."], "label": label} for label in (0, 1, 1)]
+    files = [write_jsonl(tmp_path / "mc" / f"{split}.jsonl", rows) for split in ("train", "validation")]
+    overrides = [
+        "task=story", "task.type=first_choice_mc", "task.text=context", "task.zeroshot.heuristic=first_choice",
+        f"task.data_files={{train: '{files[0]}', validation: '{files[1]}'}}", "~task.data_files.test",
+        f"ckpts=['{checkpoints}/last.ckpt']", "task.name=mine",
+    ]  # fmt: skip
+    metrics, _ = run_zeroshot(make_cfg, overrides)
+    assert metrics["heuristic"] == "first_choice" and metrics["checkpoints"][0]["accuracy"] == pytest.approx(1 / 3)
+    with pytest.raises(ConfigError, match="does not score multiple_choice tasks"):  # a type that does not name it
+        zeroshot(make_cfg("zeroshot", [*overrides[:1], *overrides[2:]]))
+    monkeypatch.delitem(module._HEURISTICS, "first_choice")
+    with pytest.raises(ConfigError, match=r"'first_choice' is not a registered heuristic .*: one of verbalizer, "):
+        zeroshot(make_cfg("zeroshot", overrides))

@@ -20,6 +20,8 @@ from typing import Any, Optional
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
+from gpt1.core.compat import slurm_job_watcher, submitted_arguments
+
 SLURM_LAUNCHER = "hydra_plugins.hydra_submitit_launcher.submitit_launcher.SlurmLauncher"
 
 
@@ -53,11 +55,9 @@ def watch_with_squeue_without_accounting() -> None:
     """submitit reads job states from ``sacct`` only: on a cluster without accounting it repeats an error every few
     seconds, and a job that ends without a result (killed, or exited on an error) is never seen to end, so that the
     sweep waits forever. Where ``sacct`` fails, the states come from ``squeue`` instead, said once."""
-    from submitit.slurm.slurm import SlurmJob
-
     from gpt1.cluster.squeue import SqueueWatcher
 
-    if isinstance(SlurmJob.watcher, SqueueWatcher):
+    if isinstance(slurm_job_watcher(), SqueueWatcher):
         return
     try:
         probe = subprocess.run(["sacct", "-n", "-X", "-o", "JobID", "-S", "now"], capture_output=True, timeout=60)
@@ -70,7 +70,7 @@ def watch_with_squeue_without_accounting() -> None:
             file=sys.stderr,
             flush=True,
         )
-        SlurmJob.watcher = SqueueWatcher()
+        slurm_job_watcher(replace_with=SqueueWatcher())
 
 
 def failed_job_message(error: BaseException) -> Optional[str]:
@@ -99,12 +99,10 @@ def failed_job_message(error: BaseException) -> Optional[str]:
 def _submitted(folder: Path) -> dict[str, tuple[int, list[str]]]:
     """SLURM job id -> (Hydra job number, overrides) of the jobs whose submitit folders are in ``folder``, read from
     the pickles submitit ran (the launcher's arguments); what cannot be read is left out."""
-    from submitit.core.utils import DelayedSubmission
-
     jobs = {}
     for path in folder.glob("*/*_submitted.pkl"):
         try:
-            overrides, _, number = DelayedSubmission.load(path).args[:3]
+            overrides, _, number = submitted_arguments(path)[:3]
             jobs[path.parent.name] = (number, list(overrides))
         except Exception:  # noqa: BLE001  (a job named by its SLURM id alone)
             pass

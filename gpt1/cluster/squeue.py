@@ -6,10 +6,10 @@ from __future__ import annotations
 import time
 from typing import Optional
 
-from submitit.slurm.slurm import SlurmInfoWatcher
+from gpt1.core.compat import slurm_watcher_base
 
 
-class SqueueWatcher(SlurmInfoWatcher):
+class SqueueWatcher(slurm_watcher_base()):
     """Job states from ``squeue`` (every state, each array task on its line). A job that is not in squeue has ended
     (over the cluster's ``MinJobAge`` ago), once it has been seen there or two minutes after it was submitted: its
     result file, or its absence, says how."""
@@ -20,8 +20,8 @@ class SqueueWatcher(SlurmInfoWatcher):
         super().__init__(delay_s=30)  # squeue is cheap: a job that failed is seen within 30 s
         self._seen: set[str] = set()
 
-    def _make_command(self) -> Optional[list[str]]:
-        if not self._registered - self._finished:
+    def command(self, pending: set[str]) -> Optional[list[str]]:
+        if not pending:
             return None
         return ["squeue", "-h", "-r", "--states=all", "-o", "%i|%T|%N"]
 
@@ -31,8 +31,9 @@ class SqueueWatcher(SlurmInfoWatcher):
         for line in text.splitlines():
             job_id, state, nodes = (line.split("|") + ["", ""])[:3]
             info[job_id.strip()] = {"JobID": job_id.strip(), "State": state.strip(), "NodeList": nodes.strip()}
-        self._seen |= info.keys() & self._registered
-        for job_id in self._registered - info.keys():
-            if job_id in self._seen or time.time() - self._start_time > 120:
+        registered = self.registered()
+        self._seen |= info.keys() & registered
+        for job_id in registered - info.keys():
+            if job_id in self._seen or time.time() - self.started() > 120:
                 info[job_id] = {"JobID": job_id, "State": self.ENDED, "NodeList": ""}
         return info

@@ -23,7 +23,7 @@ from gpt1.core.errors import CheckpointError, ConfigError, DataError
 from gpt1.core.progress import bar, write
 from gpt1.data.sources import resolve_files
 from gpt1.data.task_data import TaskDataModule
-from gpt1.tasks.heuristics import heuristic_of, metric_values, predict
+from gpt1.tasks.heuristics import get_heuristic, heuristic_of, metric_values
 from gpt1.tasks.spec import TaskConfig
 from gpt1.training.results import single_class_note, write_metrics
 
@@ -38,6 +38,7 @@ def zeroshot(cfg: DictConfig) -> dict[str, Any]:
     task: TaskConfig = OmegaConf.to_object(cfg.task)
     task.name = task_name(cfg)
     heuristic = heuristic_of(task)
+    scorer = get_heuristic(heuristic)
     device = resolve_device(cfg.device)
     try:
         paths = resolve_files(list(cfg.ckpts), "ckpts")
@@ -60,19 +61,17 @@ def zeroshot(cfg: DictConfig) -> dict[str, Any]:
     train = data.read("train") if data.roles["train"] else None
     if val.labels is None:
         raise DataError(f"task {task.name}: its validation split has no labels to score against")
-    if heuristic == "mean_logprob" and train is None:
-        raise ConfigError(f"task {task.name}: mean_logprob fits its threshold on a train split (task.splits.train)")
-    classes = {"verbalizer": len(task.zeroshot.words), "mean_logprob": 2}
-    num_labels = classes[heuristic] if heuristic in classes else max(map(len, val.choices))  # choices: K
+    if scorer.fits and train is None:
+        raise ConfigError(f"task {task.name}: {heuristic} fits its threshold on a train split (task.splits.train)")
+    num_labels = scorer.num_labels(task, val)
     labels = torch.as_tensor(val.labels)
     top = max(int(labels.max()), -1 if train is None else int(train.labels.max()))
     if not task.kind.choices and top >= num_labels:
         raise DataError(
-            f"task {task.name}: a label is {top} but {heuristic} predicts {num_labels} classes"
-            + (" (task.zeroshot.words: one word per class)" if heuristic == "verbalizer" else "")
+            f"task {task.name}: a label is {top} but {heuristic} predicts {num_labels} classes{scorer.classes_hint}"
         )
     fit = None
-    if heuristic == "mean_logprob":  # a seeded sample of the training examples fits the threshold
+    if scorer.fits:  # a seeded sample of the training examples
         keep = torch.randperm(len(train.text), generator=torch.Generator().manual_seed(cfg.seed))
         keep = keep[: task.zeroshot.max_fit_examples].tolist()
         fit = ([train.text[i] for i in keep], torch.as_tensor(train.labels[keep]))
@@ -82,7 +81,7 @@ def zeroshot(cfg: DictConfig) -> dict[str, Any]:
     for path in bar(paths, desc="checkpoints", unit="ckpt"):
         loaded = load_checkpoint(path, map_location=device)
         model = loaded.model.to(device).eval()
-        preds, extra = predict(heuristic, model, loaded.tokenizer, task, val, fit, num_labels, cfg.batch_size)
+        preds, extra = scorer.predict(model, loaded.tokenizer, task, val, fit, num_labels, cfg.batch_size)
         values = metric_values(task, num_labels, preds, labels)
         single = bool((preds == preds[0]).all())  # every example one class: the score is that class's share
         results.append(

@@ -12,6 +12,7 @@ import lightning as L
 import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
+from gpt1.core.compat import epoch_batch_progress
 from gpt1.core.errors import ConfigError
 from gpt1.data.loader import DeferredDataLoader, warn_if_order_changed
 
@@ -88,7 +89,7 @@ class DataModule(L.LightningDataModule):
         trainer = self.trainer
         if trainer is None:
             return 0, lambda: 0, 1, 0
-        progress = trainer.fit_loop.epoch_loop.batch_progress.current  # batches of this epoch
+        progress = epoch_batch_progress(trainer)  # batches of this epoch
         return (
             trainer.current_epoch,
             lambda: progress.processed * self.device_batch_size,

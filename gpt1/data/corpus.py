@@ -37,15 +37,7 @@ from gpt1.core.files import atomic_file
 from gpt1.core.progress import Meter
 from gpt1.data.base import cache_key
 from gpt1.data.data_config import DataConfig
-from gpt1.data.sources import (
-    _warn_invalid_utf8,
-    file_format,
-    files_key,
-    load_files,
-    load_hub,
-    read_error,
-    resolve_files,
-)
+from gpt1.data.sources import FileSource, HubSource, Source, file_format, warn_invalid_utf8
 from gpt1.text.tokenizer import Tokenizer
 
 PIECE_CHARS = 1 << 16
@@ -133,61 +125,50 @@ def row_pieces(column: pa.ChunkedArray, size: Optional[int], where: str = "the t
             yield from marked(pieces(data[offsets[i] : offsets[i + 1]], size))
 
 
+HINT = ": set data.text_column to the one that holds the text"
+"""What an error about the text column (or a file without rows) adds."""
+
+
 class CorpusSource:
     """One split's raw documents (local files or a hub split), read on demand in bounded pieces, and a key that
     changes with them."""
 
     def __init__(self, cfg: DataConfig, split: str, cache_dir: Path) -> None:
         files = cfg.train_files if split == "train" else cfg.valid_files
-        self.hub = (cfg.hf_dataset, cfg.hf_config, cfg.hf_train_split if split == "train" else cfg.hf_valid_split)
-        self.column, self.cache_dir, self.quoting = cfg.text_column, str(cache_dir / "datasets"), str(cfg.quoting)
-        self.files = self._resolve(files, f"data.{split}_files") if files else None
-        if self.files is not None:
+        hub = (cfg.hf_dataset, cfg.hf_config, cfg.hf_train_split if split == "train" else cfg.hf_valid_split)
+        self.column, self.quoting = cfg.text_column, str(cfg.quoting)
+        self.source: Source
+        if files:
+            self.source = FileSource(files, f"data.{split}_files", str(cache_dir / "datasets"), self.quoting, HINT)
+            self.files = self._checked(self.source, files)
             more = f" and {len(self.files) - 1} more" if len(self.files) > 1 else ""
             self.where = f"data.{split}_files ({self.files[0]}{more})"
         else:
-            self.where = f"data.hf_dataset={self.hub[0]} (config {self.hub[1]}, split {self.hub[2]})"
+            self.files = None
+            self.where = f"data.hf_dataset={hub[0]} (config {hub[1]}, split {hub[2]})"
+            self.source = HubSource(*hub, self.where, str(cache_dir / "datasets"), hint=HINT)
 
     @staticmethod
-    def _resolve(globs: list[str], key: str) -> list[Path]:
-        """The files of ``globs``, checked before any work: each exists, has a known format, and not all are empty."""
-        try:
-            files = resolve_files(globs, key)
-            for path in files:
-                file_format(path)
-        except (FileNotFoundError, ValueError) as e:  # a glob matching nothing, an unknown extension
-            raise DataError(str(e)) from e
-        if all(path.stat().st_size == 0 for path in files):
-            which = files[0] if len(files) == 1 else f"every file of {globs}"
-            raise DataError(f"{key}: {which} is empty: give a corpus with text in it")
-        return files
+    def _checked(source: FileSource, globs: list[str]) -> list[Path]:
+        """The files, checked before any work: each has a known format, and not all are empty."""
+        for path in source.files:
+            source.format(path)
+        if all(path.stat().st_size == 0 for path in source.files):
+            which = source.files[0] if len(source.files) == 1 else f"every file of {globs}"
+            raise DataError(f"{source.setting}: {which} is empty: give a corpus with text in it")
+        return source.files
 
     @cached_property
     def parts(self) -> list[list[Path] | datasets.Dataset]:
         """The documents in order: runs of .txt files (read from disk), and tables and hub splits as Datasets (loaded
         into datasets' cache on first use), each holding ``self.column``."""
         if self.files is None:
-            name, config, split = self.hub
-            ds = load_hub(name, config, split, cache_dir=self.cache_dir, where=self.where)
-            if self.column not in ds.column_names:
-                raise DataError(
-                    f"{self.where} has no column {self.column!r}; its columns are {ds.column_names}: "
-                    "set data.text_column to the one that holds the text"
-                )
-            return [ds.select_columns([self.column])]
+            return [self.source.rows([self.column])]
         parts: list[list[Path] | datasets.Dataset] = []
-        for text, run in groupby(self.files, key=lambda path: file_format(path) == "text"):
+        for text, run in groupby(self.files, key=lambda path: file_format(path).text):
             files = list(run)
-            parts.append(files if text else self._load(files))
+            parts.append(files if text else self.source.rows([self.column], files))
         return parts
-
-    def _load(self, files: list[Path]) -> datasets.Dataset:
-        try:
-            return load_files(files, [self.column], self.cache_dir, quoting=self.quoting)
-        except DataError as e:  # a missing column, named with the file's columns
-            raise DataError(f"{e}: set data.text_column to the one that holds the text") from e
-        except (datasets.exceptions.DatasetGenerationError, ValueError) as e:  # malformed JSON/CSV, bad UTF-8
-            raise DataError(read_error(files, e, self.quoting)) from e
 
     @cached_property
     def num_documents(self) -> int:
@@ -195,15 +176,14 @@ class CorpusSource:
 
     @cached_property
     def key(self) -> str:
-        origin = files_key(self.files, self.quoting) if self.files is not None else self.parts[0]._fingerprint
-        return cache_key(origin, self.column)
+        return cache_key(self.source.key([self.column]), self.column)
 
     def pieces(self, size: Optional[int] = PIECE_CHARS) -> Iterator[Piece]:
         """Every document in ``pieces`` of about ``size`` characters (None: whole), in order."""
         for part in self.parts:
             if isinstance(part, list):
                 for path in part:
-                    _warn_invalid_utf8(path)
+                    warn_invalid_utf8(path)
                     yield from marked(file_pieces(path, size))
             else:
                 where = f"column {self.column!r} of {self.where}"

@@ -1,7 +1,10 @@
-"""Raw text sources as ``datasets.Dataset``s: local files given by globs, or a Hugging Face hub dataset.
+"""Raw text sources as ``datasets.Dataset``s: a ``Source`` is local files given by globs (``FileSource``) or a split
+of a Hugging Face hub dataset (``HubSource``).
 
 Shared by pre-training (a document per .txt file or per row) and fine-tuning (an example per row). The format of
-a local file comes from its extension (``FORMATS``); rows keep the order of the files and, within a file, their own.
+a local file comes from its extension: ``FORMATS`` maps each to a ``Format``, which says how such a file is read
+(its builder, header, errors and lines), so that a new format is one entry. Rows keep the order of the files and,
+within a file, their own.
 
 Quoting. A .csv or .tsv field that starts with a double quote is quoted (RFC 4180, as Python's csv module and pandas
 write them: it may then hold separators and line breaks, inner quotes doubled) unless ``quoting="none"``, where every
@@ -27,44 +30,19 @@ import os
 import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
+from functools import cached_property
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, ClassVar, Optional
 
 import datasets
 import pandas as pd
 import pyarrow.parquet as pq
 
+from gpt1.core.compat import csv_builder_logger, dataset_fingerprint
 from gpt1.core.errors import DataError
 from gpt1.core.quoting import Quoting
 
 log = logging.getLogger(__name__)
-
-FORMATS: dict[str, str] = {
-    ".txt": "text",
-    ".jsonl": "json",
-    ".json": "json",  # JSON Lines, or one array of objects
-    ".csv": "csv",
-    ".tsv": "tsv",
-    ".parquet": "parquet",
-}
-"""File extension -> format."""
-_BUILDERS: dict[str, tuple[str, dict[str, Any]]] = {
-    # one row per file: its whole text, line breaks kept; invalid UTF-8 replaced (counted by ``invalid_utf8``)
-    "text": ("text", {"sample_by": "document", "encoding_errors": "replace"}),
-    "json": ("json", {}),
-    "csv": ("csv", {}),  # and _table_options
-    "tsv": ("csv", {}),  # and _table_options
-    "parquet": ("parquet", {}),
-}
-
-
-def _table_options(fmt: str, quoting: str) -> dict[str, Any]:
-    """pandas.read_csv's options (datasets' csv builder takes the same) for a .csv or .tsv file."""
-    return {
-        "sep": "\t" if fmt == "tsv" else ",",
-        "quoting": csv.QUOTE_NONE if Quoting(quoting) == Quoting.none else csv.QUOTE_MINIMAL,
-    }
-
 
 TXT_COLUMN = "text"
 """The column a .txt file's text lands in (unless ``load_files(txt_column=...)`` says otherwise)."""
@@ -85,7 +63,200 @@ def resolve_files(patterns: Sequence[str], field: str) -> list[Path]:
     return list(files)
 
 
-def file_format(path: str | os.PathLike) -> str:
+class Format:
+    """How a local file of one kind is read; ``FORMATS`` gives each extension its format, so that a new format is a
+    subclass and an entry there. The defaults: a file of columns whose rows are not lines (parquet)."""
+
+    name: ClassVar[str]
+    builder: ClassVar[str]
+    """The ``datasets`` builder that loads it."""
+    text: ClassVar[bool] = False
+    """A plain-text file: one document, its whole text in one column (``TXT_COLUMN``), invalid UTF-8 replaced."""
+    header: ClassVar[bool] = False
+    """Whether its first line names the columns."""
+    quoted: ClassVar[bool] = False
+    """Whether ``quoting`` changes how it is read (module docstring)."""
+
+    def __str__(self) -> str:
+        return self.name
+
+    def options(self, quoting: str) -> dict[str, Any]:
+        """The builder's options."""
+        return {}
+
+    def columns(self, path: Path, quoting: str) -> list[str]:
+        """Its column names, from its header only (the first record of a JSON file)."""
+        raise NotImplementedError
+
+    def problem(self, path: Path, quoting: str) -> Optional[str]:
+        """What is wrong with a file its builder failed to read, ``"path:line: ..."``; None if nothing is found."""
+        return None
+
+    def line_of_row(self, path: Path, row: int, quoting: str) -> Optional[int]:
+        """The 1-based line where data row ``row`` starts; None where rows are not lines."""
+        return None
+
+    def line_without(self, path: Path, column: str, quoting: str) -> Optional[int]:
+        """The 1-based line of the first row that has no field for ``column``, where the readers fill it with null;
+        None if every row has it, or where rows are not lines."""
+        return None
+
+    def unquoted_rows(self, path: Path) -> Optional[int]:
+        """Its rows if every quote in it is text (quoting "none"), counted without parsing; None where that count
+        cannot be told from the lines."""
+        return None
+
+
+class Text(Format):
+    """.txt: one document per file."""
+
+    name, builder, text = "text", "text", True
+
+    def options(self, quoting: str) -> dict[str, Any]:
+        # one row per file: its whole text, line breaks kept; invalid UTF-8 replaced (counted by ``invalid_utf8``)
+        return {"sample_by": "document", "encoding_errors": "replace"}
+
+    def columns(self, path: Path, quoting: str) -> list[str]:
+        return [TXT_COLUMN]
+
+
+class Parquet(Format):
+    name, builder = "parquet", "parquet"
+
+    def columns(self, path: Path, quoting: str) -> list[str]:
+        return pq.read_schema(path).names
+
+
+class Json(Format):
+    """JSON Lines (an object per line), or one array of objects."""
+
+    name, builder = "json", "json"
+
+    def columns(self, path: Path, quoting: str) -> list[str]:
+        with open(path, encoding="utf-8") as f:
+            first = next((line for line in f if line.strip()), "")
+        try:
+            record = json.loads(first)
+        except json.JSONDecodeError:  # not JSON Lines: a (pretty-printed) array of records
+            with open(path, encoding="utf-8") as f:
+                records = json.load(f)
+            record = records[0] if isinstance(records, list) and records else {}
+        return list(record) if isinstance(record, dict) else []
+
+    def problem(self, path: Path, quoting: str) -> Optional[str]:
+        return json_error(path)
+
+    def line_of_row(self, path: Path, row: int, quoting: str) -> Optional[int]:
+        with open(path, encoding="utf-8", errors="replace", newline="") as f:
+            if f.read(1024).lstrip().startswith("["):
+                return None  # one JSON array: its records are not lines
+            f.seek(0)
+            records = (n for n, line in enumerate(f, 1) if line.strip())  # (blank lines skipped, as datasets does)
+            return next(itertools.islice(records, row, None), None)
+
+    def line_without(self, path: Path, column: str, quoting: str) -> Optional[int]:
+        with open(path, encoding="utf-8", errors="replace", newline="") as f:
+            if f.read(1024).lstrip().startswith("["):
+                return None  # one JSON array: its records are not lines
+            f.seek(0)
+            for n, line in enumerate(f, 1):
+                if line.strip():
+                    with suppress(ValueError):
+                        record = json.loads(line)
+                        if isinstance(record, dict) and column not in record:
+                            return n
+        return None
+
+
+class Csv(Format):
+    """Comma-separated values, a header first."""
+
+    name, builder, header, quoted = "csv", "csv", True, True
+    sep: ClassVar[str] = ","
+    holds: ClassVar[str] = "a comma"
+
+    def options(self, quoting: str) -> dict[str, Any]:
+        """pandas.read_csv's options (datasets' csv builder takes the same)."""
+        return {"sep": self.sep, "quoting": csv.QUOTE_NONE if Quoting(quoting) == Quoting.none else csv.QUOTE_MINIMAL}
+
+    def columns(self, path: Path, quoting: str) -> list[str]:
+        try:
+            return [str(c) for c in pd.read_csv(path, nrows=0, **self.options(quoting)).columns]
+        except pd.errors.EmptyDataError:
+            return []
+
+    def problem(self, path: Path, quoting: str) -> Optional[str]:
+        """The parser's complaint (pandas names the line), or None if it parses."""
+        try:
+            pd.read_csv(path, **self.options(quoting))
+        except UnicodeDecodeError:
+            return _utf8_error(path)
+        except (pd.errors.ParserError, pd.errors.EmptyDataError) as e:
+            ragged = re.search(r"Expected (\d+) fields in line (\d+), saw (\d+)", str(e))
+            if ragged:
+                expected, line, saw = ragged.groups()
+                return (
+                    f"{path}:{line}: {saw} fields where the header has {expected}: quote a field that holds "
+                    f"{self.holds}, or fix the line"
+                )
+            return f"{path}: {str(e).strip()}"
+        return None
+
+    def _records(self, f: Any, quoting: str) -> Iterator[tuple[int, list[str], int]]:
+        """Each non-empty record of the open file, the header first, with the lines it starts and ends on (pandas
+        and datasets skip blank lines too)."""
+        options = self.options(quoting)
+        reader = csv.reader(f, delimiter=options["sep"], quoting=options["quoting"])
+        start = 1
+        for record in reader:
+            if record:
+                yield start, record, reader.line_num
+            start = reader.line_num + 1
+
+    def line_of_row(self, path: Path, row: int, quoting: str) -> Optional[int]:
+        with open(path, encoding="utf-8", errors="replace", newline="") as f:
+            records = self._records(f, quoting)
+            return next((start for start, _, _ in itertools.islice(records, row + 1, None)), None)
+
+    def line_without(self, path: Path, column: str, quoting: str) -> Optional[int]:
+        with open(path, encoding="utf-8", errors="replace", newline="") as f:
+            at = None  # the column's position (None: the header still to come)
+            for start, record, end in self._records(f, quoting):
+                if at is None:
+                    if column not in record:
+                        return None
+                    at = record.index(column)
+                elif len(record) <= at and end == start:  # (one over several lines is a quoted field run on to a
+                    return start  # later quote, which TaskSource warns of: task.quoting)
+        return None
+
+
+class Tsv(Csv):
+    """Tab-separated values, a header first."""
+
+    name, sep, holds = "tsv", "\t", "a tab"
+
+    def unquoted_rows(self, path: Path) -> Optional[int]:
+        """Its lines after the header, if each splits into the header's number of fields; else None (quoted
+        fields, ragged lines)."""
+        with open(path, encoding="utf-8", errors="replace", newline="") as f:
+            lines = [line.rstrip("\r\n") for line in f if line.strip()]
+        fields = lines[0].count("\t") if lines else 0
+        return len(lines) - 1 if all(line.count("\t") == fields for line in lines) else None
+
+
+FORMATS: dict[str, Format] = {
+    ".txt": Text(),
+    ".jsonl": Json(),
+    ".json": Json(),  # JSON Lines, or one array of objects
+    ".csv": Csv(),
+    ".tsv": Tsv(),
+    ".parquet": Parquet(),
+}
+"""File extension -> how such a file is read."""
+
+
+def file_format(path: str | os.PathLike) -> Format:
     """The format of ``path`` from its extension; a ``ValueError`` listing the supported ones if unknown."""
     suffix = Path(path).suffix.lower()
     if suffix not in FORMATS:
@@ -95,34 +266,7 @@ def file_format(path: str | os.PathLike) -> str:
 
 def file_columns(path: str | os.PathLike, quoting: str = "minimal") -> list[str]:
     """Column names of a data file, from its header only (the first record for JSON); [TXT_COLUMN] for .txt."""
-    fmt, path = file_format(path), Path(path)
-    if fmt == "text":
-        return [TXT_COLUMN]
-    if fmt == "parquet":
-        return pq.read_schema(path).names
-    if fmt in ("csv", "tsv"):
-        try:
-            return [str(c) for c in pd.read_csv(path, nrows=0, **_table_options(fmt, quoting)).columns]
-        except pd.errors.EmptyDataError:
-            return []
-    with open(path, encoding="utf-8") as f:
-        first = next((line for line in f if line.strip()), "")
-    try:
-        record = json.loads(first)
-    except json.JSONDecodeError:  # not JSON Lines: a (pretty-printed) array of records
-        with open(path, encoding="utf-8") as f:
-            records = json.load(f)
-        record = records[0] if isinstance(records, list) and records else {}
-    return list(record) if isinstance(record, dict) else []
-
-
-def tsv_rows_unquoted(path: str | os.PathLike) -> Optional[int]:
-    """The rows of a .tsv file whose every quote is text (quoting "none"): its lines after the header, if each
-    splits into the header's number of fields; else None (quoted fields, ragged lines)."""
-    with open(path, encoding="utf-8", errors="replace", newline="") as f:
-        lines = [line.rstrip("\r\n") for line in f if line.strip()]
-    fields = lines[0].count("\t") if lines else 0
-    return len(lines) - 1 if all(line.count("\t") == fields for line in lines) else None
+    return file_format(path).columns(Path(path), quoting)
 
 
 def _check_columns(where: str, have: Sequence[str], want: Sequence[str]) -> None:
@@ -152,28 +296,30 @@ def load_files(
         group = list(group)
         if columns is not None:
             for path in group:
-                have = [txt_column] if fmt == "text" else file_columns(path, quoting)
+                have = [txt_column] if fmt.text else fmt.columns(path, quoting)
                 _check_columns(str(path), have, columns)
-        if fmt == "text":
+        if fmt.text:
             for path in group:
-                _warn_invalid_utf8(path)
-        builder, kwargs = _BUILDERS[fmt]
-        kwargs = _table_options(fmt, quoting) if fmt in ("csv", "tsv") else kwargs
+                warn_invalid_utf8(path)
         try:
             # its "Failed to read file" log: the caller reports the file in one line; datasets' bars ("Downloading
             # data: 40/40 files" for files already here) say nothing of local files
-            with _quiet(_CSV_LOGGER), _no_progress_bars():
+            with _quiet(csv_builder_logger()), _no_progress_bars():
                 ds = datasets.load_dataset(
-                    builder, data_files=[str(p) for p in group], split="train", cache_dir=_str(cache_dir), **kwargs
+                    fmt.builder,
+                    data_files=[str(p) for p in group],
+                    split="train",
+                    cache_dir=_str(cache_dir),
+                    **fmt.options(quoting),
                 )
         except ValueError as e:  # datasets' 'Instruction "train" corresponds to no data!'
             if "corresponds to no data" not in str(e):
                 raise
             named = ", ".join(map(str, group))
             has = "has" if len(group) == 1 else "have"
-            what = f"{has} a header but no rows" if fmt in ("csv", "tsv") else f"{has} no rows"
+            what = f"{has} a header but no rows" if fmt.header else f"{has} no rows"
             raise DataError(f"{named} {what}: give {'it' if len(group) == 1 else 'them'} examples") from e
-        if fmt == "text" and txt_column != TXT_COLUMN:
+        if fmt.text and txt_column != TXT_COLUMN:
             ds = ds.rename_column(TXT_COLUMN, txt_column)
         parts.append(ds if columns is None else ds.select_columns(list(columns)))
     if len(parts) == 1:
@@ -183,13 +329,9 @@ def load_files(
     return datasets.concatenate_datasets([p if p.features == features else p.cast(features) for p in parts])
 
 
-_CSV_LOGGER = "datasets.packaged_modules.csv.csv"
-
-
 @contextmanager
-def _quiet(name: str) -> Iterator[None]:
-    """The logger ``name`` silenced for the duration (a filter, removed after: nothing else changes)."""
-    logger = logging.getLogger(name)
+def _quiet(logger: logging.Logger) -> Iterator[None]:
+    """``logger`` silenced for the duration (a filter, removed after: nothing else changes)."""
 
     def drop(record: logging.LogRecord) -> bool:
         return False
@@ -218,67 +360,16 @@ def row_location(where: str, row: int, quoting: str = "minimal") -> str:
     1-based, as the parsers' own errors count) when ``where`` is one .csv, .tsv or JSON Lines file, else ``where row N``
     (several files, a hub dataset, a JSON array)."""
     path = Path(where)
-    fmt = file_format(path) if path.suffix.lower() in FORMATS else None
-    if path.is_file() and fmt in ("csv", "tsv", "json"):
-        line = _line_of_row(path, fmt, row, quoting)
-        if line is not None:
-            return f"{where}:{line}"
-    return f"{where} row {row}"
+    fmt = FORMATS.get(path.suffix.lower())
+    line = fmt.line_of_row(path, row, quoting) if fmt is not None and path.is_file() else None
+    return f"{where}:{line}" if line is not None else f"{where} row {row}"
 
 
 def line_without(path: Path, column: str, quoting: str = "minimal") -> Optional[int]:
     """The 1-based line of the first data row of a .csv, .tsv or JSON Lines file that has no field for ``column``
     (fewer fields than the header's up to it; a record without the key), where the readers fill it with null; None
     if every row has it, or for other formats."""
-    fmt = file_format(path)
-    if fmt not in ("csv", "tsv", "json"):
-        return None
-    with open(path, encoding="utf-8", errors="replace", newline="") as f:
-        if fmt == "json":
-            if f.read(1024).lstrip().startswith("["):
-                return None  # one JSON array: its records are not lines
-            f.seek(0)
-            for n, line in enumerate(f, 1):
-                if line.strip():
-                    with suppress(ValueError):
-                        record = json.loads(line)
-                        if isinstance(record, dict) and column not in record:
-                            return n
-            return None
-        options = _table_options(fmt, quoting)
-        reader = csv.reader(f, delimiter=options["sep"], quoting=options["quoting"])
-        at, start = None, 1  # the column's position (None: the header still to come); the next record's line
-        for record in reader:
-            if record:
-                if at is None:
-                    if column not in record:
-                        return None
-                    at = record.index(column)
-                elif len(record) <= at and reader.line_num == start:  # (one over several lines is a quoted
-                    return start  # field run on to a later quote, which TaskSource warns of: task.quoting)
-            start = reader.line_num + 1
-    return None
-
-
-def _line_of_row(path: Path, fmt: str, row: int, quoting: str) -> Optional[int]:
-    """The 1-based line where data row ``row`` starts (blank lines skipped, as pandas and datasets skip them)."""
-    with open(path, encoding="utf-8", errors="replace", newline="") as f:
-        if fmt == "json":
-            if f.read(1024).lstrip().startswith("["):
-                return None  # one JSON array: its records are not lines
-            f.seek(0)
-            records = (n for n, line in enumerate(f, 1) if line.strip())
-            return next(itertools.islice(records, row, None), None)
-        options = _table_options(fmt, quoting)
-        reader = csv.reader(f, delimiter=options["sep"], quoting=options["quoting"])
-        seen, start = -1, 1  # data rows read (-1: the header still to come); the line the next record starts on
-        for record in reader:
-            if record:
-                if seen == row:
-                    return start
-                seen += 1
-            start = reader.line_num + 1
-    return None
+    return file_format(path).line_without(path, column, quoting)
 
 
 def load_hub(
@@ -306,6 +397,107 @@ def load_hub(
     return ds.select_columns(list(columns))
 
 
+class Source:
+    """Where rows come from: local files (``FileSource``) or a split of a hub dataset (``HubSource``). Either fails
+    in one ``DataError`` line that names the file (and its line) or the dataset; ``hint`` is what an error about
+    its columns (or a file without rows) adds: how to name other columns."""
+
+    hint: str = ""
+
+    def key(self, columns: Optional[Sequence[str]] = None) -> str:
+        """Changes whenever its rows (in ``columns``) may, without reading them."""
+        raise NotImplementedError
+
+    def rows(self, columns: Sequence[str]) -> datasets.Dataset:
+        """Its rows in ``columns``."""
+        raise NotImplementedError
+
+
+class FileSource(Source):
+    """Local files given by globs (``resolve_files``), of any mix of ``FORMATS``; ``setting`` (e.g.
+    ``data.train_files``) names them in errors. cache_dir: datasets' cache; quoting: of .csv and .tsv files."""
+
+    def __init__(
+        self,
+        globs: str | Sequence[str],
+        setting: str,
+        cache_dir: Optional[str] = None,
+        quoting: str = "minimal",
+        hint: str = "",
+    ) -> None:
+        try:
+            self.files = resolve_files([globs] if isinstance(globs, str) else list(globs), setting)
+        except FileNotFoundError as e:
+            raise DataError(str(e)) from e
+        self.setting, self.cache_dir, self.quoting, self.hint = setting, cache_dir, str(quoting), hint
+
+    @staticmethod
+    def format(path: Path) -> Format:
+        """``path``'s format; a ``DataError`` listing the supported ones if its extension is unknown."""
+        try:
+            return file_format(path)
+        except ValueError as e:
+            raise DataError(str(e)) from e
+
+    def columns(self, path: Path) -> list[str]:
+        """The column names of one of the files, from its header (the first record of a JSON file)."""
+        fmt = self.format(path)
+        try:
+            return fmt.columns(path, self.quoting)
+        except ValueError as e:  # a first JSON record that does not parse, invalid UTF-8
+            raise DataError(read_error([path], e, self.quoting)) from e
+
+    def key(self, columns: Optional[Sequence[str]] = None) -> str:
+        return files_key(self.files, self.quoting)
+
+    def rows(self, columns: Sequence[str], files: Optional[Sequence[Path]] = None) -> datasets.Dataset:
+        """The rows of ``files`` (default: all of them) in ``columns``, checked file by file from the headers."""
+        files = self.files if files is None else files
+        try:
+            return load_files(files, columns, self.cache_dir, quoting=self.quoting)
+        except DataError as e:  # a missing column, a file without rows
+            if not self.hint:
+                raise
+            raise DataError(f"{e}{self.hint}") from e
+        except (datasets.exceptions.DatasetGenerationError, ValueError) as e:  # malformed JSON/CSV, bad UTF-8
+            raise DataError(read_error(files, e, self.quoting)) from e
+
+
+class HubSource(Source):
+    """One split of a Hugging Face hub dataset, loaded on first use (``load_hub``); ``where`` names it in errors."""
+
+    def __init__(
+        self,
+        name: str,
+        config: Optional[str],
+        split: str,
+        where: str,
+        cache_dir: Optional[str] = None,
+        data_dir: str | os.PathLike | None = None,
+        hint: str = "",
+    ) -> None:
+        self.name, self.config, self.split, self.where = name, config, split, where
+        self.cache_dir, self.data_dir, self.hint = cache_dir, data_dir, hint
+
+    @cached_property
+    def dataset(self) -> datasets.Dataset:
+        """The whole split."""
+        return load_hub(
+            self.name, self.config, self.split, cache_dir=self.cache_dir, data_dir=self.data_dir, where=self.where
+        )
+
+    def key(self, columns: Optional[Sequence[str]] = None) -> str:
+        """The datasets fingerprint of its rows (in ``columns``)."""
+        return dataset_fingerprint(self.dataset if columns is None else self.rows(columns))
+
+    def rows(self, columns: Sequence[str]) -> datasets.Dataset:
+        try:
+            _check_columns(self.where, self.dataset.column_names, columns)
+        except DataError as e:
+            raise DataError(f"{e}{self.hint}") from None
+        return self.dataset.select_columns(list(columns))
+
+
 def files_key(files: Sequence[str | os.PathLike], quoting: str = "minimal") -> str:
     """A hash of the paths, sizes and modification times of ``files``, and of the quoting that reads any .csv/.tsv
     among them: changes whenever the rows read from them may, without reading them (what datasets' own fingerprint of
@@ -314,7 +506,7 @@ def files_key(files: Sequence[str | os.PathLike], quoting: str = "minimal") -> s
     for path in files:
         st = os.stat(path)
         h.update(f"{Path(path).resolve()}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
-    if Quoting(quoting) != Quoting.minimal and any(file_format(p) in ("csv", "tsv") for p in files):
+    if Quoting(quoting) != Quoting.minimal and any(file_format(p).quoted for p in files):
         h.update(f"quoting {quoting}".encode())  # the default adds nothing: keys from before the option stay valid
     return h.hexdigest()[:16]
 
@@ -324,9 +516,7 @@ def read_error(files: Sequence[str | os.PathLike], error: BaseException, quoting
     the line where it can: the first malformed line of a JSON Lines file, the parser's complaint about a CSV/TSV
     file (pandas gives the line), the first invalid UTF-8 byte; else the root cause of ``error``."""
     for path in files:
-        fmt = file_format(path)
-        table = fmt in ("csv", "tsv")
-        found = json_error(path) if fmt == "json" else _csv_error(path, fmt, quoting) if table else None
+        found = file_format(path).problem(Path(path), quoting)
         if found:
             return found
     cause = error
@@ -359,24 +549,6 @@ def json_error(path: str | os.PathLike) -> Optional[str]:
             return f"{path}:{lineno}: not valid JSON ({e.msg}, column {e.colno}): fix or remove the line"
         if not isinstance(record, dict):
             return f"{path}:{lineno}: not a JSON object (JSON Lines: one object per line, columns as keys)"
-    return None
-
-
-def _csv_error(path: str | os.PathLike, fmt: str, quoting: str) -> Optional[str]:
-    """The parser's complaint about a CSV/TSV file (pandas names the line), or None if it parses."""
-    try:
-        pd.read_csv(path, **_table_options(fmt, quoting))
-    except UnicodeDecodeError:
-        return _utf8_error(path)
-    except (pd.errors.ParserError, pd.errors.EmptyDataError) as e:
-        ragged = re.search(r"Expected (\d+) fields in line (\d+), saw (\d+)", str(e))
-        if ragged:
-            expected, line, saw = ragged.groups()
-            return (
-                f"{path}:{line}: {saw} fields where the header has {expected}: quote a field that holds "
-                f"{'a tab' if fmt == 'tsv' else 'a comma'}, or fix the line"
-            )
-        return f"{path}: {str(e).strip()}"
     return None
 
 
@@ -418,7 +590,8 @@ def invalid_utf8(path: str | os.PathLike, block: int = 1 << 20) -> tuple[int, Op
     return replaced, first
 
 
-def _warn_invalid_utf8(path: str | os.PathLike) -> None:
+def warn_invalid_utf8(path: str | os.PathLike) -> None:
+    """A warning naming ``path``, how many invalid UTF-8 sequences it holds and where the first is; none if none."""
     count, first = invalid_utf8(path)
     if count:
         log.warning(

@@ -20,7 +20,7 @@ import torch
 from torch.utils.data import Dataset, DistributedSampler, Sampler
 
 from gpt1.data.task_encoding import EncodedSplit
-from gpt1.tasks.base import TaskType, Transform
+from gpt1.tasks.task_type import TaskType, Transform
 
 PAD_ID = 0
 """Id that right-pads batches (never scored, never read by a head)."""

@@ -29,9 +29,9 @@ from gpt1.data.sources import row_location
 from gpt1.data.task_batches import Collate, EpochSampler, LongestFirst, TaskDataset
 from gpt1.data.task_encoding import CACHE_VERSION, EncodedSplit
 from gpt1.data.task_rows import TaskSource
-from gpt1.tasks.base import Transform
 from gpt1.tasks.examples import Examples
 from gpt1.tasks.spec import ROLES, TASK_SPECIAL_TOKENS, SplitSpec, TaskConfig, split_specs, task_from_dict
+from gpt1.tasks.task_type import Transform
 
 if TYPE_CHECKING:
     from gpt1.text.tokenizer import Tokenizer

@@ -22,18 +22,7 @@ import numpy as np
 from gpt1.core.errors import DataError
 from gpt1.core.quoting import Quoting
 from gpt1.data.base import cache_key
-from gpt1.data.sources import (
-    file_columns,
-    file_format,
-    files_key,
-    line_without,
-    load_files,
-    load_hub,
-    read_error,
-    resolve_files,
-    row_location,
-    tsv_rows_unquoted,
-)
+from gpt1.data.sources import FileSource, HubSource, Source, file_format, line_without, row_location
 from gpt1.tasks.examples import Examples
 from gpt1.tasks.spec import SplitSpec, TaskConfig, as_columns
 
@@ -41,10 +30,11 @@ log = logging.getLogger(__name__)
 
 
 class TaskSource:
-    """Where one split's rows come from: local files (columns checked from the headers) or a hub split."""
+    """Where one split's rows come from (a ``Source``: local files, columns checked from the headers, or a hub
+    split), and which of them it needs."""
 
     def __init__(self, task: TaskConfig, spec: SplitSpec, cache_dir: Optional[Path]) -> None:
-        self.task, self.spec, self.cache_dir, self.quoting = task, spec, cache_dir, str(task.quoting)
+        self.task, self.spec, self.quoting = task, spec, str(task.quoting)
         self.extra = {key: getattr(task, key) for key in task.kind.columns if getattr(task, key) is not None}
         self.columns = [
             *as_columns(task.text),
@@ -52,22 +42,21 @@ class TaskSource:
             *as_columns(task.choices),
             *self.extra.values(),
         ]
+        datasets_cache = None if cache_dir is None else str(cache_dir / "datasets")
         self.files: Optional[list[Path]] = None
-        self._hub: Optional[datasets.Dataset] = None
+        self.source: Source
         if task.data_files is not None:
-            globs = task.data_files[spec.name]
-            try:
-                self.files = resolve_files(
-                    [globs] if isinstance(globs, str) else list(globs), f"task.data_files.{spec.name}"
-                )
-            except FileNotFoundError as e:
-                raise DataError(str(e)) from e
+            self.source = FileSource(
+                task.data_files[spec.name], f"task.data_files.{spec.name}", datasets_cache, self.quoting
+            )
+            self.files = self.source.files
             self.where = str(self.files[0]) if len(self.files) == 1 else f"task.data_files.{spec.name}"
             self.has_label = self._check_files()
         else:
             self.where = f"{task.dataset} ({task.dataset_config}) split {spec.name}"
-            self._hub = self._load_hub()
-            self.has_label = self._check(self.where, self._hub.column_names)
+            where = f"{self.where} (task.splits.{spec.role})"
+            self.source = HubSource(task.dataset, task.dataset_config, spec.name, where, datasets_cache, task.data_dir)
+            self.has_label = self._check(self.where, self.source.dataset.column_names)
 
     def _check(self, where: str, have: Sequence[str]) -> bool:
         """Raise for a missing text/choice column, or a missing label column outside a test split; return whether
@@ -88,15 +77,7 @@ class TaskSource:
         for path in self.files:
             if path.stat().st_size == 0:
                 raise DataError(f"{path} is empty (task.data_files.{self.spec.name})")
-            try:
-                file_format(path)
-            except ValueError as e:  # an unknown extension
-                raise DataError(str(e)) from e
-            try:
-                have = file_columns(path, self.quoting)
-            except ValueError as e:  # a first JSON record that does not parse, invalid UTF-8
-                raise DataError(read_error([path], e, self.quoting)) from e
-            labelled.append(self._check(str(path), have))
+            labelled.append(self._check(str(path), self.source.columns(path)))
         if any(labelled) and not all(labelled):
             without = [str(p) for p, has in zip(self.files, labelled, strict=True) if not has]
             raise DataError(
@@ -105,39 +86,18 @@ class TaskSource:
             )
         return all(labelled)
 
-    def _load_hub(self) -> datasets.Dataset:
-        t = self.task
-        return load_hub(
-            t.dataset,
-            t.dataset_config,
-            self.spec.name,
-            cache_dir=self._datasets_cache(),
-            data_dir=t.data_dir,
-            where=f"{self.where} (task.splits.{self.spec.role})",
-        )
-
-    def _datasets_cache(self) -> Optional[str]:
-        return None if self.cache_dir is None else str(self.cache_dir / "datasets")
-
     @property
     def key(self) -> str:
         """Changes whenever the split's rows may: the files (paths, sizes, mtimes) and quoting, or the hub
         fingerprint."""
-        origin = files_key(self.files, self.quoting) if self.files is not None else self._hub._fingerprint
-        return cache_key(origin, self.spec.name, self.spec.start, self.spec.stop, self.task.split_seed)
+        return cache_key(self.source.key(), self.spec.name, self.spec.start, self.spec.stop, self.task.split_seed)
 
     def rows(self) -> tuple[datasets.Dataset, np.ndarray]:
         """The split's rows in the needed columns, sliced (in ``task.split_seed``'s order when set), and the position
         of each in the whole split (n,) int64."""
-        columns = self.columns + ([self.task.label] if self.has_label else [])
+        ds = self.source.rows(self.columns + ([self.task.label] if self.has_label else []))
         if self.files is not None:
-            try:
-                ds = load_files(self.files, columns, self._datasets_cache(), quoting=self.quoting)
-            except (datasets.exceptions.DatasetGenerationError, UnicodeDecodeError) as e:
-                raise DataError(read_error(self.files, e, self.quoting)) from e
             self._warn_if_quotes_swallowed_rows(len(ds))
-        else:
-            ds = self._hub.select_columns(columns)
         start, stop = self.spec.bounds(len(ds))
         if self.task.split_seed is not None and (self.spec.start or self.spec.stop):  # train_test_split's order
             index = np.random.RandomState(self.task.split_seed).permutation(len(ds))[start:stop].astype(np.int64)
@@ -148,9 +108,9 @@ class TaskSource:
     def _warn_if_quotes_swallowed_rows(self, rows: int) -> None:
         """.tsv files read with quoting minimal into fewer rows than their lines, each of the header's number of
         fields, give: a field that starts with a quote ran, as quoted, to the next quote (GLUE's files)."""
-        if self.quoting != Quoting.minimal or not all(file_format(p) == "tsv" for p in self.files):
+        if self.quoting != Quoting.minimal:
             return
-        lines = [tsv_rows_unquoted(p) for p in self.files]
+        lines = [file_format(p).unquoted_rows(p) for p in self.files]
         if None not in lines and sum(lines) > rows:
             log.warning(
                 "%s: %d rows read from %d lines: a field that starts with a double quote was read as quoted "

@@ -1,7 +1,9 @@
-"""Fine-tuning tasks: what a task is (``TaskConfig``, ``conf/task/NAME.yaml``) and the task types, one class each
-behind one interface (``TaskType``), found by name through one registry (``get_task_type``, ``register``)."""
+"""Tasks, without their data: what a task is (``spec``: ``TaskConfig``, ``conf/task/NAME.yaml``), the task types, one
+class each behind one interface (``task_type``: ``TaskType``; ``classification``, ``similarity``, ``multiple_choice``,
+``winograd``) found by name through one registry (``registry``: ``get_task_type``, ``register``), a split's examples
+as text (``examples``), the metrics (``metrics``) and the zero-shot heuristics (``heuristics``), each one entry."""
 
-from gpt1.tasks.base import TaskType, Transform, Truncation, kept_lengths
 from gpt1.tasks.registry import get_task_type, register, task_types
+from gpt1.tasks.task_type import TaskType, Transform, Truncation, kept_lengths
 
 __all__ = ["TaskType", "Transform", "Truncation", "get_task_type", "kept_lengths", "register", "task_types"]

@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from gpt1.model.heads import ClassificationHead
-from gpt1.tasks.base import TaskType, Texts, Transform, kept_lengths
+from gpt1.tasks.task_type import TaskType, Texts, Transform, kept_lengths
 
 
 class Classification(TaskType):

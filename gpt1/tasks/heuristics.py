@@ -10,15 +10,16 @@
 - ``winograd`` (Winograd schemas, DPRD): each candidate replaces the pronoun; the prediction is the candidate under
   which the rest of the sentence after it has the highest mean token log-probability (``gpt1.tasks.winograd`` makes
   an example's choices the sentence up to the pronoun with each candidate in its place, its text the rest).
-Texts are encoded without task special tokens, after the end-of-document token when the vocab has one. A task type
-names the heuristics that score it (``TaskType.heuristics``). The heuristics are functions of (model, tokenizer,
-texts) that return scores.
+Texts are encoded without task special tokens, after the end-of-document token when the vocab has one. A heuristic is
+an entry of a registry (a ``Heuristic``, ``register_heuristic``), each of the paper's above registered by its name; a
+task type names the heuristics that score it (``TaskType.heuristics``). The scores are functions of (model,
+tokenizer, texts).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, Optional
+from typing import Any, ClassVar, Optional
 
 import torch
 from torch import nn
@@ -177,31 +178,6 @@ def fit_threshold(
     return max(candidates, key=lambda t: metric((scores >= t).long(), labels))
 
 
-def heuristic_of(task: TaskConfig) -> str:
-    """The heuristic ``task`` is scored with; ConfigError (naming the key) if none fits it."""
-    kind = task.kind
-    name = task.zeroshot.heuristic or kind.default_heuristic
-    if name is None and kind.heuristics:
-        words = " (with task.zeroshot.words, one per class)" if "verbalizer" in kind.heuristics else ""
-        raise ConfigError(f"task {task.name}: set task.zeroshot.heuristic: {' or '.join(kind.heuristics)}{words}")
-    if name is None:
-        scored = [n for n, t in task_types().items() if t.heuristics]
-        raise ConfigError(
-            f"task {task.name}: there is no zero-shot heuristic for {kind} tasks "
-            f"(the paper's score {', '.join(scored[:-1])} and {scored[-1]} tasks)"
-        )
-    if name not in kind.heuristics:
-        raise ConfigError(
-            f"task.zeroshot.heuristic={name!r} does not score {kind} tasks: use one of {list(kind.heuristics)}"
-        )
-    if name == "verbalizer" and not task.zeroshot.words:
-        raise ConfigError(
-            "task.zeroshot.words is empty: the verbalizer needs one word per class, in class order, "
-            "e.g. task.zeroshot.words=[negative,positive]"
-        )
-    return name
-
-
 def metric_values(task: TaskConfig, num_labels: int, preds: torch.Tensor, labels: torch.Tensor) -> dict[str, float]:
     """Each of the task's metrics of ``preds`` (N,) against ``labels`` (N,), as fine-tuning computes them."""
     values = {}
@@ -212,30 +188,193 @@ def metric_values(task: TaskConfig, num_labels: int, preds: torch.Tensor, labels
     return values
 
 
-def predict(
-    heuristic: str,
-    model: nn.Module,
-    tokenizer: Any,
-    task: TaskConfig,
-    val: Examples,
-    fit: Optional[tuple[list[str], torch.Tensor]],
-    num_labels: int,
-    batch_size: int,
-) -> tuple[torch.Tensor, dict[str, Any]]:
-    """The heuristic's predictions (N,) for ``val``, and what else to report (how many inputs were cut; the
-    threshold). fit: mean_logprob's (texts, labels) to fit the threshold on."""
-    z = task.zeroshot
-    if heuristic == "verbalizer":
-        scores, cut = verbalizer(model, tokenizer, val.text, z.words, z.suffix, batch_size)
+Fit = Optional[tuple[list[str], torch.Tensor]]
+"""What a heuristic that ``fits`` fits on: training texts and their labels (n,)."""
+
+
+class Heuristic:
+    """A zero-shot heuristic, registered by ``name`` (``register_heuristic``): ``task.zeroshot.heuristic`` picks it
+    among those the task's type lists (``TaskType.heuristics``). Subclasses set ``name`` and implement ``predict``."""
+
+    name: ClassVar[str]
+    """The value of ``task.zeroshot.heuristic`` (and of metrics.json's ``heuristic``) that picks it."""
+    fits: ClassVar[bool] = False
+    """Whether it fits on training examples before it predicts: ``predict`` then gets a seeded sample of the train
+    split (at most ``task.zeroshot.max_fit_examples``)."""
+    needs: ClassVar[str] = ""
+    """The further settings it needs, said where a task must pick a heuristic."""
+    classes_hint: ClassVar[str] = ""
+    """What an error about a label beyond its classes (``num_labels``) adds."""
+
+    def __str__(self) -> str:
+        return self.name
+
+    def check(self, task: TaskConfig) -> None:
+        """Raise a ``ConfigError`` naming the key for what ``task`` lacks to be scored. Default: nothing."""
+
+    def num_labels(self, task: TaskConfig, val: Examples) -> int:
+        """The classes it predicts among. Default: the most choices of an example of ``val``."""
+        return max(map(len, val.choices))
+
+    def predict(
+        self,
+        model: nn.Module,
+        tokenizer: Any,
+        task: TaskConfig,
+        val: Examples,
+        fit: Fit,
+        num_labels: int,
+        batch_size: int,
+    ) -> tuple[torch.Tensor, dict[str, Any]]:
+        """The predictions (N,) for ``val``, and what else to report (``truncated``: how many inputs were cut; ...).
+        fit: the (texts, labels (n,)) to fit on, when ``fits``."""
+        raise NotImplementedError
+
+
+class LabelWords(Heuristic):
+    """``verbalizer``: the likeliest label word after the text and the suffix (SST-2)."""
+
+    name = "verbalizer"
+    needs = " (with task.zeroshot.words, one per class)"
+    classes_hint = " (task.zeroshot.words: one word per class)"
+
+    def check(self, task: TaskConfig) -> None:
+        if not task.zeroshot.words:
+            raise ConfigError(
+                "task.zeroshot.words is empty: the verbalizer needs one word per class, in class order, "
+                "e.g. task.zeroshot.words=[negative,positive]"
+            )
+
+    def num_labels(self, task: TaskConfig, val: Examples) -> int:
+        return len(task.zeroshot.words)
+
+    def predict(
+        self,
+        model: nn.Module,
+        tokenizer: Any,
+        task: TaskConfig,
+        val: Examples,
+        fit: Fit,
+        num_labels: int,
+        batch_size: int,
+    ) -> tuple[torch.Tensor, dict[str, Any]]:
+        scores, cut = verbalizer(model, tokenizer, val.text, task.zeroshot.words, task.zeroshot.suffix, batch_size)
         return scores.argmax(1), {"truncated": cut}
-    if heuristic == "multiple_choice":
+
+
+class Threshold(Heuristic):
+    """``mean_logprob``: class 1 at or above a threshold on the mean token log-probability, fit on training
+    examples for the task's main metric (CoLA)."""
+
+    name = "mean_logprob"
+    fits = True
+
+    def num_labels(self, task: TaskConfig, val: Examples) -> int:
+        return 2
+
+    def predict(
+        self,
+        model: nn.Module,
+        tokenizer: Any,
+        task: TaskConfig,
+        val: Examples,
+        fit: Fit,
+        num_labels: int,
+        batch_size: int,
+    ) -> tuple[torch.Tensor, dict[str, Any]]:
+        fit_scores, _ = mean_logprob(model, tokenizer, fit[0], batch_size)
+        main = task.metrics[0]
+        threshold = fit_threshold(fit_scores, fit[1], lambda p, y: metric_values(task, num_labels, p, y)[main])
+        scores, cut = mean_logprob(model, tokenizer, val.text, batch_size)
+        return (scores >= threshold).long(), {"truncated": cut, "threshold": threshold}
+
+
+class BestChoice(Heuristic):
+    """``multiple_choice``: the choice of the highest mean token log-probability after the context (RACE, Story
+    Cloze)."""
+
+    name = "multiple_choice"
+
+    def predict(
+        self,
+        model: nn.Module,
+        tokenizer: Any,
+        task: TaskConfig,
+        val: Examples,
+        fit: Fit,
+        num_labels: int,
+        batch_size: int,
+    ) -> tuple[torch.Tensor, dict[str, Any]]:
         scores, cut = choice_logprobs(model, tokenizer, val.text, val.choices, batch_size)
         return scores.argmax(1), {"truncated": cut}
-    if heuristic == "winograd":
+
+
+class BestSubstitution(Heuristic):
+    """``winograd``: the candidate under which the rest of the sentence has the highest mean token log-probability
+    (an example's choices: the sentence up to the pronoun, each candidate in its place; its text: the rest)."""
+
+    name = "winograd"
+
+    def predict(
+        self,
+        model: nn.Module,
+        tokenizer: Any,
+        task: TaskConfig,
+        val: Examples,
+        fit: Fit,
+        num_labels: int,
+        batch_size: int,
+    ) -> tuple[torch.Tensor, dict[str, Any]]:
         scores, cut = substitution_logprobs(model, tokenizer, val.text, val.choices, batch_size)
         return scores.argmax(1), {"truncated": cut}
-    fit_scores, _ = mean_logprob(model, tokenizer, fit[0], batch_size)
-    main = task.metrics[0]
-    threshold = fit_threshold(fit_scores, fit[1], lambda p, y: metric_values(task, num_labels, p, y)[main])
-    scores, cut = mean_logprob(model, tokenizer, val.text, batch_size)
-    return (scores >= threshold).long(), {"truncated": cut, "threshold": threshold}
+
+
+_HEURISTICS: dict[str, Heuristic] = {}
+
+
+def register_heuristic(heuristic: Heuristic) -> Heuristic:
+    """Make ``heuristic`` the one named ``heuristic.name`` (replacing one of that name); a task type scores with it
+    once its ``heuristics`` name it."""
+    _HEURISTICS[heuristic.name] = heuristic
+    return heuristic
+
+
+def heuristics() -> dict[str, Heuristic]:
+    """Every registered heuristic, by name."""
+    return dict(_HEURISTICS)
+
+
+def get_heuristic(name: str) -> Heuristic:
+    """The heuristic registered as ``name``; a ``ConfigError`` naming ``task.zeroshot.heuristic`` otherwise."""
+    if name not in _HEURISTICS:
+        raise ConfigError(
+            f"task.zeroshot.heuristic={name!r} is not a registered heuristic (gpt1.tasks.heuristics."
+            f"register_heuristic): one of {', '.join(_HEURISTICS)}"
+        )
+    return _HEURISTICS[name]
+
+
+def heuristic_of(task: TaskConfig) -> str:
+    """The name of the heuristic ``task`` is scored with (``get_heuristic`` gives it); ConfigError (naming the key)
+    if none fits it."""
+    kind = task.kind
+    name = task.zeroshot.heuristic or kind.default_heuristic
+    if name is None and kind.heuristics:
+        needs = "".join(_HEURISTICS[n].needs for n in kind.heuristics if n in _HEURISTICS)
+        raise ConfigError(f"task {task.name}: set task.zeroshot.heuristic: {' or '.join(kind.heuristics)}{needs}")
+    if name is None:
+        scored = [n for n, t in task_types().items() if t.heuristics]
+        raise ConfigError(
+            f"task {task.name}: there is no zero-shot heuristic for {kind} tasks "
+            f"(the paper's score {', '.join(scored[:-1])} and {scored[-1]} tasks)"
+        )
+    if name not in kind.heuristics:
+        raise ConfigError(
+            f"task.zeroshot.heuristic={name!r} does not score {kind} tasks: use one of {list(kind.heuristics)}"
+        )
+    get_heuristic(name).check(task)
+    return name
+
+
+for _builtin in (LabelWords(), Threshold(), BestChoice(), BestSubstitution()):
+    register_heuristic(_builtin)

@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from gpt1.model.heads import MultipleChoiceHead
-from gpt1.tasks.base import TaskType, Texts, Transform, kept_lengths
+from gpt1.tasks.task_type import TaskType, Texts, Transform, kept_lengths
 
 
 class MultipleChoice(TaskType):

@@ -6,10 +6,10 @@ from __future__ import annotations
 import importlib
 
 from gpt1.core.errors import ConfigError
-from gpt1.tasks.base import TaskType
 from gpt1.tasks.classification import Classification, Entailment
 from gpt1.tasks.multiple_choice import MultipleChoice
 from gpt1.tasks.similarity import Similarity
+from gpt1.tasks.task_type import TaskType
 from gpt1.tasks.winograd import Winograd
 
 _TYPES: dict[str, TaskType] = {}

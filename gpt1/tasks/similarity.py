@@ -7,8 +7,8 @@ import numpy as np
 from torch import nn
 
 from gpt1.model.heads import SimilarityHead
-from gpt1.tasks.base import TaskType, Texts, Transform
 from gpt1.tasks.classification import Entailment
+from gpt1.tasks.task_type import TaskType, Texts, Transform
 
 
 class Similarity(Entailment):

@@ -20,8 +20,8 @@ from omegaconf.errors import OmegaConfBaseException
 
 from gpt1.core.errors import ConfigError
 from gpt1.core.quoting import Quoting
-from gpt1.tasks.base import TaskType, Truncation
 from gpt1.tasks.registry import get_task_type, task_types
+from gpt1.tasks.task_type import TaskType, Truncation
 
 ROLES = ("train", "validation", "test")
 """What a task's splits are for: training, validation (model selection, val/ metrics), test (test/ metrics when

@@ -14,8 +14,8 @@ from typing import Any, Optional
 import numpy as np
 
 from gpt1.core.errors import ConfigError, DataError
-from gpt1.tasks.base import Texts, Transform, kept_lengths
 from gpt1.tasks.multiple_choice import MultipleChoice
+from gpt1.tasks.task_type import Texts, Transform, kept_lengths
 
 
 class Winograd(MultipleChoice):
