@@ -112,3 +112,24 @@ print(load_checkpoint({str(tmp_path / "tiny.ckpt")!r}).model.tokens_embed.weight
     proc = run(code)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["cpu"]
+
+
+CONFIG_NAMES = """Schedule Selection NonFinite WandbMode OptimConfig TrainerConfig WandbConfig LoggerConfig
+CheckpointConfig
+SamplesConfig CallbacksConfig PathsConfig PretrainConfig CheckpointModelConfig FinetuneConfig EvaluateConfig
+GenerateConfig ConvertConfig ZeroshotCommandConfig default_sample_data resolve_device group_choice task_name
+default_output_dir corpus_name register check_ranges""".split()
+"""What ``gpt1.config`` (later ``gpt1.app.config``) gave before it was split by job (issue 38)."""
+
+
+def test_the_old_config_paths_give_every_name_they_gave():
+    """``gpt1.config`` and ``gpt1.app.config`` give each name the one module gave, the very object of its new home."""
+    import importlib
+
+    import gpt1.app.config
+
+    old = importlib.import_module("gpt1.config")
+    for name in CONFIG_NAMES:
+        home = importlib.import_module(gpt1.app.config.MOVED.get(name, "gpt1.app.config"))
+        assert getattr(old, name) is getattr(gpt1.app.config, name) is getattr(home, name), name
+    assert not hasattr(old, "no_such_name")

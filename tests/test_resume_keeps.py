@@ -10,8 +10,8 @@ import pytest
 import torch
 
 import gpt1.cpu.kernels
-from gpt1 import cpu
 from gpt1.commands.pretrain import train
+from gpt1.cpu import settings as cpu  # (the process's choice of kernels: _MEASURED, _APPLIED)
 from tests.test_stops import EXACT, SignalAt, assert_same_weights, step_of, weights, with_callback
 
 FP32 = [*EXACT, "trainer.precision=32-true"]

@@ -16,7 +16,8 @@ from typing import Any
 import lightning as L
 from omegaconf import DictConfig, OmegaConf
 
-from gpt1.app.config import OptimConfig, check_ranges, task_name
+from gpt1.app.ranges import check_ranges
+from gpt1.app.registration import task_name
 from gpt1.app.runner import command
 from gpt1.checkpoints.format import Loaded, load_checkpoint
 from gpt1.core.errors import CheckpointError, ConfigError
@@ -25,6 +26,7 @@ from gpt1.data.task_data import TaskDataModule
 from gpt1.tasks.spec import task_from_dict
 from gpt1.training.module import GPT1Module
 from gpt1.training.results import score, single_class, single_class_note, write_metrics
+from gpt1.training.schema import OptimConfig
 from gpt1.training.task_module import TaskModule
 from gpt1.training.trainer import build_trainer, check_accelerator
 

@@ -24,7 +24,8 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 from torch import nn
 
-from gpt1.app.config import Selection, check_ranges, task_name
+from gpt1.app.ranges import check_ranges
+from gpt1.app.registration import task_name
 from gpt1.app.runner import command
 from gpt1.checkpoints.format import load_checkpoint, model_type
 from gpt1.checkpoints.transfer import transfer
@@ -46,6 +47,7 @@ from gpt1.training.results import (
     write_predictions,
 )
 from gpt1.training.resume import check_resume_fits, resolve_resume
+from gpt1.training.schema import Selection
 from gpt1.training.selection import BestWeights, select_weights
 from gpt1.training.task_module import TaskModule
 from gpt1.training.trainer import build_trainer, check_accelerator, compile_model

@@ -11,7 +11,8 @@ from pathlib import Path
 import torch
 from omegaconf import DictConfig
 
-from gpt1.app.config import check_ranges, resolve_device
+from gpt1.app.devices import resolve_device
+from gpt1.app.ranges import check_ranges
 from gpt1.app.runner import command
 from gpt1.checkpoints.format import load_checkpoint
 from gpt1.text.tokenizer import prompt_ids

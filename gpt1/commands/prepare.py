@@ -14,7 +14,7 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from gpt1.app.config import check_ranges
+from gpt1.app.ranges import check_ranges
 from gpt1.app.runner import command
 from gpt1.commands.pretrain import data_module, load_init
 from gpt1.training.results import write_metrics

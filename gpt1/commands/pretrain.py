@@ -15,7 +15,7 @@ from typing import Any
 import lightning as L
 from omegaconf import DictConfig, OmegaConf
 
-from gpt1.app.config import check_ranges
+from gpt1.app.ranges import check_ranges
 from gpt1.app.runner import command
 from gpt1.checkpoints.format import Loaded, load_checkpoint
 from gpt1.data.pretrain_data import PretrainDataModule, unigram_perplexity

@@ -20,11 +20,12 @@ from lightning.pytorch.loggers import TensorBoardLogger, WandbLogger
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
-from gpt1.app.config import CallbacksConfig, SamplesConfig
 from gpt1.checkpoints.format import atomic_save
+from gpt1.core.compat import last_global_step_saved, log_train_step_metrics
 from gpt1.text.tokenizer import prompt_ids
 from gpt1.training.fsdp import full_copy
 from gpt1.training.resumable import ForgetLogsOfAFreshStart, RunKernels
+from gpt1.training.schema import CallbacksConfig, SamplesConfig
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):
@@ -38,7 +39,7 @@ class PeriodicCheckpoint(ModelCheckpoint):
     """ModelCheckpoint that also saves ``last.ckpt`` when training stops off the interval (max_steps, max_time)."""
 
     def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        if trainer.global_step != self._last_global_step_saved:
+        if trainer.global_step != last_global_step_saved(self):
             trainer.save_checkpoint(Path(self.dirpath) / f"{self.CHECKPOINT_NAME_LAST}{self.FILE_EXTENSION}")
 
 
@@ -104,8 +105,7 @@ class SafeStop(Callback):
             self.stopped = self.received or signal.SIGTERM  # (another rank's signal: this rank had none)
             # Log this update's metrics as Lightning would after this hook (the resumed run starts after it, so
             # they would be missing from the logs otherwise); Lightning has no public call for it.
-            trainer._logger_connector.on_batch_end()
-            trainer._logger_connector.update_train_step_metrics()
+            log_train_step_metrics(trainer)
             raise SIGTERMException(128 + self.stopped)
 
     def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:

@@ -15,11 +15,10 @@ from typing import Any, Optional
 
 import lightning as L
 from lightning.pytorch.callbacks import ModelSummary, ProgressBar, RichModelSummary
-from lightning.pytorch.callbacks.progress.rich_progress import _RICH_AVAILABLE
 from lightning.pytorch.utilities.model_summary import get_human_readable_count
-from lightning.pytorch.utilities.model_summary.model_summary import _format_summary_table
 from tqdm import tqdm
 
+from gpt1.core.compat import rich_available, summary_table
 from gpt1.core.progress import bar, write
 
 
@@ -38,7 +37,7 @@ class SummaryWithoutZeroFlops(ModelSummary):
         **summarize_kwargs: Any,
     ) -> None:
         if total_flops:
-            (RichModelSummary if _RICH_AVAILABLE else ModelSummary).summarize(
+            (RichModelSummary if rich_available() else ModelSummary).summarize(
                 summary_data,
                 total_parameters,
                 trainable_parameters,
@@ -49,8 +48,8 @@ class SummaryWithoutZeroFlops(ModelSummary):
             )
             return
         columns = [(name, values) for name, values in summary_data if name != "FLOPs"]
-        if not _RICH_AVAILABLE:  # Lightning's plain table, less its last line (Total Flops)
-            table = _format_summary_table(
+        if not rich_available():  # Lightning's plain table, less its last line (Total Flops)
+            table = summary_table(
                 total_parameters, trainable_parameters, model_size, total_training_modes, total_flops, *columns
             )
             logging.getLogger("lightning.pytorch.callbacks.model_summary").info("\n" + table.rsplit("\n", 1)[0])
