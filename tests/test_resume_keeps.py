@@ -55,13 +55,13 @@ def stop_and_resume(make_cfg, monkeypatch, overrides, at_steps, before_resume=la
         with_callback(monkeypatch, SignalAt(at, signal.SIGTERM))
         with pytest.raises(SystemExit):
             train(make_cfg("pretrain", overrides))
-        monkeypatch.setattr("gpt1.commands.pretrain.build_callbacks", _original_build_callbacks)
+        monkeypatch.setattr("gpt1.training.run.build_callbacks", _original_build_callbacks)
         before_resume(i)
     train(make_cfg("pretrain", overrides))
     return Path(make_cfg("pretrain", overrides).paths.output_dir)
 
 
-from gpt1.commands.pretrain import build_callbacks as _original_build_callbacks  # noqa: E402
+from gpt1.training.run import build_callbacks as _original_build_callbacks  # noqa: E402
 
 
 @needs_onednn

@@ -39,8 +39,8 @@ def generate(cfg: DictConfig) -> list[str]:
 
 
 @command("generate")
-def main(cfg: DictConfig) -> None:
-    generate(cfg)
+def main(cfg: DictConfig) -> list[str]:
+    return generate(cfg)
 
 
 if __name__ == "__main__":

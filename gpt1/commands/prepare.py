@@ -46,8 +46,8 @@ def prepare(cfg: DictConfig) -> dict[str, Any]:
 
 
 @command("prepare")
-def main(cfg: DictConfig) -> None:
-    prepare(cfg)
+def main(cfg: DictConfig) -> dict[str, Any]:
+    return prepare(cfg)
 
 
 if __name__ == "__main__":

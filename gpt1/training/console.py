@@ -1,6 +1,6 @@
 """What a run prints is what a user needs: Lightning's model summary without what says nothing, a progress bar that
-counts to the run's budget (``StepProgress``), and
-``quiet_library_noise``, the one place that silences library output that says nothing to a user."""
+counts to the run's budget (``StepProgress``), lines above it (``print_above_bar``) or from rank 0 alone (``say``),
+and ``quiet_library_noise``, the one place that silences library output that says nothing to a user."""
 
 from __future__ import annotations
 
@@ -249,3 +249,19 @@ def quiet_library_noise() -> None:
             logger.addFilter(_DropMessages(pattern))
     for message, category in _NOISE_WARNINGS:
         warnings.filterwarnings("ignore", message=message, category=category)
+
+
+def say(trainer: L.Trainer, message: str) -> None:
+    """One line on stderr, from rank 0 only."""
+    if trainer.is_global_zero:
+        print(message, file=sys.stderr, flush=True)
+
+
+def print_above_bar(trainer: L.Trainer, text: str) -> None:
+    """Print a line without breaking the progress bar: through the bar's ``print`` (above it), or plainly when there
+    is no bar."""
+    bar = trainer.progress_bar_callback
+    if bar is not None:
+        bar.print(text)
+    else:
+        print(text, flush=True)
