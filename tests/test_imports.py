@@ -133,3 +133,17 @@ def test_the_old_config_paths_give_every_name_they_gave():
         home = importlib.import_module(gpt1.app.config.MOVED.get(name, "gpt1.app.config"))
         assert getattr(old, name) is getattr(gpt1.app.config, name) is getattr(home, name), name
     assert not hasattr(old, "no_such_name")
+
+
+def test_the_callbacks_keep_their_old_paths():
+    """``gpt1.training.callbacks`` was one module: its names still import from it, and ``BestWeights`` from
+    ``gpt1.training.selection``, now that each callback has a module of its own."""
+    import gpt1.training.callbacks as callbacks
+    from gpt1.training.callbacks.best_weights import BestWeights
+    from gpt1.training.callbacks.safe_stop import SafeStop
+    from gpt1.training.selection import BestWeights as selected
+
+    names = ["AtomicCheckpointIO", "PeriodicCheckpoint", "SafeStop", "SampleText", "LogShortRuns", "BestWeights"]
+    assert all(isinstance(getattr(callbacks, name), type) for name in names)
+    assert callable(callbacks.build_callbacks) and callable(callbacks.print_above_bar)
+    assert callbacks.SafeStop is SafeStop and callbacks.BestWeights is BestWeights is selected
