@@ -13,6 +13,7 @@ from pathlib import Path
 from lightning.pytorch.callbacks import Callback
 
 import gpt1.commands.pretrain
+import gpt1.training.run
 from gpt1.app.runner import command
 from gpt1.cpu.settings import configure
 
@@ -35,7 +36,7 @@ def main(cfg) -> None:
     if other and (Path(cfg.paths.output_dir) / "checkpoints" / "last.ckpt").exists():  # a requeued attempt
         os.environ["GPT1_CPU_MATMUL"] = other  # as if its machine, load or cache chose another kernel
         configure()
-    build = gpt1.commands.pretrain.build_callbacks
+    build = gpt1.training.run.build_callbacks
     throttle = Throttle(float(os.environ["GPT1_TEST_STEP_S"]))
-    gpt1.commands.pretrain.build_callbacks = lambda *a, **k: [throttle, *build(*a, **k)]
+    gpt1.training.run.build_callbacks = lambda *a, **k: [throttle, *build(*a, **k)]
     gpt1.commands.pretrain.train(cfg)

@@ -17,6 +17,7 @@ import torch
 from sklearn.model_selection import train_test_split
 
 import gpt1.commands.finetune as finetune_command
+import gpt1.training.run
 from gpt1.app.config import OptimConfig
 from gpt1.checkpoints.format import load_checkpoint, save_checkpoint
 from gpt1.commands.evaluate import evaluate
@@ -212,8 +213,8 @@ class _LearningRates(finetune_command.L.Callback):
 
 def test_every_updates_lr_is_the_originals(make_cfg, pretrained, monkeypatch):
     recorder = _LearningRates()
-    build = finetune_command.build_callbacks
-    monkeypatch.setattr(finetune_command, "build_callbacks", lambda *a, **k: [*build(*a, **k), recorder])
+    build = gpt1.training.run.build_callbacks
+    monkeypatch.setattr(gpt1.training.run, "build_callbacks", lambda *a, **k: [*build(*a, **k), recorder])
     # 330 examples in batches of 32, 3 epochs: the original's 10 updates an epoch (the last 10 examples dropped)
     cfg = make_cfg(
         "finetune",

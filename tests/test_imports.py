@@ -211,3 +211,38 @@ def test_the_old_paths_of_data_tasks_and_cluster_modules_are_the_moved_modules()
     from gpt1.tasks.base import TaskType as old_type  # (tasks/base.py is tasks/task_type.py: data/ has a base.py)
 
     assert old_type is TaskType
+
+
+CONFIG_NAMES = """Schedule Selection NonFinite WandbMode OptimConfig TrainerConfig WandbConfig LoggerConfig
+CheckpointConfig
+SamplesConfig CallbacksConfig PathsConfig PretrainConfig CheckpointModelConfig FinetuneConfig EvaluateConfig
+GenerateConfig ConvertConfig ZeroshotCommandConfig default_sample_data resolve_device group_choice task_name
+default_output_dir corpus_name register check_ranges""".split()
+"""What ``gpt1.config`` (later ``gpt1.app.config``) gave before it was split by job (issue 38)."""
+
+
+def test_the_old_config_paths_give_every_name_they_gave():
+    """``gpt1.config`` and ``gpt1.app.config`` give each name the one module gave, the very object of its new home."""
+    import importlib
+
+    import gpt1.app.config
+
+    old = importlib.import_module("gpt1.config")
+    for name in CONFIG_NAMES:
+        home = importlib.import_module(gpt1.app.config.MOVED.get(name, "gpt1.app.config"))
+        assert getattr(old, name) is getattr(gpt1.app.config, name) is getattr(home, name), name
+    assert not hasattr(old, "no_such_name")
+
+
+def test_the_callbacks_keep_their_old_paths():
+    """``gpt1.training.callbacks`` was one module: its names still import from it, and ``BestWeights`` from
+    ``gpt1.training.selection``, now that each callback has a module of its own."""
+    import gpt1.training.callbacks as callbacks
+    from gpt1.training.callbacks.best_weights import BestWeights
+    from gpt1.training.callbacks.safe_stop import SafeStop
+    from gpt1.training.selection import BestWeights as selected
+
+    names = ["AtomicCheckpointIO", "PeriodicCheckpoint", "SafeStop", "SampleText", "LogShortRuns", "BestWeights"]
+    assert all(isinstance(getattr(callbacks, name), type) for name in names)
+    assert callable(callbacks.build_callbacks) and callable(callbacks.print_above_bar)
+    assert callbacks.SafeStop is SafeStop and callbacks.BestWeights is BestWeights is selected

@@ -11,7 +11,7 @@ import torch
 
 import gpt1.cpu.kernels
 from gpt1.commands.pretrain import train
-from gpt1.cpu import settings as cpu
+from gpt1.cpu import settings as cpu  # (the process's choice of kernels: _MEASURED, _APPLIED)
 from tests.test_stops import EXACT, SignalAt, assert_same_weights, step_of, weights, with_callback
 
 FP32 = [*EXACT, "trainer.precision=32-true"]
@@ -55,13 +55,13 @@ def stop_and_resume(make_cfg, monkeypatch, overrides, at_steps, before_resume=la
         with_callback(monkeypatch, SignalAt(at, signal.SIGTERM))
         with pytest.raises(SystemExit):
             train(make_cfg("pretrain", overrides))
-        monkeypatch.setattr("gpt1.commands.pretrain.build_callbacks", _original_build_callbacks)
+        monkeypatch.setattr("gpt1.training.run.build_callbacks", _original_build_callbacks)
         before_resume(i)
     train(make_cfg("pretrain", overrides))
     return Path(make_cfg("pretrain", overrides).paths.output_dir)
 
 
-from gpt1.commands.pretrain import build_callbacks as _original_build_callbacks  # noqa: E402
+from gpt1.training.run import build_callbacks as _original_build_callbacks  # noqa: E402
 
 
 @needs_onednn

@@ -18,6 +18,7 @@ from lightning.fabric.plugins.environments import SLURMEnvironment
 from lightning.pytorch.callbacks import Callback
 
 import gpt1.commands.pretrain
+import gpt1.training.run
 from gpt1.app.config import OptimConfig
 from gpt1.app.runner import user_message
 from gpt1.checkpoints.format import load_checkpoint
@@ -112,8 +113,8 @@ class BatchSizes(Callback):
 
 def test_pretrain_batch_size_is_per_update_and_tokens_seen_count_it(make_cfg, monkeypatch):
     sizes = BatchSizes()
-    build = gpt1.commands.pretrain.build_callbacks
-    monkeypatch.setattr(gpt1.commands.pretrain, "build_callbacks", lambda *a, **k: [sizes, *build(*a, **k)])
+    build = gpt1.training.run.build_callbacks
+    monkeypatch.setattr(gpt1.training.run, "build_callbacks", lambda *a, **k: [sizes, *build(*a, **k)])
     metrics = train(make_cfg("pretrain", [*FEW, "trainer.accumulate_grad_batches=2"]))  # data.batch_size=8
     assert sizes.sizes == {4}  # 2 batches of 4 an update
     assert metrics["tokens_seen"] == 4 * 8 * 32  # updates x windows x n_ctx

@@ -16,6 +16,7 @@ import torch
 from lightning.pytorch.callbacks import Callback
 
 import gpt1.commands.pretrain
+import gpt1.training.run
 from gpt1.app.runner import user_message
 from gpt1.checkpoints.format import load_checkpoint
 from gpt1.commands.pretrain import train
@@ -95,8 +96,8 @@ class FirstStep(Callback):
 
 
 def with_callback(monkeypatch, callback: Callback) -> Callback:
-    build = gpt1.commands.pretrain.build_callbacks
-    monkeypatch.setattr(gpt1.commands.pretrain, "build_callbacks", lambda *a, **k: [callback, *build(*a, **k)])
+    build = gpt1.training.run.build_callbacks  # (every training command's callbacks come from it)
+    monkeypatch.setattr(gpt1.training.run, "build_callbacks", lambda *a, **k: [callback, *build(*a, **k)])
     return callback
 
 
@@ -365,7 +366,6 @@ FINETUNE = [
 
 def test_a_stopped_finetune_resumes_exactly(make_cfg, monkeypatch, tmp_path):
     """SIGTERM mid-epoch (while accumulating), then resume=auto: the uninterrupted run's weights and head."""
-    import gpt1.commands.finetune
     from gpt1.commands.finetune import finetune
 
     ckpt = tmp_path / "pre" / "checkpoints" / "last.ckpt"
@@ -383,9 +383,7 @@ def test_a_stopped_finetune_resumes_exactly(make_cfg, monkeypatch, tmp_path):
     common = [*FINETUNE, f"init_from={ckpt}"]
     finetune(make_cfg("finetune", [*common, f"paths.output_dir={tmp_path / 'whole'}"]))
 
-    build = gpt1.commands.finetune.build_callbacks
-    stop_at_8 = SignalAt(8, signal.SIGTERM)
-    monkeypatch.setattr(gpt1.commands.finetune, "build_callbacks", lambda *a, **k: [stop_at_8, *build(*a, **k)])
+    with_callback(monkeypatch, SignalAt(8, signal.SIGTERM))
     run = tmp_path / "stopped"
     with pytest.raises(SystemExit) as stop:
         finetune(make_cfg("finetune", [*common, f"paths.output_dir={run}", "resume=auto"]))

@@ -14,10 +14,11 @@ import tokenizers
 import torch
 from torch import nn
 
+import gpt1.commands.evaluate as evaluate_command
+import gpt1.commands.pretrain as pretrain_command
 import gpt1.cpu.kernels
 from gpt1.app.config import Schedule
 from gpt1.checkpoints.format import load_checkpoint, save_checkpoint
-from gpt1.commands.evaluate import evaluate
 from gpt1.commands.generate import generate
 from gpt1.commands.pretrain import train
 from gpt1.core.errors import CheckpointError
@@ -54,7 +55,7 @@ def trained(tmp_path_factory, cache_dir):
     ]
     with initialize_config_module(config_module="gpt1.conf", version_base="1.3"):
         cfg = compose(config_name="pretrain", overrides=overrides)
-    return run, train(cfg)
+    return run, pretrain_command.main.__wrapped__(cfg)  # the Hydra task function: it returns train's metrics
 
 
 def test_pretraining_lowers_the_loss_below_the_unigram_baseline(trained):
@@ -195,9 +196,10 @@ def test_evaluate_reproduces_the_runs_validation_perplexity(trained, make_cfg):
             "trainer.precision=auto",
         ],
     )
-    result = evaluate(cfg)
+    result = evaluate_command.main.__wrapped__(cfg)  # the Hydra task function: it returns evaluate's metrics
     assert result["ppl"] == pytest.approx(metrics["val_ppl"], rel=1e-4)
     on_disk = json.loads((Path(cfg.paths.output_dir) / "metrics.json").read_text())
+    assert on_disk == pytest.approx(result)
     assert on_disk["ppl"] == on_disk["val/ppl"] == pytest.approx(result["ppl"])
     assert on_disk["loss"] == on_disk["val/loss"]
 
@@ -466,3 +468,21 @@ def test_resuming_with_another_data_order_says_so(make_cfg, capsys):
     assert train(make_cfg("pretrain", [*base, "trainer.max_steps=4", "data.batch_size=4", "seed=7"]))["steps"] == 4
     err = capsys.readouterr().err
     assert "another data order" in err and "seed: 1234 -> 7" in err and "data.batch_size" in err
+
+
+def test_every_callback_comes_from_build_callbacks(tmp_path):
+    """Fine-tuning's model selection (BestWeights) too: last, after SafeStop, only when asked for."""
+    from gpt1.training.callbacks import BestWeights, SafeStop, build_callbacks
+    from gpt1.training.schema import CallbacksConfig
+
+    plain = build_callbacks(CallbacksConfig(), tmp_path, with_loggers=True)
+    assert not any(isinstance(c, BestWeights) for c in plain) and isinstance(plain[-1], SafeStop)
+    *others, best = build_callbacks(
+        CallbacksConfig(), tmp_path, with_loggers=False, select_by="val/accuracy", prefixes=("val/", "val_mm/")
+    )
+    assert isinstance(others[-1], SafeStop) and isinstance(best, BestWeights)
+    assert (best.path, best.monitor, best.prefixes) == (
+        tmp_path / "checkpoints" / "best.ckpt",
+        "val/accuracy",
+        ("val/", "val_mm/"),
+    )

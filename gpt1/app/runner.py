@@ -12,18 +12,17 @@ from __future__ import annotations
 import functools
 import os
 import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import hydra
-from hydra._internal import utils as hydra_utils
 from hydra.errors import HydraException
 from omegaconf.errors import OmegaConfBaseException
 
-from gpt1.app.config import register
+from gpt1.app.registration import register
 from gpt1.app.suggest import config_hint
+from gpt1.core.compat import hydra_reports_through
 from gpt1.core.errors import EXIT_USER_ERROR, UserError
 from gpt1.core.files import WriteError, write_error
 from gpt1.core.memory import memory_line, peak_memory
@@ -104,17 +103,6 @@ def user_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
     return guarded
 
 
-@contextmanager
-def _one_line_config_errors() -> Iterator[None]:
-    """Report Hydra's own errors (composing the config from the command line) through ``user_errors`` too."""
-    original = hydra_utils.run_and_report
-    hydra_utils.run_and_report = lambda func: original(user_errors(func))
-    try:
-        yield
-    finally:
-        hydra_utils.run_and_report = original
-
-
 def _memory_line_after(fn: Callable[[Any], Any]) -> Callable[[Any], Any]:
     """``fn`` (a command's job), then its peak memory as its last line on stderr, once (rank 0's process)."""
 
@@ -151,7 +139,7 @@ def command(config_name: str) -> Callable[[Callable[[Any], Any]], Callable[[], N
         def main() -> None:
             configure_cpu()  # before the first large allocation
             register()
-            with _one_line_config_errors():
+            with hydra_reports_through(user_errors):  # Hydra's own errors (composing the config) in one line too
                 user_errors(hydra_main)()  # the flags' own errors, before Hydra composes anything
 
         return main

@@ -16,7 +16,8 @@ from typing import Any
 import lightning as L
 from omegaconf import DictConfig, OmegaConf
 
-from gpt1.app.config import OptimConfig, check_ranges, task_name
+from gpt1.app.ranges import check_ranges
+from gpt1.app.registration import task_name
 from gpt1.app.runner import command
 from gpt1.checkpoints.format import Loaded, load_checkpoint
 from gpt1.core.errors import CheckpointError, ConfigError
@@ -24,7 +25,8 @@ from gpt1.data.pretrain_data import PretrainDataModule
 from gpt1.data.task_data import TaskDataModule
 from gpt1.tasks.spec import task_from_dict
 from gpt1.training.module import GPT1Module
-from gpt1.training.results import score, single_class, single_class_note, write_metrics
+from gpt1.training.results import single_class_note, task_scores, write_metrics
+from gpt1.training.schema import OptimConfig
 from gpt1.training.task_module import TaskModule
 from gpt1.training.trainer import build_trainer, check_accelerator
 
@@ -74,20 +76,11 @@ def evaluate_task(cfg: DictConfig, loaded: Loaded) -> dict[str, Any]:
     module = TaskModule(loaded.model, loaded.tokenizer, OptimConfig(), task, *data.metric_prefixes())
     module.head.load_state_dict({k.removeprefix(f"{head}."): v for k, v in loaded.heads.items() if k.startswith(head)})
     trainer = build_trainer(cfg.trainer, Path(cfg.paths.output_dir))
-    scores = score(trainer, module, data)
-    single = single_class(scores)
-    metrics = {
-        "ckpt": str(cfg.ckpt),
-        "task": task.name,
-        **scores,
-        "single_class_prediction": single,  # every validation example predicted as one class
-        "examples": {split: s["examples"] for split, s in data.stats.items()},
-        "truncated": {split: s["truncated"] for split, s in data.stats.items()},
-    }
+    metrics = {"ckpt": str(cfg.ckpt), "task": task.name, **task_scores(trainer, module, data)}
     write_metrics(Path(cfg.paths.output_dir), metrics)
     print(
         ", ".join(f"{k} {v:.4f}" for k, v in metrics.items() if k.endswith(tuple(task.metrics)))
-        + single_class_note(single)
+        + single_class_note(metrics["single_class_prediction"])
     )
     return metrics
 
@@ -128,8 +121,8 @@ def perplexity(cfg: DictConfig, loaded: Loaded) -> dict[str, Any]:
 
 
 @command("evaluate")
-def main(cfg: DictConfig) -> None:
-    evaluate(cfg)
+def main(cfg: DictConfig) -> dict[str, Any]:
+    return evaluate(cfg)
 
 
 if __name__ == "__main__":

@@ -24,7 +24,8 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 from torch import nn
 
-from gpt1.app.config import Selection, check_ranges, task_name
+from gpt1.app.ranges import check_ranges
+from gpt1.app.registration import task_name
 from gpt1.app.runner import command
 from gpt1.checkpoints.format import load_checkpoint, model_type
 from gpt1.checkpoints.transfer import transfer
@@ -32,23 +33,19 @@ from gpt1.core.errors import ConfigError
 from gpt1.data.task_data import TaskDataModule
 from gpt1.tasks.spec import TASK_SPECIAL_TOKENS
 from gpt1.text.tokenizer import Tokenizer
-from gpt1.training.callbacks import build_callbacks
-from gpt1.training.loggers import build_loggers, log_config, log_summary, wandb_job
+from gpt1.training.loggers import wandb_job
 from gpt1.training.results import (
     baseline_metrics,
-    final_validation,
     sample_predictions,
-    score,
-    single_class,
     single_class_note,
-    val_metric_prefixes,
-    write_metrics,
+    task_scores,
     write_predictions,
 )
-from gpt1.training.resume import check_resume_fits, resolve_resume
-from gpt1.training.selection import BestWeights, select_weights
+from gpt1.training.resume import resolve_resume
+from gpt1.training.run import TrainingRun
+from gpt1.training.schema import Selection
 from gpt1.training.task_module import TaskModule
-from gpt1.training.trainer import build_trainer, check_accelerator, compile_model
+from gpt1.training.trainer import check_accelerator, compile_model
 
 REQUIRED = "init_from is required: a gpt1 checkpoint, or init_from=random for the no-pre-training ablation"
 
@@ -93,88 +90,60 @@ def finetune(cfg: DictConfig) -> dict[str, Any]:
         seed=cfg.seed,
         cache_dir=cfg.paths.cache_dir,
         num_workers=cfg.num_workers,
+        predict=cfg.predict,
     )
     data.prepare_data()
-    data.setup("fit")
-    if "val" not in data.eval_splits:
-        raise ConfigError(
-            f"task {task.name} has no labelled validation split: add one (task.data_files or task.splits)"
-        )
-    n_train = data.stats.get("train", {"examples": 0})["examples"]
-    if n_train < cfg.batch_size:  # whole batches only, as the original: not one update
-        raise ConfigError(
-            f"task {task.name} has {n_train} training examples, fewer than batch_size={cfg.batch_size}: "
-            "an epoch trains on whole batches only (the last partial one is left out, as the original "
-            "code), so nothing would train; lower batch_size"
-        )
-    if cfg.predict and not data.roles["test"]:
-        raise ConfigError(f"predict=true, but task {task.name} has no test split to predict")
+    data.setup("fit")  # refuses splits that cannot train (no labelled validation, fewer examples than a batch)
     task = data.task  # its labels settled by the data
-    val_prefixes, test_prefixes = data.metric_prefixes()
     module = TaskModule(
         model,
         tokenizer,
         OmegaConf.to_object(cfg.optim),
         task,
-        val_prefixes,
-        test_prefixes,
+        *data.metric_prefixes(),
         aux_lm_weight=cfg.aux_lm_weight,
         head_pdrop=cfg.head_pdrop,
         share_context=cfg.share_context,
     )
     compile_model(module, cfg.compile)
 
-    loggers = build_loggers(cfg.logger, output_dir, run_name=f"{task.name}-{output_dir.name}")
-    callbacks = build_callbacks(OmegaConf.to_object(cfg.callbacks), output_dir, with_loggers=bool(loggers))
-    best = None
-    if cfg.model_selection == "best":  # the weights of the best validation, as the original
-        best = BestWeights(
-            output_dir / "checkpoints" / "best.ckpt", f"val/{task.metrics[0]}", tuple(val_metric_prefixes(module))
-        )
-        callbacks.append(best)
-    trainer = build_trainer(cfg.trainer, output_dir, loggers, callbacks)
-    trainer.accumulate_grad_batches = data.connect(trainer.world_size)  # batch_size is global
-    log_config(trainer, cfg)
-    print(f"run directory: {output_dir.resolve()}")
+    run = TrainingRun(
+        cfg,
+        module,
+        data,
+        run_name=f"{task.name}-{output_dir.name}",
+        callbacks=OmegaConf.to_object(cfg.callbacks),
+        selection=Selection(cfg.model_selection),  # best: the weights of the best validation, as the original
+        accumulate=1,  # batch_size is global: the passes per update follow from micro_batch_size and the devices
+    )
     print(
         f"model: {model_type(model)}, {model.num_params():,} parameters; task {task.name} ({task.type}), "
-        f"{trainer.accumulate_grad_batches} x {data.device_batch_size} examples per update per device"
+        f"{run.trainer.accumulate_grad_batches} x {data.device_batch_size} examples per update per device"
     )
-    trainer.fit(module, datamodule=data, ckpt_path=check_resume_fits(resume, module))
-    selection = select_weights(trainer, best, final_validation(trainer, module, data, val_metric_prefixes(module)))
+    selection = run.fit(resume)
     selected_step = selection.pop("selected_step")
-    scores = score(trainer, module, data, validation=selection)  # test and predictions: the selected weights'
-    single = single_class(scores)
-
     metrics = {
         "task": task.name,
         "init_from": cfg.init_from,
         "model": model_type(model),
-        **scores,
-        "single_class_prediction": single,  # every validation example predicted as one class
+        # test and predictions: the selected weights'
+        **task_scores(run.trainer, module, data, validation=selection),
         **baseline_metrics(data),
-        "steps": trainer.global_step,
         "model_selection": cfg.model_selection,
         "selected_step": selected_step,
-        "skipped_batches": module.skipped_batches,  # optim.nonfinite=skip
-        "examples": {split: s["examples"] for split, s in data.stats.items()},
-        "truncated": {split: s["truncated"] for split, s in data.stats.items()},
-        "wall_time_s": round(time.perf_counter() - start, 1),
-        "last_checkpoint": str(output_dir / "checkpoints" / "last.ckpt"),
-        "checkpoint": str(
-            best.path if best is not None and best.step is not None else output_dir / "checkpoints" / "last.ckpt"
-        ),  # the fine-tuned checkpoint: the selected weights
+        **run.counts(start),
+        "checkpoint": str(run.checkpoint),  # the fine-tuned checkpoint: the selected weights
     }
     if cfg.predict:
-        write_predictions(trainer, module, data, output_dir / "predictions")
-    if trainer.is_global_zero:
-        path = write_metrics(output_dir, metrics)
-        log_summary(trainer.loggers, metrics, sample_predictions(module, data) if cfg.logger.wandb.enabled else None)
+        write_predictions(run.trainer, module, data, output_dir / "predictions")
+    table = (lambda: sample_predictions(module, data)) if cfg.logger.wandb.enabled else None
+    path = run.finish(metrics, table)
+    if path is not None:
         main, selected = f"val/{task.metrics[0]}", Selection(cfg.model_selection).value
         print(
             f"{main} {metrics[main]:.4f} (baseline {metrics[f'baseline/{task.metrics[0]}']:.4f})"
-            f"{single_class_note(single)}\ncheckpoint: {metrics['checkpoint']} (model_selection={selected})"
-            f"\nmetrics: {path}"
+            f"{single_class_note(metrics['single_class_prediction'])}\ncheckpoint: {metrics['checkpoint']} "
+            f"(model_selection={selected})\nmetrics: {path}"
         )
     return metrics
 

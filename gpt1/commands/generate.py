@@ -11,7 +11,8 @@ from pathlib import Path
 import torch
 from omegaconf import DictConfig
 
-from gpt1.app.config import check_ranges, resolve_device
+from gpt1.app.devices import resolve_device
+from gpt1.app.ranges import check_ranges
 from gpt1.app.runner import command
 from gpt1.checkpoints.format import load_checkpoint
 from gpt1.text.tokenizer import prompt_ids
@@ -38,8 +39,8 @@ def generate(cfg: DictConfig) -> list[str]:
 
 
 @command("generate")
-def main(cfg: DictConfig) -> None:
-    generate(cfg)
+def main(cfg: DictConfig) -> list[str]:
+    return generate(cfg)
 
 
 if __name__ == "__main__":

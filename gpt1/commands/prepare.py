@@ -14,7 +14,7 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from gpt1.app.config import check_ranges
+from gpt1.app.ranges import check_ranges
 from gpt1.app.runner import command
 from gpt1.commands.pretrain import data_module, load_init
 from gpt1.training.results import write_metrics
@@ -46,8 +46,8 @@ def prepare(cfg: DictConfig) -> dict[str, Any]:
 
 
 @command("prepare")
-def main(cfg: DictConfig) -> None:
-    prepare(cfg)
+def main(cfg: DictConfig) -> dict[str, Any]:
+    return prepare(cfg)
 
 
 if __name__ == "__main__":

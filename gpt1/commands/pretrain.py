@@ -15,17 +15,16 @@ from typing import Any
 import lightning as L
 from omegaconf import DictConfig, OmegaConf
 
-from gpt1.app.config import check_ranges
+from gpt1.app.ranges import check_ranges
 from gpt1.app.runner import command
 from gpt1.checkpoints.format import Loaded, load_checkpoint
 from gpt1.data.pretrain_data import PretrainDataModule, unigram_perplexity
 from gpt1.model import GPT
-from gpt1.training.callbacks import SampleText, build_callbacks
-from gpt1.training.loggers import build_loggers, log_config, log_summary, wandb_job
+from gpt1.training.loggers import wandb_job
 from gpt1.training.module import GPT1Module
-from gpt1.training.results import final_validation, write_metrics
-from gpt1.training.resume import check_resume_fits, resolve_resume
-from gpt1.training.trainer import build_trainer, check_accelerator, compile_model
+from gpt1.training.resume import resolve_resume
+from gpt1.training.run import TrainingRun
+from gpt1.training.trainer import check_accelerator, compile_model
 
 
 def load_init(path: str) -> Loaded:
@@ -76,51 +75,40 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     module = GPT1Module(model, data.tokenizer, OmegaConf.to_object(cfg.optim))
     compile_model(module, cfg.compile)
 
-    loggers = build_loggers(cfg.logger, output_dir, run_name=f"{cfg.run_name}-{output_dir.name}")
-    callback_cfg = OmegaConf.to_object(cfg.callbacks)
-    if callback_cfg.samples.prompt is None:  # a corpus of one's own: samples start from its own words
-        callback_cfg.samples.prompt = corpus_prompt(data)
-    callbacks = build_callbacks(callback_cfg, output_dir, with_loggers=bool(loggers))
-    trainer = build_trainer(cfg.trainer, output_dir, loggers, callbacks)
-    data.connect(trainer.world_size, trainer.accumulate_grad_batches)  # data.batch_size is global
-    log_config(trainer, cfg)
-    print(f"run directory: {output_dir.resolve()}")
+    callbacks = OmegaConf.to_object(cfg.callbacks)
+    if callbacks.samples.prompt is None:  # a corpus of one's own: samples start from its own words
+        callbacks.samples.prompt = corpus_prompt(data)
+    run = TrainingRun(cfg, module, data, run_name=f"{cfg.run_name}-{output_dir.name}", callbacks=callbacks)
     print(f"model: {model.num_params():,} parameters, vocab {vocab_size}, context {model.config.n_ctx}")
-    trainer.fit(module, datamodule=data, ckpt_path=check_resume_fits(resume, module))
+    valid = run.fit(resume)  # the whole (capped) validation set
 
-    train_metrics = {k: float(v) for k, v in trainer.callback_metrics.items() if k.startswith("train/")}
-    valid = final_validation(trainer, module, data, prefixes=["val/"])  # the whole (capped) validation set
-    sample = next((c.last_text for c in callbacks if isinstance(c, SampleText)), None)
+    train = run.train_metrics
     metrics = {
-        "train/loss": train_metrics.get("train/loss"),
-        "train/ppl": train_metrics.get("train/ppl"),
+        "train/loss": train.get("train/loss"),
+        "train/ppl": train.get("train/ppl"),
         "val/loss": valid["val/loss"],
         "val/ppl": valid["val/ppl"],
-        "train_loss": train_metrics.get("train/loss"),  # the keys of earlier versions, kept for their readers
-        "train_ppl": train_metrics.get("train/ppl"),
+        "train_loss": train.get("train/loss"),  # the keys of earlier versions, kept for their readers
+        "train_ppl": train.get("train/ppl"),
         "val_loss": valid["val/loss"],
         "val_ppl": valid["val/ppl"],
         "val_unigram_ppl": unigram_perplexity(data.train_tokens, data.valid_tokens, vocab_size),
-        "steps": trainer.global_step,
-        "skipped_batches": module.skipped_batches,  # optim.nonfinite=skip
-        "tokens_seen": trainer.global_step * cfg.data.batch_size * model.config.n_ctx,  # a global batch per update
+        "tokens_seen": run.trainer.global_step * cfg.data.batch_size * model.config.n_ctx,  # a global batch an update
         "params": model.num_params(),
-        "wall_time_s": round(time.perf_counter() - start, 1),
-        "last_checkpoint": str(output_dir / "checkpoints" / "last.ckpt"),
-        "sample": sample,
+        **run.counts(start),
+        "sample": run.sample,
     }
-    if trainer.is_global_zero:
-        path = write_metrics(output_dir, metrics)
-        log_summary(trainer.loggers, metrics)  # (SampleText logs the generations)
+    path = run.finish(metrics)  # (SampleText logs the generations)
+    if path is not None:
         print(f"validation perplexity {metrics['val_ppl']:.1f} (unigram baseline {metrics['val_unigram_ppl']:.1f})")
         print(f"checkpoint: {metrics['last_checkpoint']}\nmetrics: {path}")
     return metrics
 
 
 @command("pretrain")
-def main(cfg: DictConfig) -> None:
+def main(cfg: DictConfig) -> dict[str, Any]:
     with wandb_job():  # one W&B run per job of a multirun
-        train(cfg)
+        return train(cfg)
 
 
 if __name__ == "__main__":

@@ -16,7 +16,9 @@ from typing import Any
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from gpt1.app.config import check_ranges, resolve_device, task_name
+from gpt1.app.devices import resolve_device
+from gpt1.app.ranges import check_ranges
+from gpt1.app.registration import task_name
 from gpt1.app.runner import command
 from gpt1.checkpoints.format import load_checkpoint
 from gpt1.core.errors import CheckpointError, ConfigError, DataError

@@ -4,6 +4,12 @@ that removes or changes one breaks one place, loudly: ``tests/test_compat.py`` c
 Each function imports its library when it is called, not when this module is imported (the model and the CPU path
 import this module and only torch)."""
 
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
 # -- torch ------------------------------------------------------------------------------------------------------------
 
 
@@ -28,9 +34,92 @@ def post_accumulate_grad_hooks(tensor):
 
 # -- Hydra ------------------------------------------------------------------------------------------------------------
 
+
+@contextmanager
+def hydra_reports_through(wrap: Callable[[Callable[[], Any]], Callable[[], Any]]) -> Iterator[None]:
+    """Within it, Hydra runs what it reports errors of (composing the config from the command line, the flags, the
+    job) as ``wrap(func)``: gpt1's one-line errors for Hydra's own (``gpt1.app.runner``). Hydra has no public hook for
+    it: its private ``hydra._internal.utils.run_and_report`` is replaced, then put back."""
+    from hydra._internal import utils
+
+    original = utils.run_and_report
+    utils.run_and_report = lambda func: original(wrap(func))
+    try:
+        yield
+    finally:
+        utils.run_and_report = original
+
+
 # -- OmegaConf --------------------------------------------------------------------------------------------------------
 
+
+def config_node(cfg: Any, key: str) -> Any:
+    """The node under ``key`` of a ``DictConfig``, unresolved (an interpolation stays one, a missing value does not
+    raise): OmegaConf's private ``DictConfig._get_node``, which its public API has no equal of."""
+    return cfg._get_node(key)
+
+
 # -- Lightning --------------------------------------------------------------------------------------------------------
+
+
+def last_global_step_saved(callback: Any) -> int:
+    """The global step of the last checkpoint a ``ModelCheckpoint`` saved (private ``_last_global_step_saved``)."""
+    return callback._last_global_step_saved
+
+
+def log_train_step_metrics(trainer: Any) -> None:
+    """Send the current update's training metrics to the loggers now, as Lightning does after ``on_train_batch_end``
+    (private ``trainer._logger_connector``): for a run that stops inside that hook."""
+    trainer._logger_connector.on_batch_end()
+    trainer._logger_connector.update_train_step_metrics()
+
+
+def attached_trainer(module: Any) -> Any:
+    """The Trainer a LightningModule is attached to, or None (its public ``trainer`` raises when there is none):
+    private ``LightningModule._trainer``."""
+    return module._trainer
+
+
+def rich_available() -> bool:
+    """Whether Lightning found rich, and so prints rich tables (private ``_RICH_AVAILABLE``)."""
+    from lightning.pytorch.callbacks.progress.rich_progress import _RICH_AVAILABLE
+
+    return bool(_RICH_AVAILABLE)
+
+
+def summary_table(*args: Any) -> str:
+    """Lightning's plain model summary table (private ``model_summary._format_summary_table``, same arguments)."""
+    from lightning.pytorch.utilities.model_summary.model_summary import _format_summary_table
+
+    return _format_summary_table(*args)
+
+
+def set_data_parallel_size(strategy: Any, size: int) -> None:
+    """Make a ``ModelParallelStrategy``'s device mesh ``size`` processes data-parallel, set in its
+    ``setup_environment`` before the mesh is built (private ``_data_parallel_size``; the public argument cannot
+    count processes not yet known)."""
+    strategy._data_parallel_size = size
+
+
+def csv_writer_keeping_its_file() -> type:
+    """Lightning's CSV ``ExperimentWriter``, less its check that deletes (and warns of) the metrics.csv it finds in its
+    directory (the private ``_check_log_dir_exists``, which its ``__init__`` calls): a class to subclass."""
+    from lightning.pytorch.loggers.csv_logs import ExperimentWriter
+
+    class KeepingWriter(ExperimentWriter):
+        def _check_log_dir_exists(self) -> None:
+            pass
+
+    return KeepingWriter
+
+
+def logger_experiment(logger: Any, make: Callable[[], Any]) -> Any:
+    """A Lightning logger's experiment object, made by ``make()`` the first time (private ``logger._experiment``,
+    where Lightning's loggers keep it)."""
+    if logger._experiment is None:
+        logger._experiment = make()
+    return logger._experiment
+
 
 # -- submitit ---------------------------------------------------------------------------------------------------------
 

@@ -47,7 +47,8 @@ class TaskDataModule(DataModule):
     training examples per update over all devices (``connect`` splits it); micro_batch_size: per device and forward
     pass (None: the device's share in one pass); eval_batch_size: evaluation's (None: micro_batch_size, else
     batch_size). seed: the training order. cache_dir: the datasets cache and the encoded splits (None: no cache).
-    roles: which roles to load (None: all the task has; e.g. ("validation", "test") to evaluate).
+    roles: which roles to load (None: all the task has; e.g. ("validation", "test") to evaluate). predict: the test
+    split will be predicted (fine-tuning's predict=true), so ``setup("fit")`` demands one.
     """
 
     ORDER_KEYS = {
@@ -69,8 +70,10 @@ class TaskDataModule(DataModule):
         eval_batch_size: Optional[int] = None,
         roles: Optional[Sequence[str]] = None,
         micro_batch_size: Optional[int] = None,
+        predict: bool = False,
     ) -> None:
         super().__init__(batch_size, seed, num_workers, micro_batch_size)
+        self.predict = predict
         self.task = self._given = task_from_dict(task)
         """The task; after ``setup`` with its labels settled (``num_labels``, ``label_names``): the drivers read it."""
         if n_ctx < 5:
@@ -168,6 +171,25 @@ class TaskDataModule(DataModule):
                 s["dropped"],
                 "" if self.has_labels(sid) else ", unlabeled",
             )
+        if stage == "fit":
+            self._check_trainable()
+
+    def _check_trainable(self) -> None:
+        """Refuse, before any training, what fine-tuning cannot do with these splits: select weights without a
+        labelled validation split, train on fewer examples than one batch, predict without a test split."""
+        if "val" not in self.eval_splits:
+            raise ConfigError(
+                f"task {self.name} has no labelled validation split: add one (task.data_files or task.splits)"
+            )
+        n_train = self.stats.get("train", {"examples": 0})["examples"]
+        if n_train < self.batch_size:  # whole batches only, as the original: not one update
+            raise ConfigError(
+                f"task {self.name} has {n_train} training examples, fewer than batch_size={self.batch_size}: "
+                "an epoch trains on whole batches only (the last partial one is left out, as the original "
+                "code), so nothing would train; lower batch_size"
+            )
+        if self.predict and not self.roles["test"]:
+            raise ConfigError(f"predict=true, but task {self.name} has no test split to predict")
 
     def read(self, split: str) -> Examples:
         """The examples of ``split`` (an id of ``specs``) as text, labels mapped (no tokenizer needed)."""

@@ -1,1 +1,2 @@
-"""The Lightning side of gpt1: the LightningModules, callbacks, the Trainer and its loggers, resume, a run's results."""
+"""The Lightning side of gpt1: the training schemas, the LightningModules, the callbacks (one per module), the Trainer
+and its loggers, one run of a training command (``TrainingRun``), resume, and a run's results."""

@@ -1,6 +1,6 @@
 """What a run prints is what a user needs: Lightning's model summary without what says nothing, a progress bar that
-counts to the run's budget (``StepProgress``), and
-``quiet_library_noise``, the one place that silences library output that says nothing to a user."""
+counts to the run's budget (``StepProgress``), lines above it (``print_above_bar``) or from rank 0 alone (``say``),
+and ``quiet_library_noise``, the one place that silences library output that says nothing to a user."""
 
 from __future__ import annotations
 
@@ -15,11 +15,10 @@ from typing import Any, Optional
 
 import lightning as L
 from lightning.pytorch.callbacks import ModelSummary, ProgressBar, RichModelSummary
-from lightning.pytorch.callbacks.progress.rich_progress import _RICH_AVAILABLE
 from lightning.pytorch.utilities.model_summary import get_human_readable_count
-from lightning.pytorch.utilities.model_summary.model_summary import _format_summary_table
 from tqdm import tqdm
 
+from gpt1.core.compat import rich_available, summary_table
 from gpt1.core.progress import bar, write
 
 
@@ -38,7 +37,7 @@ class SummaryWithoutZeroFlops(ModelSummary):
         **summarize_kwargs: Any,
     ) -> None:
         if total_flops:
-            (RichModelSummary if _RICH_AVAILABLE else ModelSummary).summarize(
+            (RichModelSummary if rich_available() else ModelSummary).summarize(
                 summary_data,
                 total_parameters,
                 trainable_parameters,
@@ -49,8 +48,8 @@ class SummaryWithoutZeroFlops(ModelSummary):
             )
             return
         columns = [(name, values) for name, values in summary_data if name != "FLOPs"]
-        if not _RICH_AVAILABLE:  # Lightning's plain table, less its last line (Total Flops)
-            table = _format_summary_table(
+        if not rich_available():  # Lightning's plain table, less its last line (Total Flops)
+            table = summary_table(
                 total_parameters, trainable_parameters, model_size, total_training_modes, total_flops, *columns
             )
             logging.getLogger("lightning.pytorch.callbacks.model_summary").info("\n" + table.rsplit("\n", 1)[0])
@@ -250,3 +249,19 @@ def quiet_library_noise() -> None:
             logger.addFilter(_DropMessages(pattern))
     for message, category in _NOISE_WARNINGS:
         warnings.filterwarnings("ignore", message=message, category=category)
+
+
+def say(trainer: L.Trainer, message: str) -> None:
+    """One line on stderr, from rank 0 only."""
+    if trainer.is_global_zero:
+        print(message, file=sys.stderr, flush=True)
+
+
+def print_above_bar(trainer: L.Trainer, text: str) -> None:
+    """Print a line without breaking the progress bar: through the bar's ``print`` (above it), or plainly when there
+    is no bar."""
+    bar = trainer.progress_bar_callback
+    if bar is not None:
+        bar.print(text)
+    else:
+        print(text, flush=True)

@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any
 from lightning.pytorch.strategies import ModelParallelStrategy
 from torch import nn
 
+from gpt1.core.compat import set_data_parallel_size
+
 if TYPE_CHECKING:
     from torch.distributed.device_mesh import DeviceMesh
 
@@ -33,7 +35,7 @@ class FSDP2Strategy(ModelParallelStrategy):
         super().__init__(tensor_parallel_size=1, save_distributed_checkpoint=False, **kwargs)
 
     def setup_environment(self) -> None:
-        self._data_parallel_size = self.num_nodes * self.num_processes  # every process a data-parallel shard
+        set_data_parallel_size(self, self.num_nodes * self.num_processes)  # every process a data-parallel shard
         super().setup_environment()
 
     def load_model_state_dict(self, checkpoint: Mapping[str, Any], strict: bool = True) -> None:

@@ -19,9 +19,9 @@ from lightning.pytorch.loggers import Logger, TensorBoardLogger, WandbLogger
 from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import DictConfig, OmegaConf
 
-from gpt1.app.config import LoggerConfig, WandbConfig, WandbMode
 from gpt1.core.files import atomic_file
 from gpt1.training.resumable import ResumableCSVLogger
+from gpt1.training.schema import LoggerConfig, WandbConfig, WandbMode
 
 
 def build_loggers(cfg: LoggerConfig, output_dir: Path, run_name: str) -> list[Logger]:

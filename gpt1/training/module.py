@@ -22,14 +22,15 @@ from torch import nn
 from torch.nn import functional as F
 from torchmetrics import MeanMetric
 
-from gpt1.app.config import NonFinite, OptimConfig, Schedule
 from gpt1.checkpoints.format import metadata
+from gpt1.core.compat import attached_trainer
 from gpt1.core.errors import EXIT_USER_ERROR, UserError
 from gpt1.data.task_batches import IGNORE_INDEX, real_tokens  # IGNORE_INDEX: targets not scored (padding)
 from gpt1.model import GPT
 from gpt1.model.lstm import LSTM
 from gpt1.tasks.spec import TaskConfig
 from gpt1.text.tokenizer import Tokenizer
+from gpt1.training.schema import NonFinite, OptimConfig, Schedule
 
 
 class NonFiniteLoss(UserError):
@@ -263,7 +264,7 @@ class GPT1Module(L.LightningModule):
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         per_rank = checkpoint.get("rng_per_rank")
-        if per_rank and self._trainer is not None and len(per_rank) == self.trainer.world_size:
+        if per_rank and attached_trainer(self) is not None and len(per_rank) == self.trainer.world_size:
             set_rng_state(per_rank[self.trainer.global_rank])
         elif "rng" in checkpoint:
             set_rng_state(checkpoint["rng"])

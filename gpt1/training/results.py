@@ -64,6 +64,19 @@ def score(
     return {k: float(v) for k, v in sorted(results.items())}
 
 
+def task_scores(
+    trainer: L.Trainer, module: TaskModule, data: TaskDataModule, validation: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """What a task command's metrics.json holds of the scores (``score``'s): the metrics of every split,
+    ``single_class_prediction`` (every example of the main validation split predicted as one class), and the
+    ``examples`` and ``truncated`` of every split."""
+    scores: dict[str, Any] = score(trainer, module, data, validation)
+    scores["single_class_prediction"] = single_class(scores)
+    scores["examples"] = {split: s["examples"] for split, s in data.stats.items()}
+    scores["truncated"] = {split: s["truncated"] for split, s in data.stats.items()}
+    return scores
+
+
 def single_class(scores: dict[str, float]) -> bool:
     """Take the per-split ``<prefix>/single_class_prediction`` flags out of ``scores`` (``score``'s); whether every
     example of the main validation split was predicted as one class (metrics.json's ``single_class_prediction``)."""

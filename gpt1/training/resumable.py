@@ -15,9 +15,9 @@ from typing import Any, Optional
 import lightning as L
 from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.loggers import CSVLogger
-from lightning.pytorch.loggers.csv_logs import ExperimentWriter
 from lightning.pytorch.loggers.logger import rank_zero_experiment
 
+from gpt1.core.compat import csv_writer_keeping_its_file, logger_experiment
 from gpt1.core.files import atomic_file
 from gpt1.cpu import kernels, settings
 
@@ -82,7 +82,7 @@ def _kinds(matmuls: dict[str, str]) -> str:
     return "; ".join(f"{kernel} for {', '.join(kinds)}" for kernel, kinds in by_kernel.items())
 
 
-class _ContinuedWriter(ExperimentWriter):
+class _ContinuedWriter(csv_writer_keeping_its_file()):
     """Lightning's CSV writer, but a metrics.csv already in the directory is read, not deleted: its rows are kept, a
     new row replaces a kept one of the same step and the same columns (a step redone after the checkpoint the run
     resumed from, a validation run again), and the file is rewritten whole (atomically) at each save."""
@@ -98,9 +98,6 @@ class _ContinuedWriter(ExperimentWriter):
         self.replaceable = {_identity(row): i for i, row in enumerate(self.rows) if _identity(row)}
         self.logged = {_values(row) for row in self.kept if any(k.startswith("val") for k in row)}
         """The kept validation rows' values: a deterministic validation logged again has the same."""
-
-    def _check_log_dir_exists(self) -> None:
-        """(Lightning's deletes metrics.csv, and warns that it will.)"""
 
     def forget_kept(self) -> None:
         """A run that starts from step 0 redoes everything: the kept rows go."""
@@ -150,10 +147,11 @@ class ResumableCSVLogger(CSVLogger):
     @property
     @rank_zero_experiment
     def experiment(self) -> _ContinuedWriter:
-        if self._experiment is None:
+        def make() -> _ContinuedWriter:
             os.makedirs(self.root_dir, exist_ok=True)
-            self._experiment = _ContinuedWriter(log_dir=self.log_dir)
-        return self._experiment
+            return _ContinuedWriter(log_dir=self.log_dir)
+
+        return logger_experiment(self, make)
 
 
 class ForgetLogsOfAFreshStart(Callback):

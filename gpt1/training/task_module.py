@@ -10,7 +10,6 @@ from torch import nn
 from torch.nn import functional as F
 from torchmetrics import MaxMetric, MeanMetric, MinMetric
 
-from gpt1.app.config import OptimConfig
 from gpt1.data.task_batches import IGNORE_INDEX
 from gpt1.model import GPT
 from gpt1.model.heads import TaskOutput, task_logits
@@ -19,6 +18,7 @@ from gpt1.tasks.metrics import build_metric
 from gpt1.tasks.spec import TaskConfig
 from gpt1.text.tokenizer import Tokenizer
 from gpt1.training.module import GPT1Module
+from gpt1.training.schema import OptimConfig
 
 SINGLE_CLASS = "single_class_prediction"
 """Logged per evaluation split (``val/single_class_prediction``: 1.0 when every example was predicted as one class);

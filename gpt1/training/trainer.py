@@ -16,13 +16,13 @@ from lightning.pytorch.loggers import Logger
 from lightning.pytorch.strategies import Strategy, StrategyRegistry
 from omegaconf import DictConfig, OmegaConf
 
-from gpt1.app.config import group_choice
 from gpt1.cluster.slurm import slurm_environment
 from gpt1.core.errors import ConfigError
-from gpt1.training.callbacks import AtomicCheckpointIO
+from gpt1.training.callbacks.atomic_io import AtomicCheckpointIO
 from gpt1.training.console import StepProgress, SummaryWithoutZeroFlops, quiet_library_noise
 from gpt1.training.fsdp import NAME as FSDP2
 from gpt1.training.fsdp import FSDP2Strategy
+from gpt1.training.hydra_job import group_choice
 
 
 def build_trainer(

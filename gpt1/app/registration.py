@@ -1,0 +1,137 @@
+"""Hydra's side of the commands: ``register`` stores the command schemas (``gpt1.app.config``) and the model presets in
+Hydra's ConfigStore and registers gpt1's OmegaConf resolvers (``${gpt1.choice:task}``, ``${gpt1.output_dir:...}``,
+...), which name a run and its directory from its config: ``task_name``, ``corpus_name``, ``default_output_dir``."""
+
+from __future__ import annotations
+
+import re
+import time
+import warnings
+from pathlib import Path
+from typing import Any, Optional
+
+from hydra.core.config_store import ConfigStore
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig, OmegaConf
+
+import gpt1
+from gpt1.app.config import (
+    CheckpointModelConfig,
+    ConvertConfig,
+    EvaluateConfig,
+    FinetuneConfig,
+    GenerateConfig,
+    PretrainConfig,
+    ZeroshotCommandConfig,
+)
+from gpt1.cluster.slurm import on_cpu
+from gpt1.model import PRESETS
+from gpt1.model.lstm import LSTMConfig
+from gpt1.training.hydra_job import group_choice
+
+
+def default_sample_data() -> str:
+    """``shared/data`` beside the checkout holding this package, else beside the current directory."""
+    beside_checkout = Path(gpt1.__file__).resolve().parents[2] / "shared" / "data"  # gpt1/__init__.py
+    return str(beside_checkout if beside_checkout.is_dir() else Path.cwd().parent / "shared" / "data")
+
+
+def task_name(cfg: DictConfig) -> str:
+    """The name of ``cfg.task`` in logs and metrics.json: ``task.name``, else the task group's option (task=sentiment:
+    "sentiment", from the running Hydra job or the config's own hydra node), else the folder of its training files
+    (a config composed in Python without Hydra's node), else its hub dataset's config or name."""
+    task = cfg.task
+    if task.name:
+        return task.name
+    chosen = group_choice("task") or OmegaConf.select(cfg, "hydra.runtime.choices.task", default=None)
+    if chosen:
+        return chosen
+    if task.data_files:  # e.g. {train: .../tasks/sentiment/train.jsonl}: sentiment
+        first = next(iter(task.data_files.values()))
+        first = first if isinstance(first, str) else first[0]
+        return Path(first).parent.name or Path(first).stem
+    return task.dataset_config or str(task.dataset).rsplit("/", 1)[-1]
+
+
+def default_output_dir(run_name: str) -> str:
+    """``paths.output_dir``: Hydra's run directory in a ``gpt1 <command>`` run; outside one (a config composed in
+    Python) the same layout, outputs/<run_name>/<time> (resolved once per config: the resolver is cached)."""
+    running = OmegaConf.select(HydraConfig.get(), "runtime.output_dir") if HydraConfig.initialized() else None
+    return running or str(Path("outputs") / run_name / time.strftime("%Y-%m-%d_%H-%M-%S"))
+
+
+def _on_sample_books(root: DictConfig) -> bool:
+    """Whether a pre-training config trains on the sample books (the quickstart's corpus)."""
+    books = str(Path(root.paths.sample_data) / "books") + "/"
+    return root.data.hf_dataset is None and all(str(g).startswith(books) for g in root.data.train_files or [None])
+
+
+def corpus_name(data: Any) -> str:
+    """A corpus's name for its run directory: a hub dataset's config or name, else the folder of its first training
+    glob when the glob picks files in it (corpus/*.txt: corpus), else that file's name (docs.jsonl: docs)."""
+    if data.hf_dataset:
+        return data.hf_config or str(data.hf_dataset).rsplit("/", 1)[-1]
+    globs = [data.train_files] if isinstance(data.train_files, str) else list(data.train_files or [])
+    if not globs:
+        return "corpus"
+    path = Path(str(globs[0]))
+    named = path.parent if re.search(r"[*?\[]", path.name) else path.with_suffix("")
+    return named.name or "corpus"
+
+
+def _pretrain_run_name(quickstart: str, *, _root_: DictConfig) -> str:
+    """experiment=quickstart's run_name: ``quickstart`` on the sample books, pretrain/<corpus name> on another
+    corpus (data=files ...), so that such runs do not land among the quickstart's."""
+    return quickstart if _on_sample_books(_root_) else f"pretrain/{corpus_name(_root_.data)}"
+
+
+def _sample_prompt(books: str, *, _root_: DictConfig) -> Optional[str]:
+    """experiment=quickstart's sample prompt: ``books`` on the sample books, else None (the first words of the
+    corpus's validation text)."""
+    return books if _on_sample_books(_root_) else None
+
+
+def _choice(group: str, *, _root_: DictConfig) -> str:
+    """The option chosen for ``group``, from the config's own hydra node (which Hydra's launchers see) or the
+    running job's; else (a config composed without Hydra's node) the task's name from its data (``task_name``), or
+    the group's name."""
+    chosen = OmegaConf.select(_root_, f"hydra.runtime.choices.{group}", default=None) or group_choice(group)
+    if chosen is None and group == "task" and OmegaConf.select(_root_, "task", default=None) is not None:
+        return task_name(_root_)
+    return chosen or group
+
+
+def register() -> None:
+    """Register the schemas, the model presets and the resolvers with Hydra, and silence Hydra's note on the launcher
+    schemas (idempotent). Every command calls it before Hydra composes its config; so does a Python user composing one
+    (``hydra.compose``)."""
+    if not OmegaConf.has_resolver("gpt1.default_sample_data"):
+        OmegaConf.register_new_resolver("gpt1.default_sample_data", default_sample_data)
+    if not OmegaConf.has_resolver("gpt1.choice"):  # ${gpt1.choice:task}: the group's option, else the group's name
+        OmegaConf.register_new_resolver("gpt1.choice", _choice)
+    if not OmegaConf.has_resolver("gpt1.output_dir"):  # ${gpt1.output_dir:${run_name}}: a run's directory
+        OmegaConf.register_new_resolver("gpt1.output_dir", default_output_dir, use_cache=True)
+    if not OmegaConf.has_resolver("gpt1.pretrain_run_name"):  # quickstart, or pretrain/<corpus> on another corpus
+        OmegaConf.register_new_resolver("gpt1.pretrain_run_name", _pretrain_run_name)
+    if not OmegaConf.has_resolver("gpt1.sample_prompt"):  # the quickstart's prompt, or None on another corpus
+        OmegaConf.register_new_resolver("gpt1.sample_prompt", _sample_prompt)
+    if not OmegaConf.has_resolver("gpt1.on_cpu"):  # ${gpt1.on_cpu:${trainer.accelerator},A,B} (the SLURM launcher)
+        OmegaConf.register_new_resolver("gpt1.on_cpu", on_cpu)
+    cs = ConfigStore.instance()
+    for name, schema in [
+        ("pretrain_schema", PretrainConfig),
+        ("finetune_schema", FinetuneConfig),
+        ("evaluate_schema", EvaluateConfig),
+        ("generate_schema", GenerateConfig),
+        ("convert_schema", ConvertConfig),
+        ("zeroshot_schema", ZeroshotCommandConfig),
+    ]:
+        cs.store(name=name, node=schema)
+    for name, preset in PRESETS.items():
+        cs.store(group="model", name=name, node=preset)
+    cs.store(group="model", name="lstm", node=LSTMConfig)  # gpt1 finetune only, as model=checkpoint
+    cs.store(group="model", name="checkpoint", node=CheckpointModelConfig)
+    # conf/hydra/launcher/submitit_{slurm,local}.yaml are typed by the launcher plugin's schemas of the same names, by
+    # Hydra's (deprecated, still kept) automatic schema matching: a defaults list cannot name them, the plugin stores
+    # them anew at every start.
+    warnings.filterwarnings("ignore", message=r"\s*'hydra/launcher/submitit_\w+' is validated against ConfigStore")

@@ -1,0 +1,19 @@
+"""The training metrics of a run shorter than Lightning's logging interval, logged all the same."""
+
+from __future__ import annotations
+
+import math
+
+import lightning as L
+from lightning.pytorch.callbacks import Callback
+
+
+class LogShortRuns(Callback):
+    """Log the training metrics at least once in a run of fewer updates than ``trainer.log_every_n_steps`` (a short
+    fine-tune): the interval becomes the run's length, so that its last update is logged (Lightning logs every
+    n-th update only). Longer runs keep their interval."""
+
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        updates = trainer.estimated_stepping_batches
+        if math.isfinite(updates) and 0 < updates < trainer.log_every_n_steps:
+            trainer.log_every_n_steps = int(updates)

@@ -1,0 +1,112 @@
+"""A training command's run in one object: ``TrainingRun`` builds the loggers, the callbacks and the Trainer that the
+config asks for, with the data module's global batch split over the Trainer's devices; ``fit`` trains and validates
+the weights the run ends with (fine-tuning: the selected ones); ``finish`` writes metrics.json and the W&B summary.
+``gpt1 pretrain`` and ``gpt1 finetune`` read top to bottom through it."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Optional
+
+from omegaconf import DictConfig
+
+from gpt1.data.base import DataModule
+from gpt1.training.callbacks import BestWeights, SampleText, build_callbacks
+from gpt1.training.loggers import build_loggers, log_config, log_summary
+from gpt1.training.module import GPT1Module
+from gpt1.training.results import final_validation, val_metric_prefixes, write_metrics
+from gpt1.training.resume import check_resume_fits
+from gpt1.training.schema import CallbacksConfig, Selection
+from gpt1.training.selection import select_weights
+from gpt1.training.task_module import TaskModule
+from gpt1.training.trainer import build_trainer
+
+
+class TrainingRun:
+    """One run of ``module`` on ``data`` as ``cfg`` (a ``PretrainConfig`` or ``FinetuneConfig``) says, in
+    ``cfg.paths.output_dir``: its loggers (W&B's run named ``run_name``), the callbacks of ``callbacks`` and, with
+    ``selection`` (fine-tuning's model_selection), model selection by the task's main validation metric, and the
+    Trainer. The data module splits its global batch over the Trainer's devices (``DataModule.connect``) as the Trainer
+    is built, the one place that knows how many there are; its passes per update start from ``accumulate`` (None: the
+    trainer config's). The resolved config is logged and the run directory printed."""
+
+    def __init__(
+        self,
+        cfg: DictConfig,
+        module: GPT1Module,
+        data: DataModule,
+        *,
+        run_name: str,
+        callbacks: CallbacksConfig,
+        selection: Optional[Selection] = None,
+        accumulate: Optional[int] = None,
+    ) -> None:
+        self.output_dir = Path(cfg.paths.output_dir)
+        self.module, self.data, self.selection = module, data, selection
+        self.prefixes = val_metric_prefixes(module) if isinstance(module, TaskModule) else ["val/"]
+        """The keys of the validation metrics: ["val/"], or MNLI's ["val/", "val_mismatched/"]."""
+        self.loggers = build_loggers(cfg.logger, self.output_dir, run_name)
+        select_by = f"val/{module.task.metrics[0]}" if selection == Selection.best else None
+        self.callbacks = build_callbacks(
+            callbacks, self.output_dir, bool(self.loggers), select_by=select_by, prefixes=tuple(self.prefixes)
+        )
+        self.trainer = build_trainer(cfg.trainer, self.output_dir, self.loggers, self.callbacks)
+        passes = self.trainer.accumulate_grad_batches if accumulate is None else accumulate
+        self.trainer.accumulate_grad_batches = data.connect(self.trainer.world_size, passes)
+        self.train_metrics: dict[str, float] = {}
+        """The training metrics (train/...) logged last in ``fit``."""
+        log_config(self.trainer, cfg)
+        print(f"run directory: {self.output_dir.resolve()}")
+
+    @property
+    def best(self) -> Optional[BestWeights]:
+        """The callback that keeps the best validation's weights (model_selection=best), else None."""
+        return next((c for c in self.callbacks if isinstance(c, BestWeights)), None)
+
+    @property
+    def sample(self) -> Optional[str]:
+        """The text sampled last (callbacks.samples), or None."""
+        return next((c.last_text for c in self.callbacks if isinstance(c, SampleText)), None)
+
+    @property
+    def last_checkpoint(self) -> Path:
+        return self.output_dir / "checkpoints" / "last.ckpt"
+
+    @property
+    def checkpoint(self) -> Path:
+        """The checkpoint of the weights the run ends with: best.ckpt when model selection kept one, else last.ckpt."""
+        best = self.best
+        return best.path if best is not None and best.step is not None else self.last_checkpoint
+
+    def fit(self, resume: Optional[str]) -> dict[str, Any]:
+        """Train, resuming from ``resume`` (``gpt1.training.resume.resolve_resume``'s) once it fits the module, then
+        the validation metrics of the weights the run ends with: the last ones (their validation in fit, else a new
+        one); with ``selection``, those it selects (loaded into the module), the last ones' as val_last/..., and
+        selected_step (``gpt1.training.selection.select_weights``)."""
+        self.trainer.fit(self.module, datamodule=self.data, ckpt_path=check_resume_fits(resume, self.module))
+        logged = self.trainer.callback_metrics.items()  # (before a validation replaces them)
+        self.train_metrics = {k: float(v) for k, v in logged if k.startswith("train/")}
+        last = final_validation(self.trainer, self.module, self.data, self.prefixes)
+        return last if self.selection is None else select_weights(self.trainer, self.best, last)
+
+    def counts(self, start: float) -> dict[str, Any]:
+        """What every training run's metrics.json holds: steps, skipped_batches (optim.nonfinite=skip), wall_time_s
+        since ``start`` (``time.perf_counter``'s) and last_checkpoint."""
+        return {
+            "steps": self.trainer.global_step,
+            "skipped_batches": self.module.skipped_batches,
+            "wall_time_s": round(time.perf_counter() - start, 1),
+            "last_checkpoint": str(self.last_checkpoint),
+        }
+
+    def finish(self, metrics: dict[str, Any], table: Optional[Callable[[], Any]] = None) -> Optional[Path]:
+        """On global rank 0, write ``metrics`` to metrics.json and give them to W&B as its summary, with the table
+        ``table()`` makes (``gpt1.training.results.sample_predictions``); metrics.json's path, or None on the other
+        ranks."""
+        if not self.trainer.is_global_zero:
+            return None
+        path = write_metrics(self.output_dir, metrics)
+        log_summary(self.trainer.loggers, metrics, table() if table is not None else None)
+        return path
