@@ -47,6 +47,18 @@ def test_tensor_post_accumulate_grad_hooks_exist():
     assert layers._densified(weight) and len(compat.post_accumulate_grad_hooks(weight)) == 1
 
 
+def test_torchs_cpu_bf16_probes_exist():
+    """trainer.precision=auto asks torch's private CPU probes whether to train in bf16: if torch renames them, this
+    fails (gpt1 would train in fp32 on a bf16 CPU: correct, slower)."""
+    import torch
+
+    from gpt1.core import compat
+
+    for probe in ("_is_avx512_bf16_supported", "_is_amx_tile_supported"):
+        assert callable(getattr(torch.cpu, probe, None)), f"torch.cpu.{probe} is gone (gpt1.core.compat)"
+    assert isinstance(compat.cpu_multiplies_bf16(), bool)
+
+
 # -- Hydra ------------------------------------------------------------------------------------------------------------
 
 
@@ -121,6 +133,19 @@ def test_lightning_csv_writer_keeps_the_file_it_finds(tmp_path):
     ):  # Lightning's own deletes it: the method replaced is the one
         ExperimentWriter(str(tmp_path))
     assert not (tmp_path / ExperimentWriter.NAME_METRICS_FILE).is_file(), "ExperimentWriter no longer deletes it"
+
+
+def test_lightning_epoch_batch_progress():
+    import lightning as L
+
+    from gpt1.core.compat import epoch_batch_progress
+
+    trainer = L.Trainer(accelerator="cpu", logger=False, enable_checkpointing=False, enable_progress_bar=False)
+    try:
+        progress = epoch_batch_progress(trainer)
+    except AttributeError as e:
+        raise AssertionError(f"Lightning's trainer.fit_loop.epoch_loop.batch_progress.current is gone ({e})") from e
+    assert progress.processed == 0, "Lightning's batch progress has no processed count"
 
 
 # -- submitit ---------------------------------------------------------------------------------------------------------
@@ -203,19 +228,3 @@ def test_datasets_csv_builder_logs_through_its_module_logger():
             f"datasets.packaged_modules.csv.csv.logger is gone: update csv_builder_logger ({e})"
         ) from e
     assert isinstance(logger, logging.Logger) and logger.name == "datasets.packaged_modules.csv.csv"
-
-
-# -- Lightning's loops, for gpt1.data ---------------------------------------------------------------------------------
-
-
-def test_lightning_epoch_batch_progress():
-    import lightning as L
-
-    from gpt1.core.compat import epoch_batch_progress
-
-    trainer = L.Trainer(accelerator="cpu", logger=False, enable_checkpointing=False, enable_progress_bar=False)
-    try:
-        progress = epoch_batch_progress(trainer)
-    except AttributeError as e:
-        raise AssertionError(f"Lightning's trainer.fit_loop.epoch_loop.batch_progress.current is gone ({e})") from e
-    assert progress.processed == 0, "Lightning's batch progress has no processed count"

@@ -32,6 +32,15 @@ def post_accumulate_grad_hooks(tensor):
     return getattr(tensor, "_post_accumulate_grad_hooks", False)
 
 
+def cpu_multiplies_bf16() -> bool:
+    """Whether this CPU multiplies bf16 natively (AVX512-BF16 or AMX), by torch's private probes
+    ``torch.cpu._is_avx512_bf16_supported`` and ``_is_amx_tile_supported``; False where this torch has neither."""
+    import torch
+
+    probes = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")
+    return any(getattr(torch.cpu, probe, lambda: False)() for probe in probes)
+
+
 # -- Hydra ------------------------------------------------------------------------------------------------------------
 
 
@@ -121,6 +130,12 @@ def logger_experiment(logger: Any, make: Callable[[], Any]) -> Any:
     return logger._experiment
 
 
+def epoch_batch_progress(trainer: object) -> object:
+    """The count of the current epoch's training batches (its ``processed``: this rank's batches trained on, restored
+    on resume) in Lightning's fit loop (``trainer.fit_loop.epoch_loop.batch_progress.current``, undocumented)."""
+    return trainer.fit_loop.epoch_loop.batch_progress.current
+
+
 # -- submitit ---------------------------------------------------------------------------------------------------------
 
 
@@ -181,12 +196,3 @@ def csv_builder_logger() -> object:
     import importlib
 
     return importlib.import_module("datasets.packaged_modules.csv.csv").logger
-
-
-# -- Lightning's loops, for gpt1.data ---------------------------------------------------------------------------------
-
-
-def epoch_batch_progress(trainer: object) -> object:
-    """The count of the current epoch's training batches (its ``processed``: this rank's batches trained on, restored
-    on resume) in Lightning's fit loop (``trainer.fit_loop.epoch_loop.batch_progress.current``, undocumented)."""
-    return trainer.fit_loop.epoch_loop.batch_progress.current

@@ -17,6 +17,7 @@ from lightning.pytorch.strategies import Strategy, StrategyRegistry
 from omegaconf import DictConfig, OmegaConf
 
 from gpt1.cluster.slurm import slurm_environment
+from gpt1.core import compat
 from gpt1.core.errors import ConfigError
 from gpt1.training.callbacks.atomic_io import AtomicCheckpointIO
 from gpt1.training.console import StepProgress, SummaryWithoutZeroFlops, quiet_library_noise
@@ -63,9 +64,8 @@ def resolve_precision(precision: str, accelerator: str) -> str:
         return precision
     if accelerator in ("gpu", "cuda") or (accelerator == "auto" and torch.cuda.is_available()):
         native = torch.cuda.is_available() and torch.cuda.is_bf16_supported()
-    else:  # (torch's own probes of the CPU's instruction sets)
-        probes = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")
-        native = any(getattr(torch.cpu, probe, lambda: False)() for probe in probes)
+    else:
+        native = compat.cpu_multiplies_bf16()
     return "bf16-mixed" if native else "32-true"
 
 
