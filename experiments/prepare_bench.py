@@ -1,21 +1,34 @@
 """Corpus preparation at scale (issue 36): time, tokens/s beside ``tokenizers``' own rate on the same text and
-pipeline in the same run, and peak memory, for ``data.num_proc`` 1 and 2.
+pipeline in the same run, and peak memory, for ``data.num_proc`` 1 and 2, for each shape of corpus.
 
 The corpus is generated deterministically from the sample books' paragraphs (their non-empty lines), shuffled with a
-seed, and is not committed: ``books`` writes book-sized files (0.8 MB each), ``one-file`` one .txt file (one
-document), ``jsonl`` a paragraph per row. The tokenizer is a BPE of 8,192 trained on the sample books' training split
-(the quickstart's), loaded through ``tokenizer.path``. Each measurement runs in a fresh process (its peak RSS is its
-own, from ``resource.getrusage``), and they alternate: tokenizers' rate, then preparation, so that the two sides of
-each ratio are timed minutes apart on a shared machine.
+seed, and is not committed. Shapes: ``books`` book-sized .txt files (0.8 MB each), ``one-file`` one .txt file (one
+document), ``jsonl`` a paragraph per row, ``hub`` a dataset in the hub's layout (``data/train-*.parquet``, a book per
+row) named by its local path in ``data.hf_dataset``: the hub code path (``datasets.load_dataset``, its Arrow cache),
+without a network. The tokenizer is a BPE of 8,192 trained on the sample books' training split (the quickstart's),
+loaded through ``tokenizer.path``.
 
-    python experiments/prepare_bench.py --mb 100 200 --out /tmp/prepare-bench  # what experiments/benchmarks.md records
-    python experiments/prepare_bench.py --mb 2048 --out /scratch/prepare-bench        # the issue's 2 GB corpus
-    python experiments/prepare_bench.py --mb 100 --shape one-file jsonl --num-proc 1
+Each measurement runs in a fresh process, and prints its figures as it ends (the table comes at the end). For
+each corpus: tokenizers' rate, then gpt1's preparation with each ``num_proc``, then tokenizers' rate again; a row's
+ratio is against the mean of the two tokenizers runs that bracket it (both are given), so that a neighbour's load
+that comes or goes during the run shows as their spread.
+
+    python experiments/prepare_bench.py --mb 100 200 --out /tmp/prepare-bench  # books at two sizes
+    python experiments/prepare_bench.py --mb 25 100 --shape books one-file jsonl hub --bpe --out DIR  # every shape
+    python experiments/prepare_bench.py --mb 2048 --clean --out DIR  # the issue's 2 GB book corpus, deleted after
 
 The tokenizers' rate: ``Tokenizer.encode_batch_fast`` (the pipeline's normaliser, pre-tokenizer and BPE, on every core)
-over the whole corpus in 16 MiB calls of 64K-character pieces, timing only the calls. gpt1's: ``prepare_data`` on an
-empty cache, timed around the call (reading the files, splitting, encoding, writing the .bin; for jsonl also datasets'
-conversion to Arrow). Both also in CPU seconds (this process and its workers), which a loaded machine disturbs less.
+over the whole corpus in 16 MiB calls of 64K-character pieces, timing only the calls (and the ids to Python lists).
+gpt1's: ``prepare_data`` on an empty cache, timed around the call (reading the files, checking their UTF-8, cutting,
+encoding, writing the .bin; for jsonl and hub also datasets' conversion to Arrow). Both also in CPU seconds (this
+process and its workers), which a loaded machine disturbs less. ``--bpe``: training a BPE of 8,192 on each corpus the
+way ``prepare_data`` does (streamed pieces), its time and peak memory.
+
+Memory: the process's peak RSS (``VmHWM``), and sampled every 0.2 s its peak anonymous memory (the heap: what grows
+if anything held grows) and its peak file-backed resident pages (the mapped libraries, torch's among them, and any
+memory map: the kernel maps more or fewer of them from the page cache depending on what else runs, so this term
+varies between runs without anything growing); for ``num_proc`` > 1 the largest worker's peak RSS (its pages shared
+with the parent included) and the workers' largest sum of private pages.
 """
 
 from __future__ import annotations
@@ -24,26 +37,50 @@ import argparse
 import json
 import os
 import random
+import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 BOOK_BYTES = 800_000
+SHAPES = ["books", "one-file", "jsonl", "hub"]
 
 CHILD = r"""
-import json, resource, sys, time
+import json, os, resource, sys, threading, time
 from pathlib import Path
-what, corpus, tokenizer, cache, num_proc = sys.argv[1:6]
+what, spec, tokenizer, cache, num_proc = sys.argv[1:6]
+spec = json.loads(spec)
 def cpu():  # seconds of CPU of this process and its waited-for workers
     usages = map(resource.getrusage, (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
     return sum(r.ru_utime + r.ru_stime for r in usages)
-from gpt1.text.tokenizer import Tokenizer
-tok = Tokenizer.from_str(Path(tokenizer).read_text())
+peak = {"anon": 0, "file": 0, "workers_private": 0}
+def status(pid="self"):
+    with open(f"/proc/{pid}/status") as f:
+        return {l.split(":")[0]: int(l.split()[1]) for l in f if l.startswith(("RssAnon", "RssFile"))}
+def private(pid):
+    with open(f"/proc/{pid}/smaps_rollup") as f:
+        return sum(int(l.split()[1]) for l in f if l.startswith(("Private_Clean", "Private_Dirty")))
+def sample():
+    while True:
+        s = status()
+        peak["anon"], peak["file"] = max(peak["anon"], s["RssAnon"]), max(peak["file"], s["RssFile"])
+        kids = [p for t in os.listdir("/proc/self/task") for p in open(f"/proc/self/task/{t}/children").read().split()]
+        try:
+            peak["workers_private"] = max(peak["workers_private"], sum(private(p) for p in kids))
+        except OSError:  # a worker that ended meanwhile
+            pass
+        time.sleep(0.2)
+threading.Thread(target=sample, daemon=True).start()
+from gpt1.data.data_config import DataConfig
+from gpt1.data.corpus import CorpusSource
+from gpt1.data.pretrain_data import PretrainDataModule
+from gpt1.text.tokenizer import Tokenizer, TokenizerConfig
+cfg = DataConfig(**spec, valid_fraction=0.001, num_proc=int(num_proc))
+start, start_cpu = time.perf_counter(), cpu()
 if what == "tokenizers":
-    from gpt1.data.corpus import CorpusSource
-    from gpt1.data.data_config import DataConfig
-    src = CorpusSource(DataConfig(train_files=[corpus]), "train", Path(cache))
+    tok = Tokenizer.from_str(Path(tokenizer).read_text())
+    src = CorpusSource(cfg, "train", Path(cache))
     batch, size, tokens, spent, cpu_s = [], 0, 0, 0.0, 0.0
     def encode(batch):
         start, start_cpu = time.perf_counter(), cpu()
@@ -56,18 +93,20 @@ if what == "tokenizers":
     if batch:
         n, s, c = encode(batch); tokens += n; spent += s; cpu_s += c
     seconds = spent
+elif what == "bpe":
+    dm = PretrainDataModule(cfg, TokenizerConfig(vocab_size=8192), n_ctx=512, seed=0, cache_dir=cache)
+    dm._get_tokenizer(create=True)  # trains the BPE (prepare_data's first step) and nothing else
+    seconds, cpu_s, tokens = time.perf_counter() - start, cpu() - start_cpu, 0
 else:
-    from gpt1.data.data_config import DataConfig
-    from gpt1.data.pretrain_data import PretrainDataModule
-    from gpt1.text.tokenizer import TokenizerConfig
-    dm = PretrainDataModule(DataConfig(train_files=[corpus], valid_fraction=0.001, num_proc=int(num_proc)),
-                            TokenizerConfig(path=tokenizer), n_ctx=512, seed=0, cache_dir=cache)
-    start, start_cpu = time.perf_counter(), cpu()
+    dm = PretrainDataModule(cfg, TokenizerConfig(path=tokenizer), n_ctx=512, seed=0, cache_dir=cache)
     dm.prepare_data()
     seconds, cpu_s = time.perf_counter() - start, cpu() - start_cpu
     tokens = sum(p.stat().st_size for p in dm.paths.values()) // 2  # uint16
 print(json.dumps({"tokens": tokens, "seconds": seconds, "cpu_s": cpu_s,
-                  "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+                  "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                  "peak_anon_mb": peak["anon"] / 1024, "peak_file_mb": peak["file"] / 1024,
+                  "worker_peak_rss_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
+                  "workers_private_mb": peak["workers_private"] / 1024}))
 """
 
 
@@ -86,8 +125,12 @@ def paragraphs() -> list[str]:
     ]
 
 
-def generate(root: Path, mb: int, shape: str, seed: int = 0) -> str:
-    """Write a corpus of about ``mb`` MB under ``root``; return its glob."""
+def generate(root: Path, mb: int, shape: str, seed: int = 0) -> dict:
+    """Write a corpus of about ``mb`` MB under ``root`` (once: kept if it is there); return the data config that
+    names it (``DataConfig``'s fields)."""
+    done = root / "done.json"
+    if done.is_file():
+        return json.loads(done.read_text())
     rng, paras, target = random.Random(seed), paragraphs(), mb * 1_000_000
     root.mkdir(parents=True, exist_ok=True)
     if shape == "jsonl":
@@ -97,26 +140,39 @@ def generate(root: Path, mb: int, shape: str, seed: int = 0) -> str:
                 line = json.dumps({"text": rng.choice(paras)}) + "\n"
                 f.write(line)
                 written += len(line)
-        return str(path)
-    books, written = [], 0
-    while written < target:
-        book, size = [], 0
-        while size < BOOK_BYTES:
-            book.append(rng.choice(paras))
-            size += len(book[-1]) + 1
-        books.append("\n".join(book) + "\n")
-        written += size
-    if shape == "one-file":
-        (root / "corpus.txt").write_text("".join(books))
-        return str(root / "corpus.txt")
-    for i, book in enumerate(books):
-        (root / f"book{i:05d}.txt").write_text(book)
-    return str(root / "*.txt")
+        spec = {"train_files": [str(path)]}
+    else:
+        books, written = [], 0
+        while written < target:
+            book, size = [], 0
+            while size < BOOK_BYTES:
+                book.append(rng.choice(paras))
+                size += len(book[-1]) + 1
+            books.append("\n".join(book) + "\n")
+            written += size
+        if shape == "one-file":
+            (root / "corpus.txt").write_text("".join(books))
+            spec = {"train_files": [str(root / "corpus.txt")]}
+        elif shape == "hub":
+            import pyarrow as pa
+            import pyarrow.parquet as pq
+
+            (root / "data").mkdir()
+            shards = [books[i : i + 250] for i in range(0, len(books), 250)]  # about 200 MB a shard, as the hub's
+            for i, shard in enumerate(shards):
+                pq.write_table(pa.table({"text": shard}), root / "data" / f"train-{i:05d}-of-{len(shards):05d}.parquet")
+            spec = {"hf_dataset": str(root), "hf_train_split": "train", "hf_valid_split": None}
+        else:
+            for i, book in enumerate(books):
+                (root / f"book{i:05d}.txt").write_text(book)
+            spec = {"train_files": [str(root / "*.txt")]}
+    done.write_text(json.dumps(spec))
+    return spec
 
 
-def measure(what: str, corpus: str, tokenizer: Path, cache: Path, num_proc: int = 1) -> dict:
+def measure(what: str, spec: dict, tokenizer: Path, cache: Path, num_proc: int = 1) -> dict:
     proc = subprocess.run(
-        [sys.executable, "-c", CHILD, what, corpus, str(tokenizer), str(cache), str(num_proc)],
+        [sys.executable, "-c", CHILD, what, json.dumps(spec), str(tokenizer), str(cache), str(num_proc)],
         capture_output=True,
         text=True,
         check=False,
@@ -125,14 +181,18 @@ def measure(what: str, corpus: str, tokenizer: Path, cache: Path, num_proc: int 
         sys.exit(f"error: {what} failed:\n{proc.stderr[-3000:]}")
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     result["tokens_per_s"] = result["tokens"] / result["seconds"]
+    result["tokens_per_cpu_s"] = result["tokens"] / max(result["cpu_s"], 1e-9)
+    print(json.dumps({"what": what, "num_proc": num_proc, "at": time.strftime("%H:%M"), **result}), flush=True)
     return result
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mb", type=int, nargs="+", default=[100], help="corpus sizes in MB")
-    parser.add_argument("--shape", nargs="+", default=["books"], choices=["books", "one-file", "jsonl"])
+    parser.add_argument("--shape", nargs="+", default=["books"], choices=SHAPES)
     parser.add_argument("--num-proc", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--bpe", action="store_true", help="also train a BPE on each corpus")
+    parser.add_argument("--clean", action="store_true", help="delete each corpus and its caches once measured")
     parser.add_argument("--out", type=Path, required=True, help="a scratch directory (corpora, caches, results)")
     args = parser.parse_args()
     from gpt1.text.tokenizer import train_bpe
@@ -142,44 +202,81 @@ def main() -> None:
         args.out.mkdir(parents=True, exist_ok=True)
         texts = [p.read_text() for p in sorted((sample_books() / "train").glob("*.txt"))]
         tokenizer.write_text(train_bpe(texts, vocab_size=8192).to_str())
-    rows = []
+    rows, results = [], args.out / "results.jsonl"
+
+    def record(row: dict) -> None:
+        row["at"] = time.strftime("%H:%M")
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+        with open(results, "a") as f:
+            f.write(json.dumps(row) + "\n")
+
+    def fresh(name: str) -> Path:
+        return args.out / f"cache-{name}-{time.time_ns()}"
+
     for shape in args.shape:
         for mb in args.mb:
-            corpus = generate(args.out / f"{shape}-{mb}mb", mb, shape)
-            for num_proc in args.num_proc:
-                base = measure("tokenizers", corpus, tokenizer, args.out / "cache-scratch")
-                ours = measure(
-                    "prepare", corpus, tokenizer, args.out / f"cache-{shape}-{mb}-{num_proc}-{time.time_ns()}", num_proc
+            spec = generate(args.out / f"{shape}-{mb}mb", mb, shape)
+            scratch = fresh(f"{shape}-{mb}-scratch")  # the baseline's Arrow conversion (jsonl, hub), kept for both
+            before = measure("tokenizers", spec, tokenizer, scratch)
+            ours = {n: measure("prepare", spec, tokenizer, fresh(f"{shape}-{mb}-{n}"), n) for n in args.num_proc}
+            after = measure("tokenizers", spec, tokenizer, scratch)
+            base_rate = (before["tokens_per_s"] + after["tokens_per_s"]) / 2
+            base_cpu = (before["tokens_per_cpu_s"] + after["tokens_per_cpu_s"]) / 2
+            for n, r in ours.items():
+                record(
+                    {
+                        "shape": shape,
+                        "mb": mb,
+                        "num_proc": n,
+                        "tokens": r["tokens"],
+                        "seconds": round(r["seconds"], 1),
+                        "tokens_per_s": round(r["tokens_per_s"]),
+                        "tokenizers_per_s": [round(before["tokens_per_s"]), round(after["tokens_per_s"])],
+                        "ratio": round(r["tokens_per_s"] / base_rate, 3),
+                        "cpu_s": round(r["cpu_s"], 1),
+                        "tokenizers_cpu_s": [round(before["cpu_s"], 1), round(after["cpu_s"], 1)],
+                        "cpu_ratio": round(r["tokens_per_cpu_s"] / base_cpu, 3),
+                        **{k: round(v) for k, v in r.items() if k.endswith("_mb")},
+                        "tokenizers_peak_rss_mb": round(max(before["peak_rss_mb"], after["peak_rss_mb"])),
+                    }
                 )
-                row = {
-                    "shape": shape,
-                    "mb": mb,
-                    "num_proc": num_proc,
-                    "tokens": ours["tokens"],
-                    "seconds": round(ours["seconds"], 1),
-                    "tokens_per_s": round(ours["tokens_per_s"]),
-                    "tokenizers_per_s": round(base["tokens_per_s"]),
-                    "ratio": round(ours["tokens_per_s"] / base["tokens_per_s"], 3),
-                    "cpu_s": round(ours["cpu_s"], 1),
-                    "tokenizers_cpu_s": round(base["cpu_s"], 1),
-                    "peak_rss_mb": round(ours["peak_rss_mb"]),
-                    "tokenizers_peak_rss_mb": round(base["peak_rss_mb"]),
-                    "at": time.strftime("%H:%M"),
-                }
-                rows.append(row)
-                print(json.dumps(row), flush=True)
+            if args.bpe:
+                r = measure("bpe", spec, tokenizer, fresh(f"{shape}-{mb}-bpe"))
+                record(
+                    {
+                        "shape": shape,
+                        "mb": mb,
+                        "what": "bpe",
+                        "seconds": round(r["seconds"], 1),
+                        "cpu_s": round(r["cpu_s"], 1),
+                    }
+                    | {k: round(v) for k, v in r.items() if k.endswith("_mb")}
+                )
+            if args.clean:
+                for path in args.out.glob(f"*{shape}-{mb}*"):
+                    shutil.rmtree(path)
     print(
-        "| shape | MB | num_proc | tokens | time s | tokens/s | tokenizers' tokens/s | ratio | CPU s (tokenizers') "
-        "| peak RSS MB (tokenizers') |"
+        "| shape | MB | num_proc | tokens | time s | tokens/s | tokenizers' tokens/s (before, after) | ratio "
+        "| CPU s (tokenizers') | CPU ratio | peak RSS MB: process (anon, file) | workers: largest, private |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
+        if r.get("what") == "bpe":
+            continue
+        workers = f"{r['worker_peak_rss_mb']:,}, {r['workers_private_mb']:,}" if r["num_proc"] > 1 else "-"
         print(
             f"| {r['shape']} | {r['mb']} | {r['num_proc']} | {r['tokens']:,} | {r['seconds']} | {r['tokens_per_s']:,} "
-            f"| {r['tokenizers_per_s']:,} | {r['ratio']:.2f} | {r['cpu_s']} ({r['tokenizers_cpu_s']}) "
-            f"| {r['peak_rss_mb']:,} ({r['tokenizers_peak_rss_mb']:,}) |"
+            f"| {r['tokenizers_per_s'][0]:,}, {r['tokenizers_per_s'][1]:,} | {r['ratio']:.2f} "
+            f"| {r['cpu_s']} ({r['tokenizers_cpu_s'][0]}, {r['tokenizers_cpu_s'][1]}) | {r['cpu_ratio']:.2f} "
+            f"| {r['peak_rss_mb']:,} ({r['peak_anon_mb']:,}, {r['peak_file_mb']:,}) | {workers} |"
         )
-    (args.out / "results.json").write_text(json.dumps(rows, indent=1))
+    for r in rows:
+        if r.get("what") == "bpe":
+            print(
+                f"BPE of 8,192 on {r['shape']} {r['mb']} MB: {r['seconds']} s ({r['cpu_s']} CPU s), peak RSS "
+                f"{r['peak_rss_mb']:,} MB (anon {r['peak_anon_mb']:,}, file {r['peak_file_mb']:,})"
+            )
 
 
 if __name__ == "__main__":

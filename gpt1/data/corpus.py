@@ -17,6 +17,7 @@ A .txt file, or a row of a table / hub dataset, is one document. Memory stays bo
 
 from __future__ import annotations
 
+import gc
 import multiprocessing
 import os
 from collections import deque
@@ -285,8 +286,12 @@ def _encoded(
         def close() -> None:
             threads.shutdown(cancel_futures=True)
     else:
-        with serial_tokenizers():  # one thread per worker, and no warning about the parent's thread pool
-            pool = multiprocessing.get_context("fork").Pool(num_proc, _init_worker, (tokenizer,))
+        gc.freeze()  # the workers' collector leaves the inherited objects, so their pages stay shared, not copied
+        try:
+            with serial_tokenizers():  # one thread per worker, and no warning about the parent's thread pool
+                pool = multiprocessing.get_context("fork").Pool(num_proc, _init_worker, (tokenizer,))
+        finally:
+            gc.unfreeze()
 
         def submit(texts: list[str]) -> Any:
             return pool.apply_async(_encode_in_worker, (texts, dtype))
