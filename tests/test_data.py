@@ -410,3 +410,26 @@ def test_a_new_file_format_is_one_entry(tmp_path, monkeypatch):
         DataError, match=r"rows\.psv:3: 3 fields where the header has 2: quote a field that holds a bar"
     ):
         TaskSource(task, spec, tmp_path).read()
+
+
+def test_the_default_number_of_tokenising_processes_follows_the_pipeline(tmp_path, monkeypatch):
+    """data.num_proc=null: one process for the "gpt1" pipeline (tokenizers' threads take every core), a process per
+    core for the "openai" one (its Python runs on one); a number given is taken as it is."""
+    from types import SimpleNamespace
+
+    monkeypatch.setattr(pretrain.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3, 4, 5})
+    (tmp_path / "a.txt").write_text("a book")
+    monkeypatch.chdir(tmp_path)
+    dm = PretrainDataModule(
+        DataConfig(train_files=["a.txt"], valid_fraction=0.1), TokenizerConfig(), n_ctx=8, seed=0, cache_dir=tmp_path
+    )
+    assert dm._num_proc(SimpleNamespace(pipeline="gpt1")) == 1
+    assert dm._num_proc(SimpleNamespace(pipeline="openai")) == 6
+    dm = PretrainDataModule(
+        DataConfig(train_files=["a.txt"], valid_fraction=0.1, num_proc=3),
+        TokenizerConfig(),
+        n_ctx=8,
+        seed=0,
+        cache_dir=tmp_path,
+    )
+    assert dm._num_proc(SimpleNamespace(pipeline="gpt1")) == 3

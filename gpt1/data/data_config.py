@@ -45,9 +45,10 @@ class DataConfig:
     gpt1 evaluate."""
     num_workers: int = ranged(0, ge=0)
     """DataLoader worker processes (windows are memory-mapped slices: 0 is usually fast enough)."""
-    num_proc: int = ranged(2, ge=1)
+    num_proc: Optional[int] = ranged(None, ge=1)
     """Processes tokenising the corpus, capped at the number of documents: 1 encodes on the tokenizers library's
-    threads over every core; more fork that many processes of one thread each (the "openai" pipeline's Python)."""
+    threads over every core; more fork that many processes of one thread each (what the "openai" pipeline's Python
+    needs). None: by the pipeline, 1 for "gpt1" and one per core for "openai" (the packed tokens are the same)."""
     samples_per_epoch: Optional[int] = ranged(None, ge=1)
     """Random training windows per epoch; None: n_train_tokens // n_ctx (each token seen about once)."""
     max_valid_windows: Optional[int] = ranged(None, ge=1)

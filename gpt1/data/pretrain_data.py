@@ -187,12 +187,19 @@ class PretrainDataModule(DataModule):
         key = cache_key(PACK_VERSION, src.key, tokenizer.to_str(), self.cfg.separate_documents)
         return self.cache_dir / "tokens" / key / f"{split}.bin"
 
+    def _num_proc(self, tokenizer: Tokenizer) -> int:
+        """data.num_proc, or by the pipeline: tokenizers' own threads take every core for "gpt1", while the "openai"
+        pipeline's Python needs a process per core."""
+        if self.cfg.num_proc is not None:
+            return self.cfg.num_proc
+        return 1 if tokenizer.pipeline == "gpt1" else len(os.sched_getaffinity(0))
+
     def _tokenise_and_pack(self, split: str, src: CorpusSource, tokenizer: Tokenizer, path: Path) -> None:
         start = time.perf_counter()
         eod = tokenizer.special_id("eod") if self.cfg.separate_documents else None
         meter = Meter(f"tokenising {split}", "tokens", total=src.num_documents)
         size = PIECE_CHARS if tokenizer.encodes_piecewise else None  # else whole documents (module docstring)
-        n = pack(src.pieces(size), path, tokenizer, eod, min(self.cfg.num_proc, src.num_documents), meter)
+        n = pack(src.pieces(size), path, tokenizer, eod, min(self._num_proc(tokenizer), src.num_documents), meter)
         meter.close()
         log.info(
             "packed %d documents into %d tokens in %.1fs -> %s", src.num_documents, n, time.perf_counter() - start, path
