@@ -58,6 +58,9 @@ peak = {"anon": 0, "file": 0, "workers_private": 0}
 def status(pid="self"):
     with open(f"/proc/{pid}/status") as f:
         return {l.split(":")[0]: int(l.split()[1]) for l in f if l.startswith(("RssAnon", "RssFile"))}
+def status_kb(field):
+    with open("/proc/self/status") as f:
+        return next(int(l.split()[1]) for l in f if l.startswith(field + ":"))
 def private(pid):
     with open(f"/proc/{pid}/smaps_rollup") as f:
         return sum(int(l.split()[1]) for l in f if l.startswith(("Private_Clean", "Private_Dirty")))
@@ -103,7 +106,7 @@ else:
     seconds, cpu_s = time.perf_counter() - start, cpu() - start_cpu
     tokens = sum(p.stat().st_size for p in dm.paths.values()) // 2  # uint16
 print(json.dumps({"tokens": tokens, "seconds": seconds, "cpu_s": cpu_s,
-                  "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                  "peak_rss_mb": status_kb("VmHWM") / 1024,  # not ru_maxrss: Linux keeps the parent's across exec
                   "peak_anon_mb": peak["anon"] / 1024, "peak_file_mb": peak["file"] / 1024,
                   "worker_peak_rss_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
                   "workers_private_mb": peak["workers_private"] / 1024}))
