@@ -3,8 +3,9 @@ pipeline in the same run, and peak memory, for ``data.num_proc`` 1 and 2, for ea
 
 The corpus is generated deterministically from the sample books' paragraphs (their non-empty lines), shuffled with a
 seed, and is not committed. Shapes: ``books`` book-sized .txt files (0.8 MB each), ``one-file`` one .txt file (one
-document), ``jsonl`` a paragraph per row, ``hub`` a dataset in the hub's layout (``data/train-*.parquet``, a book per
-row) named by its local path in ``data.hf_dataset``: the hub code path (``datasets.load_dataset``, its Arrow cache),
+document), ``jsonl`` a paragraph per row, in files of ``--file-mb``, ``hub`` a dataset in the hub's layout
+(``data/train-*.parquet`` shards of ``--file-mb``, row groups of at most ``--row-group-mb``, a book per row) named
+by its local path in ``data.hf_dataset``: the hub code path (``datasets.load_dataset``, its Arrow cache),
 without a network. The tokenizer is a BPE of 8,192 trained on the sample books' training split (the quickstart's),
 loaded through ``tokenizer.path``.
 
@@ -20,7 +21,8 @@ that comes or goes during the run shows as their spread.
 The tokenizers' rate: ``Tokenizer.encode_batch_fast`` (the pipeline's normaliser, pre-tokenizer and BPE, on every core)
 over the whole corpus in 16 MiB calls of 64K-character pieces, timing only the calls (and the ids to Python lists).
 gpt1's: ``prepare_data`` on an empty cache, timed around the call (reading the files, checking their UTF-8, cutting,
-encoding, writing the .bin; for jsonl and hub also datasets' conversion to Arrow). Both also in CPU seconds (this
+encoding, writing the .bin; for jsonl and hub also datasets' conversion to Arrow, which tokenizers' runs read
+already converted: it is timed apart too, and the ratios are given without it). Both also in CPU seconds (this
 process and its workers), which a loaded machine disturbs less. ``--bpe``: training a BPE of 8,192 on each corpus the
 way ``prepare_data`` does (streamed pieces), its time and peak memory.
 
@@ -101,11 +103,14 @@ elif what == "bpe":
     dm._get_tokenizer(create=True)  # trains the BPE (prepare_data's first step) and nothing else
     seconds, cpu_s, tokens = time.perf_counter() - start, cpu() - start_cpu, 0
 else:
+    CorpusSource(cfg, "train", Path(cache)).parts  # a table's conversion into datasets' cache, timed apart
+    convert_s, convert_cpu_s = time.perf_counter() - start, cpu() - start_cpu
     dm = PretrainDataModule(cfg, TokenizerConfig(path=tokenizer), n_ctx=512, seed=0, cache_dir=cache)
-    dm.prepare_data()
+    dm.prepare_data()  # (finds the conversion in datasets' cache)
     seconds, cpu_s = time.perf_counter() - start, cpu() - start_cpu
     tokens = sum(p.stat().st_size for p in dm.paths.values()) // 2  # uint16
 print(json.dumps({"tokens": tokens, "seconds": seconds, "cpu_s": cpu_s,
+                  **({"convert_s": convert_s, "convert_cpu_s": convert_cpu_s} if what == "prepare" else {}),
                   "peak_rss_mb": status_kb("VmHWM") / 1024,  # not ru_maxrss: Linux keeps the parent's across exec
                   "peak_anon_mb": peak["anon"] / 1024, "peak_file_mb": peak["file"] / 1024,
                   "worker_peak_rss_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
@@ -128,22 +133,28 @@ def paragraphs() -> list[str]:
     ]
 
 
-def generate(root: Path, mb: int, shape: str, seed: int = 0) -> dict:
+def generate(root: Path, mb: int, shape: str, seed: int = 0, file_mb: int = 200, row_group_mb: int = 100) -> dict:
     """Write a corpus of about ``mb`` MB under ``root`` (once: kept if it is there); return the data config that
-    names it (``DataConfig``'s fields)."""
+    names it (``DataConfig``'s fields). JSONL files and parquet shards hold about ``file_mb`` MB each (as
+    ``push_to_hub`` shards them), a shard's row groups about ``row_group_mb`` MB (datasets aims at 100 MB)."""
     done = root / "done.json"
     if done.is_file():
         return json.loads(done.read_text())
     rng, paras, target = random.Random(seed), paragraphs(), mb * 1_000_000
     root.mkdir(parents=True, exist_ok=True)
     if shape == "jsonl":
-        path, written = root / "corpus.jsonl", 0
-        with open(path, "w") as f:
-            while written < target:
-                line = json.dumps({"text": rng.choice(paras)}) + "\n"
-                f.write(line)
-                written += len(line)
-        spec = {"train_files": [str(path)]}
+        written, files, f = 0, [], None
+        while written < target:
+            if f is None or f.tell() >= file_mb * 1_000_000:
+                if f is not None:
+                    f.close()
+                files.append(root / f"corpus-{len(files):05d}.jsonl")
+                f = open(files[-1], "w")
+            line = json.dumps({"text": rng.choice(paras)}) + "\n"
+            f.write(line)
+            written += len(line)
+        f.close()
+        spec = {"train_files": [str(root / "corpus-*.jsonl")]}
     else:
         books, written = [], 0
         while written < target:
@@ -161,9 +172,11 @@ def generate(root: Path, mb: int, shape: str, seed: int = 0) -> dict:
             import pyarrow.parquet as pq
 
             (root / "data").mkdir()
-            shards = [books[i : i + 250] for i in range(0, len(books), 250)]  # about 200 MB a shard, as the hub's
+            per_shard, per_group = (max(1, round(n * 1_000_000 / BOOK_BYTES)) for n in (file_mb, row_group_mb))
+            shards = [books[i : i + per_shard] for i in range(0, len(books), per_shard)]
             for i, shard in enumerate(shards):
-                pq.write_table(pa.table({"text": shard}), root / "data" / f"train-{i:05d}-of-{len(shards):05d}.parquet")
+                path = root / "data" / f"train-{i:05d}-of-{len(shards):05d}.parquet"
+                pq.write_table(pa.table({"text": shard}), path, row_group_size=per_group)
             spec = {"hf_dataset": str(root), "hf_train_split": "train", "hf_valid_split": None}
         else:
             for i, book in enumerate(books):
@@ -194,6 +207,8 @@ def main() -> None:
     parser.add_argument("--mb", type=int, nargs="+", default=[100], help="corpus sizes in MB")
     parser.add_argument("--shape", nargs="+", default=["books"], choices=SHAPES)
     parser.add_argument("--num-proc", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--file-mb", type=int, default=50, help="MB per JSONL file and per parquet shard")
+    parser.add_argument("--row-group-mb", type=int, default=100, help="MB per parquet row group (datasets' 100)")
     parser.add_argument("--bpe", action="store_true", help="also train a BPE on each corpus")
     parser.add_argument("--clean", action="store_true", help="delete each corpus and its caches once measured")
     parser.add_argument("--out", type=Path, required=True, help="a scratch directory (corpora, caches, results)")
@@ -219,7 +234,9 @@ def main() -> None:
 
     for shape in args.shape:
         for mb in args.mb:
-            spec = generate(args.out / f"{shape}-{mb}mb", mb, shape)
+            spec = generate(
+                args.out / f"{shape}-{mb}mb", mb, shape, file_mb=args.file_mb, row_group_mb=args.row_group_mb
+            )
             scratch = fresh(f"{shape}-{mb}-scratch")  # the baseline's Arrow conversion (jsonl, hub), kept for both
             before = measure("tokenizers", spec, tokenizer, scratch)
             ours = {n: measure("prepare", spec, tokenizer, fresh(f"{shape}-{mb}-{n}"), n) for n in args.num_proc}
@@ -240,6 +257,10 @@ def main() -> None:
                         "cpu_s": round(r["cpu_s"], 1),
                         "tokenizers_cpu_s": [round(before["cpu_s"], 1), round(after["cpu_s"], 1)],
                         "cpu_ratio": round(r["tokens_per_cpu_s"] / base_cpu, 3),
+                        "convert_s": round(r["convert_s"], 1),
+                        "convert_cpu_s": round(r["convert_cpu_s"], 1),
+                        "ratio_encoding": round(r["tokens"] / (r["seconds"] - r["convert_s"]) / base_rate, 3),
+                        "cpu_ratio_encoding": round(r["tokens"] / (r["cpu_s"] - r["convert_cpu_s"]) / base_cpu, 3),
                         **{k: round(v) for k, v in r.items() if k.endswith("_mb")},
                         "tokenizers_peak_rss_mb": round(max(before["peak_rss_mb"], after["peak_rss_mb"])),
                     }
@@ -260,8 +281,9 @@ def main() -> None:
                 for path in args.out.glob(f"*{shape}-{mb}*"):
                     shutil.rmtree(path)
     print(
-        "| shape | MB | num_proc | tokens | time s | tokens/s | tokenizers' tokens/s (before, after) | ratio "
-        "| CPU s (tokenizers') | CPU ratio | peak RSS MB: process (anon, file) | workers: largest, private |"
+        "| shape | MB | num_proc | tokens | time s (conversion) | tokens/s | tokenizers' tokens/s (before, after) "
+        "| ratio (without the conversion) | CPU s (conversion; tokenizers' before, after) "
+        "| CPU ratio (without the conversion) | peak RSS MB: process (anon, file) | workers: largest, private |"
     )
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
@@ -269,9 +291,11 @@ def main() -> None:
             continue
         workers = f"{r['worker_peak_rss_mb']:,}, {r['workers_private_mb']:,}" if r["num_proc"] > 1 else "-"
         print(
-            f"| {r['shape']} | {r['mb']} | {r['num_proc']} | {r['tokens']:,} | {r['seconds']} | {r['tokens_per_s']:,} "
-            f"| {r['tokenizers_per_s'][0]:,}, {r['tokenizers_per_s'][1]:,} | {r['ratio']:.2f} "
-            f"| {r['cpu_s']} ({r['tokenizers_cpu_s'][0]}, {r['tokenizers_cpu_s'][1]}) | {r['cpu_ratio']:.2f} "
+            f"| {r['shape']} | {r['mb']} | {r['num_proc']} | {r['tokens']:,} | {r['seconds']} ({r['convert_s']}) "
+            f"| {r['tokens_per_s']:,} | {r['tokenizers_per_s'][0]:,}, {r['tokenizers_per_s'][1]:,} "
+            f"| {r['ratio']:.2f} ({r['ratio_encoding']:.2f}) "
+            f"| {r['cpu_s']} ({r['convert_cpu_s']}; {r['tokenizers_cpu_s'][0]}, {r['tokenizers_cpu_s'][1]}) "
+            f"| {r['cpu_ratio']:.2f} ({r['cpu_ratio_encoding']:.2f}) "
             f"| {r['peak_rss_mb']:,} ({r['peak_anon_mb']:,}, {r['peak_file_mb']:,}) | {workers} |"
         )
     for r in rows:

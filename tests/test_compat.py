@@ -228,3 +228,19 @@ def test_datasets_csv_builder_logs_through_its_module_logger():
             f"datasets.packaged_modules.csv.csv.logger is gone: update csv_builder_logger ({e})"
         ) from e
     assert isinstance(logger, logging.Logger) and logger.name == "datasets.packaged_modules.csv.csv"
+
+
+def test_a_prepared_split_names_the_files_and_fingerprint_as_dataset_would(tmp_path):
+    import datasets
+
+    from gpt1.core.compat import prepared_split
+
+    (tmp_path / "rows.jsonl").write_text("".join(f'{{"text": "row {i}"}}\n' for i in range(10)))
+    builder = datasets.load_dataset_builder("json", data_files=[str(tmp_path / "rows.jsonl")], cache_dir=str(tmp_path))
+    builder.download_and_prepare()
+    for split, want in (("train", [f"row {i}" for i in range(10)]), ("train[2:5]", ["row 2", "row 3", "row 4"])):
+        files, num_rows, fingerprint = prepared_split(builder, split)
+        ds = builder.as_dataset(split=split)
+        assert [name for name, _, _ in files] == [f["filename"] for f in ds.cache_files]
+        assert num_rows == len(ds) == len(want) and ds["text"] == want
+        assert fingerprint == ds._fingerprint, "datasets' split fingerprint moved: update prepared_split"

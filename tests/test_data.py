@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 import torch
 
+import gpt1.data.corpus as corpus_module
 import gpt1.data.pretrain_data as pretrain
 from gpt1.core.errors import ConfigError, DataError
 from gpt1.data.corpus import pack
@@ -233,25 +234,41 @@ def test_real_book_packs_to_its_tokens(sample_data, tmp_path, tok):
 
 
 def test_hub_dataset_splits(tmp_path, tok, monkeypatch):
-    calls = []
+    """A dataset in the hub's layout (data/<split>-*.parquet), named by its local path: datasets' real hub code
+    path without a network, read from its Arrow cache; each split packed in order."""
+    hub = tmp_path / "org-corpus"
+    (hub / "data").mkdir(parents=True)
+    for split, docs in (("train", DOCS[:3]), ("validation", DOCS[3:])):
+        pd.DataFrame({"content": docs, "n": range(len(docs))}).to_parquet(
+            hub / "data" / f"{split}-00000-of-00001.parquet"
+        )
+    read = []
+    real = corpus_module.table_pieces
 
-    def fake_load_dataset(name, config=None, split=None, cache_dir=None, **kwargs):
-        calls.append((name, config, split))
-        docs = {"train": DOCS[:3], "validation": DOCS[3:]}[split]
-        return datasets.Dataset.from_dict({"content": docs, "n": list(range(len(docs)))})
+    def spy(rows, column, size, where):
+        read.append(where)
+        return real(rows, column, size, where)
 
-    monkeypatch.setattr(datasets, "load_dataset", fake_load_dataset)
-    dm = prepared(tmp_path, tok, hf_dataset="org/corpus", hf_config="v1", text_column="content")
-    assert sorted(calls) == [("org/corpus", "v1", "train"), ("org/corpus", "v1", "validation")]
+    monkeypatch.setattr(corpus_module, "table_pieces", spy)
+    dm = prepared(tmp_path, tok, hf_dataset=str(hub), text_column="content")
     assert dm.train_tokens.tolist() == expected(tok, DOCS[:3]) and dm.valid_tokens.tolist() == expected(tok, DOCS[3:])
+    assert [w.split("split ")[-1] for w in read] == ["train)", "validation)"]
+    with monkeypatch.context() as m:  # the key (datasets' fingerprint of each split) holds: a second run hits the cache
+        m.setattr(pretrain, "pack", lambda *a, **k: pytest.fail("the cache was missed"))
+        again = prepared(tmp_path, tok, hf_dataset=str(hub), text_column="content")
+    assert again.train_tokens.tolist() == dm.train_tokens.tolist()
 
-    calls.clear()  # evaluation: the training split is never loaded
-    dm = prepared(tmp_path, tok, hf_dataset="org/corpus", hf_train_split=None, text_column="content")
-    assert calls == [("org/corpus", None, "validation")] and dm.train_tokens is None
+    read.clear()  # evaluation: the training split is never read
+    dm = prepared(tmp_path / "eval", tok, hf_dataset=str(hub), hf_train_split=None, text_column="content")
+    assert [w.split("split ")[-1] for w in read] == ["validation)"] and dm.train_tokens is None
     with pytest.raises(RuntimeError, match="no training stream"):
         dm.train_dataloader()
-    with pytest.raises(DataError, match=r"org/corpus.*\['content', 'n'\]"):
-        load_hub("org/corpus", split="train", columns=["text"])
+    with pytest.raises(DataError, match=r"org-corpus.*\['content', 'n'\]"):
+        load_hub(str(hub), split="train", columns=["text"], cache_dir=tmp_path / "hub-cache")
+    with pytest.raises(
+        DataError, match=r"org-corpus.*no column 'text'; its columns are \['content', 'n'\]: set data.text_column"
+    ):
+        prepared(tmp_path / "text", tok, hf_dataset=str(hub))
 
 
 # -- the cache ------------------------------------------------------------------------------------------------
@@ -271,6 +288,7 @@ def test_second_run_hits_the_cache(tmp_path, corpus, monkeypatch):
         m.setattr(pretrain, "build_tokenizer", fail)
         m.setattr(pretrain, "pack", fail)
         m.setattr(datasets, "load_dataset", fail)  # local files: not even the raw data is read again
+        m.setattr(datasets, "load_dataset_builder", fail)
         again = prepared(tmp_path, tcfg, **corpus)
         other_rank = PretrainDataModule(DataConfig(**corpus), tcfg, n_ctx=8, seed=0, cache_dir=tmp_path / "cache")
         other_rank.setup("fit")  # a process in which prepare_data did not run

@@ -190,6 +190,22 @@ def dataset_fingerprint(dataset: object) -> str:
     return dataset._fingerprint
 
 
+def prepared_split(builder: Any, split: str) -> tuple[tuple[tuple[str, int, int], ...], int, str]:
+    """What ``builder.as_dataset(split)`` would map, without mapping it: the Arrow files of ``split`` (a split's name,
+    or a slice of it such as "train[:10%]") in a prepared builder's cache, each with the rows to skip and to take
+    (-1: the rest), their rows in all, and the fingerprint ``as_dataset`` gives the split (its private
+    ``_get_dataset_fingerprint``)."""
+    from datasets.arrow_reader import make_file_instructions
+
+    found = make_file_instructions(
+        builder.dataset_name, builder.info.splits.values(), split, "arrow", builder.cache_dir
+    )
+    if not found.file_instructions:
+        raise ValueError(f'Instruction "{split}" corresponds to no data!')  # as as_dataset says
+    files = tuple((f["filename"], f["skip"], f["take"]) for f in found.file_instructions)
+    return files, found.num_examples, builder._get_dataset_fingerprint(split)
+
+
 def csv_builder_logger() -> object:
     """The ``logging.Logger`` of datasets' csv builder (``datasets.packaged_modules.csv.csv.logger``), which logs
     every file it fails to read before raising."""

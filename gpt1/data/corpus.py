@@ -8,7 +8,8 @@ A .txt file, or a row of a table / hub dataset, is one document. Memory stays bo
   ids of the pieces, end to end, are exactly those of the whole document. Other pipelines (the "openai" one: ftfy,
   spaCy and the original's line-break rules) encode whole documents: their memory is bounded by the largest one;
 - .txt files are read from disk piece by piece (decoded as datasets' text builder decodes them: invalid UTF-8
-  replaced, universal newlines), and rows of tables and hub datasets are sliced from the memory-mapped Arrow data;
+  replaced, universal newlines), and rows of tables and hub datasets are sliced from their Arrow files (datasets'
+  cache), memory-mapped, the pages handed back as they are read (``MappedArrow``);
 - pieces are encoded ``BATCH_CHARS`` of text at a time (``tokenizers``' threads over every core with ``num_proc``
   1, else ``num_proc`` forked processes of one thread each), at most two batches per process in flight, and the ids
   appended to the packed file as they come: each non-empty document followed by the eod token, one flat uint16
@@ -18,10 +19,11 @@ A .txt file, or a row of a table / hub dataset, is one document. Memory stays bo
 from __future__ import annotations
 
 import gc
+import mmap
 import multiprocessing
 import os
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from functools import cached_property
@@ -29,7 +31,6 @@ from itertools import chain, groupby
 from pathlib import Path
 from typing import Any, Optional
 
-import datasets
 import numpy as np
 import pyarrow as pa
 
@@ -38,7 +39,7 @@ from gpt1.core.files import atomic_file
 from gpt1.core.progress import Meter
 from gpt1.data.base import cache_key
 from gpt1.data.data_config import DataConfig
-from gpt1.data.sources import FileSource, HubSource, Source, file_format, warn_invalid_utf8
+from gpt1.data.sources import ArrowRows, FileSource, HubSource, Source, file_format, warn_invalid_utf8
 from gpt1.text.tokenizer import Tokenizer
 
 PIECE_CHARS = 1 << 16
@@ -107,23 +108,78 @@ def marked(parts: Iterator[str]) -> Iterator[Piece]:
     yield piece, True
 
 
-def row_pieces(column: pa.ChunkedArray, size: Optional[int], where: str = "the text column") -> Iterator[Piece]:
+def row_pieces(
+    column: pa.ChunkedArray | pa.Array,
+    size: Optional[int],
+    where: str = "the text column",
+    read_to: Optional[Callable[[int], None]] = None,
+) -> Iterator[Piece]:
     """The pieces of each row of a string column (``where`` names it in errors), sliced from its Arrow buffers (a
-    row is never copied whole); a null row is an empty document."""
-    for chunk in column.chunks:
+    row is never copied whole); a null row is an empty document. ``read_to`` is told, after each row, the address up
+    to which its text buffer has been read."""
+    for chunk in column.chunks if isinstance(column, pa.ChunkedArray) else [column]:
         if not (pa.types.is_string(chunk.type) or pa.types.is_large_string(chunk.type)):
             raise DataError(f"{where} holds {chunk.type}, not text: set data.text_column to the column that does")
         offsets = np.frombuffer(
             chunk.buffers()[1], dtype=np.int64 if pa.types.is_large_string(chunk.type) else np.int32
         )
         offsets = offsets[chunk.offset : chunk.offset + len(chunk) + 1]  # (rows + 1,) byte offsets into data
-        data = memoryview(chunk.buffers()[2] or b"")
+        buffer = chunk.buffers()[2]
+        data = memoryview(buffer or b"")
         valid = chunk.is_valid().to_numpy(zero_copy_only=False)
         for i in range(len(chunk)):
             if not valid[i]:
                 yield "", True
                 continue
             yield from marked(pieces(data[offsets[i] : offsets[i + 1]], size))
+            if read_to is not None and buffer is not None:
+                read_to(buffer.address + int(offsets[i + 1]))
+
+
+RELEASE_BYTES = 16 << 20
+"""Reading an Arrow file through, its pages are handed back each time this many bytes of it have been read."""
+
+
+class MappedArrow:
+    """An Arrow IPC stream file (datasets' cache) memory-mapped read-only, whose pages are handed back as it is read:
+    a memory map keeps every page it has touched resident (counted in the process's RSS, and so growing with the
+    corpus) until it is unmapped."""
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        with open(path, "rb") as f:
+            self.map = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        self.buffer = pa.py_buffer(self.map)
+        self.released = 0  # pages below this offset have been handed back
+
+    def batches(self) -> pa.RecordBatchStreamReader:
+        """Its record batches, zero-copy over the map."""
+        return pa.ipc.open_stream(self.buffer)
+
+    def read_to(self, address: int) -> None:
+        """Everything below ``address`` (within the map) has been read: hand its pages back, ``RELEASE_BYTES`` at a
+        time (MADV_DONTNEED on a read-only file map: the map stays valid; a page read again comes back from the page
+        cache)."""
+        end = (address - self.buffer.address) // mmap.PAGESIZE * mmap.PAGESIZE
+        if end - self.released >= RELEASE_BYTES and hasattr(self.map, "madvise"):  # (madvise: not on Windows)
+            self.map.madvise(mmap.MADV_DONTNEED, self.released, end - self.released)
+            self.released = end
+
+
+def table_pieces(rows: ArrowRows, column: str, size: Optional[int], where: str) -> Iterator[Piece]:
+    """The pieces of each row of ``column`` of ``rows``, in order, read from their Arrow files through maps whose
+    pages are handed back as the rows are read (``MappedArrow``): what stays resident is about ``RELEASE_BYTES`` and
+    the row being read, whatever the table's size."""
+    for path, skip, take in rows.files:
+        mapped = MappedArrow(path)
+        for batch in mapped.batches():
+            if skip >= batch.num_rows:
+                skip -= batch.num_rows
+                continue
+            if take == 0:
+                break
+            batch = batch.slice(skip, batch.num_rows - skip if take < 0 else min(take, batch.num_rows - skip))
+            skip, take = 0, take if take < 0 else take - batch.num_rows
+            yield from row_pieces(batch.column(column), size, where, mapped.read_to)
 
 
 HINT = ": set data.text_column to the one that holds the text"
@@ -160,15 +216,15 @@ class CorpusSource:
         return source.files
 
     @cached_property
-    def parts(self) -> list[list[Path] | datasets.Dataset]:
-        """The documents in order: runs of .txt files (read from disk), and tables and hub splits as Datasets (loaded
-        into datasets' cache on first use), each holding ``self.column``."""
+    def parts(self) -> list[list[Path] | ArrowRows]:
+        """The documents in order: runs of .txt files (read from disk), and tables and hub splits converted into
+        datasets' cache on first use (``ArrowRows``), each holding ``self.column``."""
         if self.files is None:
-            return [self.source.rows([self.column])]
-        parts: list[list[Path] | datasets.Dataset] = []
+            return [self.source.arrow_rows(self.column)]
+        parts: list[list[Path] | ArrowRows] = []
         for text, run in groupby(self.files, key=lambda path: file_format(path).text):
             files = list(run)
-            parts.append(files if text else self.source.rows([self.column], files))
+            parts.append(files if text else self.source.arrow_rows(self.column, files))
         return parts
 
     @cached_property
@@ -177,7 +233,9 @@ class CorpusSource:
 
     @cached_property
     def key(self) -> str:
-        return cache_key(self.source.key([self.column]), self.column)
+        """Changes whenever the documents may: for files, without reading them; for a hub split, datasets'
+        fingerprint of it."""
+        return cache_key(self.source.key() if self.files is not None else self.parts[0].key, self.column)
 
     def pieces(self, size: Optional[int] = PIECE_CHARS) -> Iterator[Piece]:
         """Every document in ``pieces`` of about ``size`` characters (None: whole), in order."""
@@ -187,9 +245,7 @@ class CorpusSource:
                     warn_invalid_utf8(path)
                     yield from marked(file_pieces(path, size))
             else:
-                where = f"column {self.column!r} of {self.where}"
-                for batch in part.with_format("arrow").iter(batch_size=256):  # zero-copy slices of the mapped file
-                    yield from row_pieces(batch.column(self.column), size, where)
+                yield from table_pieces(part, self.column, size, f"column {self.column!r} of {self.where}")
 
     def texts(self, meter: Optional[Meter] = None) -> Iterator[str]:
         """The non-empty pieces of every document (what a BPE trains on), counted on ``meter``."""

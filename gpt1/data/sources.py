@@ -30,6 +30,7 @@ import os
 import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
+from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import Any, ClassVar, Optional
@@ -38,7 +39,7 @@ import datasets
 import pandas as pd
 import pyarrow.parquet as pq
 
-from gpt1.core.compat import csv_builder_logger, dataset_fingerprint
+from gpt1.core.compat import csv_builder_logger, dataset_fingerprint, prepared_split
 from gpt1.core.errors import DataError
 from gpt1.core.quoting import Quoting
 
@@ -289,36 +290,9 @@ def load_files(
     so that .txt files line up with tabular ones. cache_dir: datasets' cache (None: its default). quoting: of .csv
     and .tsv files, "minimal" or "none" (module docstring).
     """
-    if not files:
-        raise ValueError("load_files: no files given")
     parts = []
-    for fmt, group in itertools.groupby(map(Path, files), key=file_format):  # one builder per run of a format
-        group = list(group)
-        if columns is not None:
-            for path in group:
-                have = [txt_column] if fmt.text else fmt.columns(path, quoting)
-                _check_columns(str(path), have, columns)
-        if fmt.text:
-            for path in group:
-                warn_invalid_utf8(path)
-        try:
-            # its "Failed to read file" log: the caller reports the file in one line; datasets' bars ("Downloading
-            # data: 40/40 files" for files already here) say nothing of local files
-            with _quiet(csv_builder_logger()), _no_progress_bars():
-                ds = datasets.load_dataset(
-                    fmt.builder,
-                    data_files=[str(p) for p in group],
-                    split="train",
-                    cache_dir=_str(cache_dir),
-                    **fmt.options(quoting),
-                )
-        except ValueError as e:  # datasets' 'Instruction "train" corresponds to no data!'
-            if "corresponds to no data" not in str(e):
-                raise
-            named = ", ".join(map(str, group))
-            has = "has" if len(group) == 1 else "have"
-            what = f"{has} a header but no rows" if fmt.header else f"{has} no rows"
-            raise DataError(f"{named} {what}: give {'it' if len(group) == 1 else 'them'} examples") from e
+    for fmt, builder in prepared_builders(files, columns, cache_dir, txt_column, quoting):
+        ds = builder.as_dataset(split="train")
         if fmt.text and txt_column != TXT_COLUMN:
             ds = ds.rename_column(TXT_COLUMN, txt_column)
         parts.append(ds if columns is None else ds.select_columns(list(columns)))
@@ -327,6 +301,56 @@ def load_files(
     # Formats infer types independently (e.g. string vs large_string): align them on the first part's.
     features = parts[0].features
     return datasets.concatenate_datasets([p if p.features == features else p.cast(features) for p in parts])
+
+
+def prepared_builders(
+    files: Sequence[str | os.PathLike],
+    columns: Optional[Sequence[str]] = None,
+    cache_dir: str | os.PathLike | None = None,
+    txt_column: str = TXT_COLUMN,
+    quoting: str = "minimal",
+) -> Iterator[tuple[Format, datasets.DatasetBuilder]]:
+    """For each run of ``files`` of one format, in order: the format and datasets' builder of the run, its rows
+    converted into datasets' cache (split "train"); what ``load_files`` loads (its arguments), not yet mapped."""
+    if not files:
+        raise ValueError("load_files: no files given")
+    for fmt, group in itertools.groupby(map(Path, files), key=file_format):
+        group = list(group)
+        if columns is not None:
+            for path in group:
+                have = [txt_column] if fmt.text else fmt.columns(path, quoting)
+                _check_columns(str(path), have, columns)
+        if fmt.text:
+            for path in group:
+                warn_invalid_utf8(path)
+        # its "Failed to read file" log: the caller reports the file in one line; datasets' bars ("Downloading
+        # data: 40/40 files" for files already here) say nothing of local files
+        with _quiet(csv_builder_logger()), _no_progress_bars():
+            builder = datasets.load_dataset_builder(
+                fmt.builder, data_files=[str(p) for p in group], cache_dir=_str(cache_dir), **fmt.options(quoting)
+            )
+            builder.download_and_prepare()
+        split = builder.info.splits.get("train") if builder.info.splits else None
+        if split is None or not split.num_examples:
+            named = ", ".join(map(str, group))
+            has = "has" if len(group) == 1 else "have"
+            what = f"{has} a header but no rows" if fmt.header else f"{has} no rows"
+            raise DataError(f"{named} {what}: give {'it' if len(group) == 1 else 'them'} examples")
+        yield fmt, builder
+
+
+@dataclass(frozen=True)
+class ArrowRows:
+    """Rows as datasets' cache holds them, to be read through once (``gpt1.data.corpus.table_pieces``) without a
+    Dataset, whose memory maps of every file would keep pages of each record batch resident: Arrow IPC stream files,
+    each with the rows to skip and to take (-1: the rest), in order; ``key`` changes whenever the rows may."""
+
+    files: tuple[tuple[str, int, int], ...]
+    num_rows: int
+    key: str
+
+    def __len__(self) -> int:
+        return self.num_rows
 
 
 @contextmanager
@@ -386,15 +410,39 @@ def load_hub(
     A dataset that cannot be loaded (unknown, offline and not cached, a missing split) is a ``DataError`` naming
     ``where`` (how the caller's config names it) and the library's reason."""
     where = where or f"hub dataset {name!r} (config {config!r}, split {split!r})"
-    try:
-        ds = datasets.load_dataset(name, config, split=split, cache_dir=_str(cache_dir), data_dir=_str(data_dir))
-    except (ValueError, OSError, RuntimeError, datasets.exceptions.DatasetNotFoundError) as e:  # as datasets says
-        detail = (str(e).strip().splitlines() or [type(e).__name__])[0]
-        raise DataError(f"cannot load {where}: {detail}") from e
+    builder = prepared_hub(name, config, cache_dir, data_dir, where)
+    with _loading(where):
+        ds = builder.as_dataset(split=split)
     if columns is None:
         return ds
     _check_columns(where, ds.column_names, columns)
     return ds.select_columns(list(columns))
+
+
+def prepared_hub(
+    name: str,
+    config: Optional[str],
+    cache_dir: str | os.PathLike | None,
+    data_dir: str | os.PathLike | None,
+    where: str,
+) -> datasets.DatasetBuilder:
+    """The builder of a hub dataset, its splits downloaded and converted into datasets' cache (what ``load_hub``
+    loads, not yet mapped)."""
+    with _loading(where):
+        builder = datasets.load_dataset_builder(name, config, cache_dir=_str(cache_dir), data_dir=_str(data_dir))
+        builder.download_and_prepare()
+    return builder
+
+
+@contextmanager
+def _loading(where: str) -> Iterator[None]:
+    """What loading a hub dataset raises (unknown, offline and not cached, a missing split), as a ``DataError``
+    naming ``where`` and the library's reason."""
+    try:
+        yield
+    except (ValueError, OSError, RuntimeError, datasets.exceptions.DatasetNotFoundError) as e:  # as datasets says
+        detail = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        raise DataError(f"cannot load {where}: {detail}") from e
 
 
 class Source:
@@ -453,8 +501,24 @@ class FileSource(Source):
     def rows(self, columns: Sequence[str], files: Optional[Sequence[Path]] = None) -> datasets.Dataset:
         """The rows of ``files`` (default: all of them) in ``columns``, checked file by file from the headers."""
         files = self.files if files is None else files
-        try:
+        with self._reading(files):
             return load_files(files, columns, self.cache_dir, quoting=self.quoting)
+
+    def arrow_rows(self, column: str, files: Optional[Sequence[Path]] = None) -> ArrowRows:
+        """The rows of ``files`` (default: all of them), converted into datasets' cache, their ``column`` checked
+        file by file from the headers."""
+        files = self.files if files is None else files
+        parts = []
+        with self._reading(files):
+            for _, builder in prepared_builders(files, [column], self.cache_dir, quoting=self.quoting):
+                parts.append(prepared_split(builder, "train"))
+        return ArrowRows(sum((p[0] for p in parts), ()), sum(p[1] for p in parts), files_key(files, self.quoting))
+
+    @contextmanager
+    def _reading(self, files: Sequence[Path]) -> Iterator[None]:
+        """What reading ``files`` raises, as one ``DataError`` line naming the file (and its line)."""
+        try:
+            yield
         except DataError as e:  # a missing column, a file without rows
             if not self.hint:
                 raise
@@ -480,22 +544,39 @@ class HubSource(Source):
         self.cache_dir, self.data_dir, self.hint = cache_dir, data_dir, hint
 
     @cached_property
+    def builder(self) -> datasets.DatasetBuilder:
+        """Its builder, every split downloaded and converted into datasets' cache."""
+        return prepared_hub(self.name, self.config, self.cache_dir, self.data_dir, self.where)
+
+    @cached_property
     def dataset(self) -> datasets.Dataset:
         """The whole split."""
-        return load_hub(
-            self.name, self.config, self.split, cache_dir=self.cache_dir, data_dir=self.data_dir, where=self.where
-        )
+        with _loading(self.where):
+            return self.builder.as_dataset(split=self.split)
 
     def key(self, columns: Optional[Sequence[str]] = None) -> str:
         """The datasets fingerprint of its rows (in ``columns``)."""
         return dataset_fingerprint(self.dataset if columns is None else self.rows(columns))
 
     def rows(self, columns: Sequence[str]) -> datasets.Dataset:
+        self._check(columns, self.dataset.column_names)
+        return self.dataset.select_columns(list(columns))
+
+    def arrow_rows(self, column: str) -> ArrowRows:
+        """The split's rows in datasets' cache (``column`` checked), keyed by the fingerprint datasets gives the
+        split."""
+        features = self.builder.info.features
+        if features is not None:  # (known once prepared, for every packaged builder)
+            self._check([column], list(features))
+        with _loading(self.where):
+            files, num_rows, fingerprint = prepared_split(self.builder, self.split)
+        return ArrowRows(files, num_rows, fingerprint)
+
+    def _check(self, columns: Sequence[str], have: Sequence[str]) -> None:
         try:
-            _check_columns(self.where, self.dataset.column_names, columns)
+            _check_columns(self.where, have, columns)
         except DataError as e:
             raise DataError(f"{e}{self.hint}") from None
-        return self.dataset.select_columns(list(columns))
 
 
 def files_key(files: Sequence[str | os.PathLike], quoting: str = "minimal") -> str:
