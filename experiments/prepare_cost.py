@@ -30,8 +30,9 @@ def cpu(who: int) -> float:
 
 
 def one(mode: str, files: str, tokenizer_path: str) -> dict:
-    """One measurement in this (fresh) process: "tokenizers", "pack1" or "pack2"."""
-    from gpt1.data.corpus import CorpusSource, pack
+    """One measurement in this (fresh) process: "tokenizers", or "packN" (num_proc N), or "packN:M" (and batches of
+    M MiB of text instead of ``BATCH_CHARS``)."""
+    from gpt1.data.corpus import BATCH_CHARS, CorpusSource, pack
     from gpt1.data.data_config import DataConfig
     from gpt1.text.tokenizer import Tokenizer
 
@@ -51,7 +52,9 @@ def one(mode: str, files: str, tokenizer_path: str) -> dict:
             n = sum(len(e.ids) for b in batches for e in tok.bpe.encode_batch_fast(b, add_special_tokens=False))
             return {"mode": mode, "tokens": n, "cpu_s": cpu(resource.RUSAGE_SELF) - start}
         start = cpu(resource.RUSAGE_SELF) + cpu(resource.RUSAGE_CHILDREN)
-        n = pack(src.pieces(), Path(tmp) / "out.bin", tok, tok.special_id("eod"), int(mode[-1]))
+        num_proc, _, mib = mode.removeprefix("pack").partition(":")
+        chars = int(float(mib) * (1 << 20)) if mib else BATCH_CHARS
+        n = pack(src.pieces(), Path(tmp) / "out.bin", tok, tok.special_id("eod"), int(num_proc), batch_chars=chars)
         return {"mode": mode, "tokens": n, "cpu_s": cpu(resource.RUSAGE_SELF) + cpu(resource.RUSAGE_CHILDREN) - start}
 
 
@@ -94,20 +97,21 @@ def worker(files: str, tokenizer_path: str, batches_n: int = 12, rounds: int = 3
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("what", choices=["rounds", "worker", "tokenizers", "pack1", "pack2"])
+    parser.add_argument("what", help="rounds, worker, or one measurement: tokenizers, packN or packN:MiB")
     parser.add_argument("--files", required=True, help="a glob of .txt files")
     parser.add_argument("--tokenizer", required=True, help="a gpt1 tokenizer JSON")
     parser.add_argument("--rounds", type=int, default=6)
+    parser.add_argument("--modes", nargs="+", default=["pack1", "pack2"], help="rounds: what to set beside tokenizers")
     args = parser.parse_args()
     if args.what == "worker":
         print(json.dumps(worker(args.files, args.tokenizer)))
     elif args.what == "rounds":
         for _ in range(args.rounds):
             row = {}
-            for mode in ("tokenizers", "pack1", "pack2"):
+            for mode in ("tokenizers", *args.modes):
                 cmd = [sys.executable, __file__, mode, "--files", args.files, "--tokenizer", args.tokenizer]
                 row[mode] = json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True).stdout)["cpu_s"]
-            row |= {f"ratio_{m}": round(row["tokenizers"] / row[m], 3) for m in ("pack1", "pack2")}
+            row |= {f"ratio_{m}": round(row["tokenizers"] / row[m], 3) for m in args.modes}
             print(json.dumps(row), flush=True)
     else:
         print(json.dumps(one(args.what, args.files, args.tokenizer)))

@@ -118,7 +118,7 @@ def curve(run: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(f))
 
 
-def test_a_twice_resumed_run_keeps_its_whole_csv_log_each_step_once(make_cfg, monkeypatch, tmp_path):
+def test_a_twice_resumed_run_keeps_its_whole_csv_log_each_step_once(make_cfg, monkeypatch, tmp_path, capsys):
     logged = [*EXACT, "trainer.log_every_n_steps=1"]
     train(make_cfg("pretrain", [*logged, f"paths.output_dir={tmp_path / 'whole'}"]))
     whole = curve(tmp_path / "whole")
@@ -135,8 +135,11 @@ def test_a_twice_resumed_run_keeps_its_whole_csv_log_each_step_once(make_cfg, mo
     assert losses(got) == losses(whole)  # (exact resume: the same numbers)
     # (but the validation due at the update a stop came at: a stop skips it, as a periodic checkpoint's resume does)
     assert validations(got) == [v for v in validations(whole) if v[0] != "2"]
-    train(make_cfg("pretrain", [*logged, "resume=auto"]))  # a finished run: nothing trained, nothing logged twice
-    assert losses(curve(run)) == losses(got) and validations(curve(run)) == validations(got)
+    finished = json.loads((run / "metrics.json").read_text())
+    again = train(make_cfg("pretrain", [*logged, "resume=auto"]))  # a finished run: nothing trained or logged twice
+    assert "the run had finished at step 10: its metrics.json is kept as it was" in capsys.readouterr().out
+    assert curve(run) == got  # (no validation either: its throughput rows were logged again)
+    assert again == finished == json.loads((run / "metrics.json").read_text())  # (its train/loss and sample were lost)
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])

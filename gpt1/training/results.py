@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 import lightning as L
 import torch
@@ -27,6 +27,16 @@ def write_metrics(output_dir: Path, metrics: dict[str, Any]) -> Path:
     with atomic_file(path, "w") as f:
         json.dump(metrics, f, indent=2, sort_keys=True)
     return path
+
+
+def finished_metrics(output_dir: Path, step: int) -> Optional[dict[str, Any]]:
+    """The run directory's metrics.json if the run it describes ended at ``step`` (a resumed attempt that found the
+    run finished: nothing to train, and its figures as they were), else None."""
+    try:
+        metrics = json.loads((output_dir / "metrics.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return metrics if isinstance(metrics, dict) and metrics.get("steps") == step else None
 
 
 def final_validation(

@@ -16,7 +16,7 @@ from gpt1.data.base import DataModule
 from gpt1.training.callbacks import BestWeights, SampleText, build_callbacks
 from gpt1.training.loggers import build_loggers, log_config, log_summary
 from gpt1.training.module import GPT1Module
-from gpt1.training.results import final_validation, val_metric_prefixes, write_metrics
+from gpt1.training.results import final_validation, finished_metrics, val_metric_prefixes, write_metrics
 from gpt1.training.resume import check_resume_fits
 from gpt1.training.schema import CallbacksConfig, Selection
 from gpt1.training.selection import select_weights
@@ -56,6 +56,8 @@ class TrainingRun:
         passes = self.trainer.accumulate_grad_batches if accumulate is None else accumulate
         self.trainer.accumulate_grad_batches = data.connect(self.trainer.world_size, passes)
         self.train_metrics: dict[str, float] = {}
+        self.finished: Optional[dict[str, Any]] = None
+        """A finished run's metrics.json, when this attempt resumed it at its last step (``fit``)."""
         """The training metrics (train/...) logged last in ``fit``."""
         log_config(self.trainer, cfg)
         print(f"run directory: {self.output_dir.resolve()}")
@@ -85,7 +87,18 @@ class TrainingRun:
         the validation metrics of the weights the run ends with: the last ones (their validation in fit, else a new
         one); with ``selection``, those it selects (loaded into the module), the last ones' as val_last/..., and
         selected_step (``gpt1.training.selection.select_weights``)."""
-        self.trainer.fit(self.module, datamodule=self.data, ckpt_path=check_resume_fits(resume, self.module))
+        ckpt_path = check_resume_fits(resume, self.module)
+        self.trainer.fit(self.module, datamodule=self.data, ckpt_path=ckpt_path)
+        if ckpt_path is not None and self.selection is None:  # (global rank 0 decides: a validation is collective)
+            finished = (
+                finished_metrics(self.output_dir, self.trainer.global_step) if self.trainer.is_global_zero else None
+            )
+            self.finished = self.trainer.strategy.broadcast(finished, src=0)
+        if self.finished is not None:  # this run had finished: nothing was trained, nothing is validated again
+            if self.trainer.is_global_zero:
+                print(f"the run had finished at step {self.trainer.global_step}: its metrics.json is kept as it was")
+            self.train_metrics = {k: v for k, v in self.finished.items() if k.startswith("train/")}
+            return {k: v for k, v in self.finished.items() if k.startswith(tuple(self.prefixes))}
         logged = self.trainer.callback_metrics.items()  # (before a validation replaces them)
         self.train_metrics = {k: float(v) for k, v in logged if k.startswith("train/")}
         last = final_validation(self.trainer, self.module, self.data, self.prefixes)
@@ -104,9 +117,12 @@ class TrainingRun:
     def finish(self, metrics: dict[str, Any], table: Optional[Callable[[], Any]] = None) -> Optional[Path]:
         """On global rank 0, write ``metrics`` to metrics.json and give them to W&B as its summary, with the table
         ``table()`` makes (``gpt1.training.results.sample_predictions``); metrics.json's path, or None on the other
-        ranks."""
+        ranks. A finished run resumed keeps its metrics.json as it was, and ``metrics`` become its figures."""
+        if self.finished is not None:  # a finished run resumed: its metrics.json as it was
+            metrics.clear()
+            metrics.update(self.finished)
         if not self.trainer.is_global_zero:
             return None
-        path = write_metrics(self.output_dir, metrics)
+        path = self.output_dir / "metrics.json" if self.finished else write_metrics(self.output_dir, metrics)
         log_summary(self.trainer.loggers, metrics, table() if table is not None else None)
         return path
