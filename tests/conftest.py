@@ -1,8 +1,9 @@
 """Shared fixtures: the sample data, Hydra composition of gpt1's configs, and a GPU marker that skips cleanly."""
 
 import os
+import signal
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -120,6 +121,16 @@ def sample_data() -> Path:
 def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One data cache for the session, so each corpus is tokenised once across tests."""
     return tmp_path_factory.mktemp("cache")
+
+
+@pytest.fixture
+def sigint_not_ignored() -> Iterator[None]:
+    """A shell's background job (a CI script's ``&``, ``nohup``) starts with SIGINT ignored, and gpt1 leaves an
+    ignored signal alone: give a test that sends Ctrl-C Python's own handler, as in a terminal, and put back what was
+    there."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
 
 
 @pytest.fixture

@@ -142,6 +142,7 @@ def test_a_twice_resumed_run_keeps_its_whole_csv_log_each_step_once(make_cfg, mo
     assert again == finished == json.loads((run / "metrics.json").read_text())  # (its train/loss and sample were lost)
 
 
+@pytest.mark.usefixtures("sigint_not_ignored")
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 def test_one_last_ckpt_whatever_stopped_the_run(make_cfg, monkeypatch, capsys, signum):
     """Stopped before its first periodic checkpoint (Ctrl-C at step 1 of a checkpoint every 2): Lightning's

@@ -50,13 +50,7 @@ LONG = [
 is still running."""
 
 
-@pytest.fixture(autouse=True)
-def sigint_not_ignored():
-    """A shell's background job starts with SIGINT ignored, and gpt1 leaves an ignored signal alone: give these runs
-    Python's own Ctrl-C handler, as in a terminal, and put back what was there."""
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
-    yield
-    signal.signal(signal.SIGINT, previous)
+pytestmark = pytest.mark.usefixtures("sigint_not_ignored")  # (tests/conftest.py)
 
 
 def weights(run: Path) -> dict[str, torch.Tensor]:
