@@ -56,9 +56,9 @@ class TrainingRun:
         passes = self.trainer.accumulate_grad_batches if accumulate is None else accumulate
         self.trainer.accumulate_grad_batches = data.connect(self.trainer.world_size, passes)
         self.train_metrics: dict[str, float] = {}
+        """The training metrics (train/...) logged last in ``fit``."""
         self.finished: Optional[dict[str, Any]] = None
         """A finished run's metrics.json, when this attempt resumed it at its last step (``fit``)."""
-        """The training metrics (train/...) logged last in ``fit``."""
         log_config(self.trainer, cfg)
         print(f"run directory: {self.output_dir.resolve()}")
 
