@@ -17,6 +17,8 @@ from __future__ import annotations
 import dataclasses
 import enum
 import os
+import pickle
+import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -153,9 +155,11 @@ class Loaded:
 
 
 def read_checkpoint(path: str | os.PathLike, map_location: str | torch.device = "cpu", mmap: bool = False) -> Any:
-    """The object saved in ``path`` (any torch file), or a ``CheckpointError`` naming ``path`` if it is missing or
-    cannot be read (truncated, corrupt, not a torch file). mmap: map the tensors instead of reading them (cheap, for
-    a look at the metadata, or for tensors to be copied into another layout)."""
+    """The object saved in ``path`` (any torch file), read as data: tensors, numbers, strings and containers only
+    (``torch.load(weights_only=True)``), so that nothing in the file can run code. A ``CheckpointError`` naming
+    ``path`` if it is missing, cannot be read (truncated, corrupt, not a torch file) or holds any other type (named in
+    the line). mmap: map the tensors instead of reading them (cheap, for a look at the metadata, or for tensors to be
+    copied into another layout)."""
     path = Path(path)
     if path.is_dir():  # e.g. a run directory: name the checkpoints in it
         found = [*sorted(path.glob("checkpoints/*.ckpt")), *sorted(path.glob("*.ckpt"))]
@@ -171,17 +175,31 @@ def read_checkpoint(path: str | os.PathLike, map_location: str | torch.device = 
         raise CheckpointError(f"checkpoint {path} does not exist: pass the path of a .ckpt file")
     try:
         try:
-            return torch.load(path, map_location=map_location, weights_only=False, mmap=mmap)
+            return torch.load(path, map_location=map_location, weights_only=True, mmap=mmap)
+        except pickle.UnpicklingError:
+            raise
         except Exception:
             if not mmap:
                 raise
-            return torch.load(path, map_location=map_location, weights_only=False)  # e.g. a pre-zip torch file
+            return torch.load(path, map_location=map_location, weights_only=True)  # e.g. a pre-zip torch file
     except Exception as e:
+        refused = REFUSED.search(str(e)) if isinstance(e, pickle.UnpicklingError) else None
+        if refused:
+            raise CheckpointError(
+                f"{path} holds a {refused.group(1)} object: refused, nothing of it was run (gpt1 reads a checkpoint "
+                "as data: tensors, numbers, strings; loading other types can run code from the file): use a "
+                "checkpoint written by gpt1, or, if you trust the file's source, save its tensors as plain data"
+            ) from None
         detail = _one_line(e, 200).split(". ")[0].rstrip(".")  # torch's first sentence (its others are advice)
         raise CheckpointError(
             f"{path} cannot be read as a checkpoint (truncated or corrupt? {detail}): use an intact copy, e.g. "
             "another checkpoint of its run"
         ) from e
+
+
+REFUSED = re.compile(r"GLOBAL ([\w.]+)")
+"""The type that torch's weights-only unpickler refused, in its message ("Unsupported global: GLOBAL os.system ...",
+"unsupported GLOBAL posix.system whose module posix is blocked")."""
 
 
 def load_checkpoint(

@@ -23,7 +23,7 @@ from safetensors.torch import load_file
 from safetensors.torch import save as safetensors_bytes
 from torch import nn
 
-from gpt1.checkpoints.format import empty_model, load_checkpoint, save_checkpoint
+from gpt1.checkpoints.format import empty_model, load_checkpoint, read_checkpoint, save_checkpoint
 from gpt1.core.errors import CheckpointError
 from gpt1.core.files import atomic_file
 from gpt1.model import GPT, GPTConfig
@@ -179,7 +179,7 @@ def _read_hf_weights(src: Path) -> dict[str, torch.Tensor]:
     if (src / "model.safetensors").is_file():
         return load_file(src / "model.safetensors")
     if (src / "pytorch_model.bin").is_file():
-        return torch.load(src / "pytorch_model.bin", map_location="cpu", weights_only=True)
+        return read_checkpoint(src / "pytorch_model.bin")  # as data: a refused type is one line
     raise CheckpointError(
         f"{src} has neither model.safetensors nor pytorch_model.bin: pass a directory written by save_pretrained "
         "(a sharded checkpoint must be merged first)"

@@ -88,7 +88,7 @@ class TrainingRun:
         one); with ``selection``, those it selects (loaded into the module), the last ones' as val_last/..., and
         selected_step (``gpt1.training.selection.select_weights``)."""
         ckpt_path = check_resume_fits(resume, self.module)
-        self.trainer.fit(self.module, datamodule=self.data, ckpt_path=ckpt_path)
+        self.trainer.fit(self.module, datamodule=self.data, ckpt_path=ckpt_path, weights_only=True)
         if ckpt_path is not None and self.selection is None:  # (global rank 0 decides: a validation is collective)
             finished = (
                 finished_metrics(self.output_dir, self.trainer.global_step) if self.trainer.is_global_zero else None

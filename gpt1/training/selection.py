@@ -8,8 +8,8 @@ from __future__ import annotations
 from typing import Any, Optional
 
 import lightning as L
-import torch
 
+from gpt1.checkpoints.format import read_checkpoint
 from gpt1.core.errors import CheckpointError
 from gpt1.training.callbacks.best_weights import BestWeights
 
@@ -36,7 +36,7 @@ def select_weights(trainer: L.Trainer, best: Optional[BestWeights], last: dict[s
                 f"{best.source}: the weights of the best validation (step {best.step}) are gone; "
                 "model_selection=last keeps the last weights instead"
             )
-        trainer.strategy.load_model_state_dict(torch.load(best.source, map_location="cpu", weights_only=False))
+        trainer.strategy.load_model_state_dict(read_checkpoint(best.source))
         if best.source != best.path:  # resumed in another directory: the fine-tuned checkpoint goes in this one
             trainer.save_checkpoint(best.path, weights_only=True)
     return {**best.metrics, **selected, "selected_step": best.step}
