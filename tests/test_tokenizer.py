@@ -206,9 +206,16 @@ def test_an_empty_prompt_starts_from_the_eod_token(tokenizer):
 
 
 def test_training_is_deterministic(sample_data):
-    """Same corpus, same ids: the trainer's hash-ordered alphabet is renumbered canonically."""
-    text = (sample_data / "books" / "train" / "the_war_of_the_worlds.txt").read_text()
-    assert train_bpe([text], vocab_size=600).to_str() == train_bpe([text], vocab_size=600).to_str()
+    """Same corpus, same merges and ids. tokenizers' trainer breaks ties between merges by ids it gives in hash order,
+    different in each trainer: on this novel at 512 it picked "it"+"s</w>" before "it"+"e</w>" in about half the
+    trainings before gpt1 numbered its units (8 trainings then gave 2 tokenizers, but with odds of 1 in 128)."""
+    text = (sample_data / "books" / "train" / "northanger_abbey.txt").read_text()
+    assert len({train_bpe([text], vocab_size=512).to_str() for _ in range(8)}) == 1
+
+
+def test_training_reads_its_texts_twice_so_an_iterator_is_refused():
+    with pytest.raises(TypeError, match="not an iterator"):
+        train_bpe(iter(["a few words"]), vocab_size=60)
 
 
 def test_special_token_names_are_the_original_ones():

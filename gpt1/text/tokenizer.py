@@ -201,19 +201,37 @@ def gpt1_pipeline(bpe: tokenizers.Tokenizer) -> tokenizers.Tokenizer:
 
 
 def train_bpe(texts: Iterable[str], vocab_size: int, min_frequency: int = 2) -> Tokenizer:
-    """Train a "gpt1"-pipeline BPE of ``vocab_size`` base entries on ``texts``, with the eod token appended."""
+    """Train a "gpt1"-pipeline BPE of ``vocab_size`` base entries on ``texts``, with the eod token appended. The texts
+    are read twice (a list, or any iterable that iterates again; not an iterator).
+
+    The same texts give the same tokenizer in every process. tokenizers' trainer numbers the end-of-word units it
+    meets ("s</w>") in hash order, and between merges of equal count it picks by those numbers
+    (huggingface/tokenizers#1794), so a rerun could pick another merge. A first pass collects the units; the second
+    trains with them numbered in sorted order after the alphabet (as the trainer's special tokens, in the order it
+    numbers the rest), which fixes every tie."""
+    if iter(texts) is texts:
+        raise TypeError("train_bpe reads its texts twice: pass a list or a re-iterable, not an iterator")
+    base = _bpe(texts, 0, min_frequency, []).get_vocab().keys() - {UNK_TOKEN}
+    units = {t for t in base if t.endswith(END_OF_WORD)}
+    bpe = _bpe(texts, vocab_size, min_frequency, [*sorted(base - units), *sorted(units)])
+    tokenizer = Tokenizer(_canonical_ids(bpe))
+    tokenizer.add_special_tokens(["eod"])
+    return tokenizer
+
+
+def _bpe(texts: Iterable[str], vocab_size: int, min_frequency: int, base: list[str]) -> tokenizers.Tokenizer:
+    """tokenizers' BPE trained on ``texts``, numbering <unk> then ``base`` first (vocab_size 0: only the alphabet and
+    the end-of-word units, no merge)."""
     bpe = gpt1_pipeline(tokenizers.Tokenizer(models.BPE(unk_token=UNK_TOKEN, end_of_word_suffix=END_OF_WORD)))
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,
         min_frequency=min_frequency,
-        special_tokens=[UNK_TOKEN],  # id 0, as in the original vocab
+        special_tokens=[UNK_TOKEN, *base],  # <unk>: id 0, as in the original vocab
         end_of_word_suffix=END_OF_WORD,
         show_progress=False,
     )
     bpe.train_from_iterator(texts, trainer=trainer)
-    tokenizer = Tokenizer(_canonical_ids(bpe))
-    tokenizer.add_special_tokens(["eod"])
-    return tokenizer
+    return bpe
 
 
 def _canonical_ids(bpe: tokenizers.Tokenizer) -> tokenizers.Tokenizer:
@@ -287,4 +305,14 @@ def build_tokenizer(cfg: TokenizerConfig, texts: Callable[[], Iterable[str]] | N
         return tokenizer
     if texts is None:
         raise ConfigError("tokenizer.path is not set and there is no corpus to train a tokenizer on")
-    return train_bpe(texts(), cfg.vocab_size, cfg.min_frequency)
+    return train_bpe(_Reread(texts), cfg.vocab_size, cfg.min_frequency)
+
+
+@dataclass
+class _Reread:
+    """``texts()`` as an iterable that reads them anew each time it is iterated."""
+
+    texts: Callable[[], Iterable[str]]
+
+    def __iter__(self):
+        return iter(self.texts())
