@@ -148,6 +148,24 @@ def test_lightning_epoch_batch_progress():
     assert progress.processed == 0, "Lightning's batch progress has no processed count"
 
 
+def test_lightning_batch_counts_in_other_passes():
+    """``count_batches_in_passes``: the four counts of the epoch loop's current and total batch progress, moved to
+    another number of passes per update at their offsets (a checkpoint saved at a batch's end: completed trails)."""
+    import lightning as L
+
+    trainer = L.Trainer(accelerator="cpu", logger=False, enable_checkpointing=False, enable_progress_bar=False)
+    progress = trainer.fit_loop.epoch_loop.batch_progress
+    for tracker, n in ((progress.current, 6), (progress.total, 14)):
+        tracker.ready = tracker.started = tracker.processed = n
+        tracker.completed = n - 1
+    assert compat.count_batches_in_passes(trainer, 2, 1)  # 3 and 7 updates of 2 passes: 3 and 7 of 1
+    assert [(t.ready, t.started, t.processed, t.completed) for t in (progress.current, progress.total)] == [
+        (3, 3, 3, 2),
+        (7, 7, 7, 6),
+    ]
+    assert not compat.count_batches_in_passes(trainer, 2, 4) and progress.current.processed == 3  # not whole: kept
+
+
 # -- submitit ---------------------------------------------------------------------------------------------------------
 
 

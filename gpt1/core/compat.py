@@ -136,6 +136,23 @@ def epoch_batch_progress(trainer: object) -> object:
     return trainer.fit_loop.epoch_loop.batch_progress.current
 
 
+def count_batches_in_passes(trainer: object, then: int, now: int) -> bool:
+    """Make Lightning's counts of training batches, restored from a run that took ``then`` batches per update,
+    those of the same updates in ``now`` batches each: this epoch's and all epochs' (``ready``, ``started``,
+    ``processed``, ``completed`` of ``trainer.fit_loop.epoch_loop.batch_progress``'s ``current`` and ``total``,
+    undocumented), each kept at its offset from ``processed`` (``completed`` trails it by one after a save at a batch's
+    end). False, changing nothing, when a count of processed batches is not a whole number of updates."""
+    progress = trainer.fit_loop.epoch_loop.batch_progress
+    trackers = (progress.current, progress.total)
+    if any(t.processed % then for t in trackers):
+        return False
+    for tracker in trackers:
+        processed = tracker.processed
+        for name in ("ready", "started", "processed", "completed"):
+            setattr(tracker, name, processed // then * now + getattr(tracker, name) - processed)
+    return True
+
+
 # -- submitit ---------------------------------------------------------------------------------------------------------
 
 

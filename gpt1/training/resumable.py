@@ -1,6 +1,6 @@
 """What makes a stopped and resumed run the same run: the CPU matmul kernels its weights were made with, fixed at its
-start and carried by its checkpoints (``RunKernels``), and a CSV log that continues instead of starting over
-(``ResumableCSVLogger``)."""
+start and carried by its checkpoints (``RunKernels``), the epoch continued at the same example on another number of
+processes (``ContinueEpoch``), and a CSV log that continues instead of starting over (``ResumableCSVLogger``)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,8 @@ from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.loggers import CSVLogger
 from lightning.pytorch.loggers.logger import rank_zero_experiment
 
-from gpt1.core.compat import csv_writer_keeping_its_file, logger_experiment
+from gpt1.core.compat import count_batches_in_passes, csv_writer_keeping_its_file, logger_experiment
+from gpt1.core.errors import CheckpointError
 from gpt1.core.files import atomic_file
 from gpt1.cpu import kernels, settings
 
@@ -72,6 +73,22 @@ class RunKernels(Callback):
         print(line, file=sys.stderr, flush=True)
         with atomic_file(self.record, "w") as f:
             json.dump(used, f, indent=1, sort_keys=True)
+
+
+class ContinueEpoch(Callback):
+    """A run resumed with another number of forward passes per update than its checkpoint's run took
+    (``micro_batch_size`` over another number of processes) counts the epoch's batches that Lightning restored in
+    this run's passes, so that the epoch goes on at the same example and each update gathers the same batches. Nothing
+    else needs doing on another number of processes: the training order is one of global batches
+    (``gpt1.data.base.DataModule``)."""
+
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        then, now = getattr(trainer.datamodule, "resumed_passes", None), trainer.accumulate_grad_batches
+        if then is not None and then != now and not count_batches_in_passes(trainer, then, now):
+            raise CheckpointError(
+                f"{trainer.ckpt_path} was saved in the middle of an update of {then} forward passes, which this run "
+                f"takes in {now}: resume it with the processes and micro_batch_size it was saved with"
+            )
 
 
 def _kinds(matmuls: dict[str, str]) -> str:

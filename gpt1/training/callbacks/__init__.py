@@ -1,8 +1,9 @@
 """The callbacks of a gpt1 run, one per module, all built by ``build_callbacks``: periodic checkpoints
 (``periodic_checkpoint``, written atomically by ``atomic_io``'s plugin), a checkpoint on SIGTERM, Ctrl-C or a SLURM
 job's time-limit warning (``safe_stop``), text samples (``sample_text``), the metrics of a short run
-(``short_runs``), the weights of the best validation (``best_weights``); and, from ``gpt1.training.resumable``, the
-run's CPU kernels and its continued CSV log. Every name is importable from here, as when this was one module."""
+(``short_runs``), the weights of the best validation (``best_weights``); and, from
+``gpt1.training.resumable``, the run's CPU kernels, its epoch continued in another number of passes, and its
+continued CSV log. Every name is importable from here, as when this was one module."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from gpt1.training.callbacks.safe_stop import SafeStop
 from gpt1.training.callbacks.sample_text import SampleText
 from gpt1.training.callbacks.short_runs import LogShortRuns
 from gpt1.training.console import print_above_bar
-from gpt1.training.resumable import ForgetLogsOfAFreshStart, RunKernels
+from gpt1.training.resumable import ContinueEpoch, ForgetLogsOfAFreshStart, RunKernels
 from gpt1.training.schema import CallbacksConfig
 
 __all__ = [
@@ -72,6 +73,7 @@ def build_callbacks(
             # GPT1Module.on_before_batch_transfer counts them), over 10 steps
             callbacks.append(ThroughputMonitor(lambda b: b["input_ids"].size(0), lambda b: b["tokens"], window_size=10))
     callbacks.append(RunKernels(output_dir))  # the run's CPU kernels, fixed at its start, in every checkpoint
+    callbacks.append(ContinueEpoch())  # a resumed epoch's batches counted in this run's passes per update
     if with_loggers:
         callbacks.append(ForgetLogsOfAFreshStart())
     callbacks.append(SafeStop(output_dir / "checkpoints" / "last.ckpt"))  # after the batch's other callbacks
