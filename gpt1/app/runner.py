@@ -26,6 +26,7 @@ from gpt1.core.compat import hydra_reports_through
 from gpt1.core.errors import EXIT_USER_ERROR, UserError
 from gpt1.core.files import WriteError, write_error
 from gpt1.core.memory import memory_line, peak_memory
+from gpt1.core.provenance import recorded_attempt
 from gpt1.cpu.settings import configure as configure_cpu
 
 _LIBRARY_USER_ERRORS = {
@@ -121,15 +122,21 @@ def _memory_line_after(fn: Callable[[Any], Any]) -> Callable[[Any], Any]:
 def command(config_name: str) -> Callable[[Callable[[Any], Any]], Callable[[], None]]:
     """``@hydra.main`` for a gpt1 command: its config ``conf/<config_name>.yaml`` from the installed package, the
     schemas registered, user errors (in the configuration or raised by the command) reported as one line, its peak
-    memory as its last line (``gpt1.core.memory``), and the CPU settings applied (``gpt1.cpu.settings.configure``) in
+    memory as its last line (``gpt1.core.memory``), each attempt recorded in its run directory's provenance.json
+    (global rank 0: ``gpt1.core.provenance``), and the CPU settings applied (``gpt1.cpu.settings.configure``) in
     every process that runs it, DDP's other ranks and the jobs of a submitit launcher (SLURM's, which run the job's
     function in a process of their own) included."""
 
     def decorate(fn: Callable[[Any], Any]) -> Callable[[], None]:
         @functools.wraps(fn)
         def job(cfg: Any) -> Any:
+            from lightning_utilities.core.rank_zero import rank_zero_only
+
             configure_cpu()  # (idempotent: a no-op where main below ran; a launcher's job process has not)
-            return fn(cfg)
+            if getattr(rank_zero_only, "rank", 0) != 0:
+                return fn(cfg)
+            with recorded_attempt(cfg.paths.output_dir):  # provenance.json: what ran, and how it ended
+                return fn(cfg)
 
         hydra_main = hydra.main(version_base="1.3", config_path="pkg://gpt1.conf", config_name=config_name)(
             user_errors(_memory_line_after(job))

@@ -1,7 +1,7 @@
 """The callbacks of a gpt1 run, one per module, all built by ``build_callbacks``: periodic checkpoints
 (``periodic_checkpoint``, written atomically by ``atomic_io``'s plugin), a checkpoint on SIGTERM, Ctrl-C or a SLURM
 job's time-limit warning (``safe_stop``), text samples (``sample_text``), the metrics of a short run
-(``short_runs``), the weights of the best validation (``best_weights``); and, from
+(``short_runs``), the weights of the best validation (``best_weights``), how the run ran (``provenance``); and, from
 ``gpt1.training.resumable``, the run's CPU kernels, its epoch continued in another number of passes, and its
 continued CSV log. Every name is importable from here, as when this was one module."""
 
@@ -15,6 +15,7 @@ from lightning.pytorch.callbacks import Callback, LearningRateMonitor, Throughpu
 from gpt1.training.callbacks.atomic_io import AtomicCheckpointIO
 from gpt1.training.callbacks.best_weights import BestWeights
 from gpt1.training.callbacks.periodic_checkpoint import PeriodicCheckpoint
+from gpt1.training.callbacks.provenance import RecordRun
 from gpt1.training.callbacks.safe_stop import SafeStop
 from gpt1.training.callbacks.sample_text import SampleText
 from gpt1.training.callbacks.short_runs import LogShortRuns
@@ -27,6 +28,7 @@ __all__ = [
     "BestWeights",
     "LogShortRuns",
     "PeriodicCheckpoint",
+    "RecordRun",
     "SafeStop",
     "SampleText",
     "build_callbacks",
@@ -74,6 +76,7 @@ def build_callbacks(
             callbacks.append(ThroughputMonitor(lambda b: b["input_ids"].size(0), lambda b: b["tokens"], window_size=10))
     callbacks.append(RunKernels(output_dir))  # the run's CPU kernels, fixed at its start, in every checkpoint
     callbacks.append(ContinueEpoch())  # a resumed epoch's batches counted in this run's passes per update
+    callbacks.append(RecordRun(output_dir))  # how this attempt runs, its kernels fixed: provenance.json and W&B
     if with_loggers:
         callbacks.append(ForgetLogsOfAFreshStart())
     callbacks.append(SafeStop(output_dir / "checkpoints" / "last.ckpt"))  # after the batch's other callbacks
