@@ -80,6 +80,31 @@ def test_hydra_reports_its_errors_through_run_and_report():
     assert utils.run_and_report is original
 
 
+def test_hydra_sweepers_launch_through_the_launcher_plugins_instantiates(monkeypatch):
+    """``launchers_wrapped_by``: Hydra's basic and Optuna sweepers take their launcher from
+    ``Plugins.instantiate_launcher`` (and launch through it), which is replaced on the class and put back."""
+    import inspect
+
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from hydra.core.plugins import Plugins
+    from hydra_plugins.hydra_optuna_sweeper._impl import OptunaSweeperImpl
+
+    for sweeper in (BasicSweeper, OptunaSweeperImpl):
+        assert "self.launcher = Plugins.instance().instantiate_launcher(" in inspect.getsource(sweeper.setup)
+        assert "self.launcher.launch(" in inspect.getsource(sweeper.sweep)
+    assert inspect.signature(Plugins.instantiate_launcher).parameters.keys() == {
+        "self",
+        "hydra_context",
+        "task_function",
+        "config",
+    }
+    made = lambda self, **kwargs: ("launcher", kwargs)  # noqa: E731  (what Hydra's would make)
+    monkeypatch.setattr(Plugins, "instantiate_launcher", made)
+    with compat.launchers_wrapped_by(lambda launcher: ("wrapped", launcher)):
+        assert Plugins.instance().instantiate_launcher(config=1) == ("wrapped", ("launcher", {"config": 1}))
+    assert Plugins.instantiate_launcher is made
+
+
 # -- OmegaConf --------------------------------------------------------------------------------------------------------
 
 

@@ -32,7 +32,7 @@ from gpt1.model import GPT, PRESETS
 from gpt1.training.fsdp import FSDP2Strategy
 from gpt1.training.module import GPT1Module
 from gpt1.training.trainer import build_strategy, build_trainer, check_accelerator, compile_model
-from tests.conftest import FEW, FEW_FINETUNE, TINY_RUN
+from tests.conftest import FEW, FEW_FINETUNE, TINY_RUN, sweep_jobs
 
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
 CPU_DDP = ["trainer=ddp", "trainer.accelerator=cpu", "trainer.devices=2", "trainer.precision=32-true"]
@@ -288,21 +288,29 @@ def test_a_compiled_run_saves_plain_parameter_names(tmp_path, cache_dir):
 # -- launchers ---------------------------------------------------------------------------------------------------
 
 
-def test_a_local_submitit_sweep_runs_each_job_in_its_directory(tmp_path, cache_dir):
+def test_a_local_submitit_sweep_runs_each_job_in_its_directory_and_resumes(tmp_path, cache_dir):
+    """Then the sweep extended by a job, with resume=auto: the two finished jobs are not launched (their directories
+    byte-equal), the new one runs in its own."""
     sweep = tmp_path / "sweep"
-    run_gpt1(
-        "pretrain",
-        "-m",
-        "hydra/launcher=submitit_local",
-        *FEW,
-        "trainer.max_steps=2",
-        "optim.lr=1e-3,3e-3",
-        f"hydra.sweep.dir={sweep}",
-        f"paths.cache_dir={cache_dir}",
-        cwd=tmp_path,
-    )
-    for job in ("0", "1"):
-        assert json.loads((sweep / job / "metrics.json").read_text())["steps"] == 2
+    args = [*FEW, "trainer.max_steps=2", f"hydra.sweep.dir={sweep}", f"paths.cache_dir={cache_dir}"]
+    run_gpt1("pretrain", "-m", "hydra/launcher=submitit_local", "optim.lr=1e-3,3e-3", *args, cwd=tmp_path)
+    jobs = sweep_jobs(sweep)
+    assert [job.name.rpartition("-")[0] for job in jobs] == ["optim.lr=0.001", "optim.lr=0.003"]
+    for job in jobs:
+        assert json.loads((job / "metrics.json").read_text())["steps"] == 2
+    kept = {job: sorted((p, p.read_bytes()) for p in job.rglob("*") if p.is_file()) for job in jobs}
+    out = run_gpt1(
+        "pretrain", "-m", "hydra/launcher=submitit_local", "optim.lr=1e-3,3e-3,1e-2", "resume=auto", *args, cwd=tmp_path
+    ).stdout
+    lines = [line.strip() for line in out.splitlines() if line.startswith("  optim.lr=")]
+    assert [line.partition(" (")[0] for line in lines] == [
+        "optim.lr=0.001: finished before: not run again, its directory kept as it was",
+        "optim.lr=0.003: finished before: not run again, its directory kept as it was",
+        "optim.lr=0.01: started",
+    ]
+    assert {job: sorted((p, p.read_bytes()) for p in job.rglob("*") if p.is_file()) for job in jobs} == kept
+    (new,) = set(sweep_jobs(sweep)) - set(jobs)
+    assert json.loads((new / "metrics.json").read_text())["steps"] == 2
 
 
 @pytest.fixture

@@ -22,6 +22,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from gpt1.app.registration import register
 from gpt1.app.suggest import config_hint
+from gpt1.app.sweep import resuming_sweeps
 from gpt1.core.compat import hydra_reports_through
 from gpt1.core.errors import EXIT_USER_ERROR, UserError
 from gpt1.core.files import WriteError, write_error
@@ -123,9 +124,9 @@ def command(config_name: str) -> Callable[[Callable[[Any], Any]], Callable[[], N
     """``@hydra.main`` for a gpt1 command: its config ``conf/<config_name>.yaml`` from the installed package, the
     schemas registered, user errors (in the configuration or raised by the command) reported as one line, its peak
     memory as its last line (``gpt1.core.memory``), each attempt recorded in its run directory's provenance.json
-    (global rank 0: ``gpt1.core.provenance``), and the CPU settings applied (``gpt1.cpu.settings.configure``) in
-    every process that runs it, DDP's other ranks and the jobs of a submitit launcher (SLURM's, which run the job's
-    function in a process of their own) included."""
+    (global rank 0: ``gpt1.core.provenance``), a ``-m`` run resumable (``gpt1.app.sweep``), and the CPU settings
+    applied (``gpt1.cpu.settings.configure``) in every process that runs it, DDP's other ranks and the jobs of a
+    submitit launcher (SLURM's, which run the job's function in a process of their own) included."""
 
     def decorate(fn: Callable[[Any], Any]) -> Callable[[], None]:
         @functools.wraps(fn)
@@ -146,7 +147,7 @@ def command(config_name: str) -> Callable[[Callable[[Any], Any]], Callable[[], N
         def main() -> None:
             configure_cpu()  # before the first large allocation
             register()
-            with hydra_reports_through(user_errors):  # Hydra's own errors (composing the config) in one line too
+            with hydra_reports_through(user_errors), resuming_sweeps():  # Hydra's own errors in one line too
                 user_errors(hydra_main)()  # the flags' own errors, before Hydra composes anything
 
         return main

@@ -59,6 +59,22 @@ def hydra_reports_through(wrap: Callable[[Callable[[], Any]], Callable[[], Any]]
         utils.run_and_report = original
 
 
+@contextmanager
+def launchers_wrapped_by(wrap: Callable[[Any], Any]) -> Iterator[None]:
+    """Within it, every launcher a Hydra sweeper instantiates (through ``Plugins.instantiate_launcher``, which every
+    sweeper calls and then launches its jobs through what it returns) is ``wrap(launcher)``: gpt1's resumable sweeps
+    (``gpt1.app.sweep``). Hydra has no hook between a sweeper and its launcher: the method is replaced on the class (not
+    on the instance, which a submitit job's pickled state holds), then put back."""
+    from hydra.core.plugins import Plugins
+
+    original = Plugins.instantiate_launcher
+    Plugins.instantiate_launcher = lambda self, **kwargs: wrap(original(self, **kwargs))
+    try:
+        yield
+    finally:
+        Plugins.instantiate_launcher = original
+
+
 # -- OmegaConf --------------------------------------------------------------------------------------------------------
 
 
