@@ -23,9 +23,9 @@ from gpt1.core.errors import CheckpointError, ConfigError
 from gpt1.data.base import split_batch
 from gpt1.data.task_batches import IGNORE_INDEX
 from gpt1.data.task_data import TaskDataModule
-from gpt1.model.heads import task_logits
 from gpt1.model.lstm import LSTM
 from gpt1.tasks.metrics import build_metric
+from gpt1.tasks.packing import task_logits
 from gpt1.tasks.spec import TASK_SPECIAL_TOKENS, task_from_dict
 from gpt1.training.task_module import TaskModule
 from tests.conftest import TINY_RUN
