@@ -22,7 +22,7 @@ ENV_BEFORE_GPT1 = dict(os.environ)
 from hydra import compose, initialize_config_module  # noqa: E402
 from omegaconf import DictConfig  # noqa: E402
 
-from gpt1.app.config import default_sample_data, register  # noqa: E402
+from gpt1.app.registration import default_sample_data, register  # noqa: E402
 
 register()  # the schemas, for the configs the tests compose as the commands do
 

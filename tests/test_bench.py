@@ -9,8 +9,8 @@ import torch
 
 import gpt1.cpu.kernels
 import gpt1.cpu.settings
-import gpt1.model
 import gpt1.tools.bench
+from gpt1.model.decoder import GPT, PRESETS
 from gpt1.tools.bench import DENSE_PEAK_TFLOPS, device_peak, main
 from gpt1.tools.bench_report import report
 
@@ -95,10 +95,7 @@ def test_every_figure_is_the_median_of_its_runs_and_the_ratios_follow(stubbed, t
     assert gen["batch1_ms_per_token_range"] == pytest.approx([10.5, 43])
     assert gen["batch2_ms_per_token"] == pytest.approx(17.5)
     assert out["hf"]["speedup_generate"] == pytest.approx(40.0 / b1)
-    weights = sum(
-        p.numel() * 4
-        for p in gpt1.model.GPT(gpt1.tools.bench.replace(gpt1.model.PRESETS["tiny"], vocab_size=40481)).parameters()
-    )
+    weights = sum(p.numel() * 4 for p in GPT(gpt1.tools.bench.replace(PRESETS["tiny"], vocab_size=40481)).parameters())
     assert out["decode_bound_ms"] == pytest.approx(1e3 * weights / 1e9) and gen["bound_fraction"] == pytest.approx(
         out["decode_bound_ms"] / b1
     )
@@ -223,7 +220,7 @@ def test_the_matrix_vector_ceiling_tries_every_decoding_kernel_whatever_was_chos
         "linear",
         lambda *a: kernels_run.append(gpt1.cpu.kernels.CPU_MATMULS["decode"]) or real_linear(*a),
     )
-    model = gpt1.model.GPT(gpt1.model.PRESETS["tiny"])
+    model = GPT(PRESETS["tiny"])
     gpt1.tools.bench.gemv_bandwidth(model)
     assert seen == ["torch"] * 3  # F.linear, the row blocks, the column blocks (no oneDNN here); each restored
     assert set(kernels_run) == {"row_blocks", "column_blocks"}
@@ -253,7 +250,7 @@ def test_the_cpu_peak_counts_each_weights_three_products_by_their_fastest_way(mo
         return float(len(ways))  # each way slower than the one before: a product's first way is its fastest
 
     monkeypatch.setattr(gpt1.tools.bench, "median_seconds", seconds)
-    config = gpt1.model.PRESETS["tiny"]
+    config = PRESETS["tiny"]
     C, V, M = config.n_embd, config.vocab_size, 8
     peak = gpt1.tools.bench.gemm_peak(config, M, torch.device("cpu"), torch.float32)
     flops = sum(3 * 2 * M * C * n for n in (3 * C, C, config.n_inner, config.n_inner, V))

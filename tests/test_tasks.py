@@ -20,8 +20,9 @@ from omegaconf import OmegaConf
 from gpt1.core.errors import ConfigError, DataError
 from gpt1.data.task_batches import IGNORE_INDEX, PAD_ID, Collate, EpochSampler, real_tokens
 from gpt1.data.task_data import TaskDataModule
-from gpt1.tasks import Truncation, get_task_type, kept_lengths
+from gpt1.tasks.registry import get_task_type
 from gpt1.tasks.spec import TASK_SPECIAL_TOKENS, TaskConfig, task_from_dict, task_to_dict
+from gpt1.tasks.task_type import Truncation, kept_lengths
 from gpt1.text.tokenizer import Tokenizer, train_bpe
 
 REPO = Path(__file__).resolve().parents[1]

@@ -3,8 +3,3 @@ class each behind one interface (``task_type``: ``TaskType``; ``classification``
 ``winograd``) found by name through one registry (``registry``: ``get_task_type``, ``register``), a split's examples
 as text (``examples``), a batch through the decoder and its head, packed (``packing``), the metrics (``metrics``) and
 the zero-shot heuristics (``heuristics``), each one entry."""
-
-from gpt1.tasks.registry import get_task_type, register, task_types
-from gpt1.tasks.task_type import TaskType, Transform, Truncation, kept_lengths
-
-__all__ = ["TaskType", "Transform", "Truncation", "get_task_type", "kept_lengths", "register", "task_types"]

@@ -82,7 +82,7 @@ class Texts(Protocol):
 
 
 class TaskType:
-    """One kind of task, registered by ``name`` (``gpt1.tasks.register``): a task spec's ``type`` picks it.
+    """One kind of task, registered by ``name`` (``gpt1.tasks.registry.register``): a task spec's ``type`` picks it.
 
     Subclasses set the class attributes and implement ``sequences`` and ``truncated``; the rest has defaults for a
     classifier of one or more sequences per example, whose head reads the extract token's final state.

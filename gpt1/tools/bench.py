@@ -65,14 +65,14 @@ from omegaconf import OmegaConf
 from torch.nn import functional as F
 
 import gpt1.cpu.kernels
-from gpt1.app.config import resolve_device
+from gpt1.app.devices import resolve_device
 from gpt1.app.runner import user_errors
 from gpt1.checkpoints.format import empty_model
 from gpt1.core.errors import ConfigError
 from gpt1.cpu.kernels import onednn_available
 from gpt1.cpu.settings import configure, cpu_flags, cpu_model, measure_matmuls
 from gpt1.data.task_batches import IGNORE_INDEX, real_tokens
-from gpt1.model import GPT, PRESETS, GPTConfig
+from gpt1.model.decoder import GPT, PRESETS, GPTConfig
 from gpt1.model.layers import linear
 from gpt1.model.token_step import decoded_weights, store_for_decoding
 from gpt1.tools.bench_report import report
@@ -261,7 +261,7 @@ def multiple_choice_batch(
     import datasets
     from hydra import compose, initialize_config_module
 
-    from gpt1.app.config import default_sample_data, register
+    from gpt1.app.registration import default_sample_data, register
     from gpt1.data.task_data import TaskDataModule
     from gpt1.tasks.spec import TASK_SPECIAL_TOKENS
     from gpt1.text.tokenizer import load_tokenizer
@@ -459,7 +459,7 @@ def time_multiple_choice(run: Run) -> None:
         print(f"gpt1 bench: {note}", file=sys.stderr, flush=True)
     if note or not args.mc_batch:
         return
-    from gpt1.app.config import OptimConfig
+    from gpt1.training.schema import OptimConfig
     from gpt1.training.task_module import TaskModule
 
     progress(

@@ -13,7 +13,9 @@ from typing import Any, Optional
 from omegaconf import DictConfig
 
 from gpt1.data.base import DataModule
-from gpt1.training.callbacks import BestWeights, SampleText, build_callbacks
+from gpt1.training.callbacks import build_callbacks
+from gpt1.training.callbacks.best_weights import BestWeights
+from gpt1.training.callbacks.sample_text import SampleText
 from gpt1.training.loggers import build_loggers, log_config, log_summary
 from gpt1.training.module import GPT1Module
 from gpt1.training.results import final_validation, finished_metrics, val_metric_prefixes, write_metrics

@@ -11,7 +11,7 @@ from torch.nn import functional as F
 from torchmetrics import MaxMetric, MeanMetric, MinMetric
 
 from gpt1.data.task_batches import IGNORE_INDEX
-from gpt1.model import GPT
+from gpt1.model.decoder import GPT
 from gpt1.model.lstm import LSTM
 from gpt1.tasks.metrics import build_metric
 from gpt1.tasks.packing import TaskOutput, task_logits
