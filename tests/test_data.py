@@ -407,7 +407,7 @@ def test_a_new_file_format_is_one_entry(tmp_path, monkeypatch):
     and its errors name the line."""
     from gpt1.data.corpus import CorpusSource
     from gpt1.data.sources import FORMATS, Csv
-    from gpt1.data.task_rows import TaskSource
+    from gpt1.tasks.rows import TaskSource
     from gpt1.tasks.spec import TaskConfig, split_specs
 
     class Psv(Csv):

@@ -23,12 +23,12 @@ from gpt1.commands.evaluate import evaluate
 from gpt1.commands.finetune import finetune, start_from
 from gpt1.commands.zeroshot import zeroshot
 from gpt1.core.errors import ConfigError
-from gpt1.data.task_batches import EpochSampler
-from gpt1.data.task_data import TaskDataModule
 from gpt1.model.decoder import GPT, PRESETS, GPTConfig
 from gpt1.model.heads import MultipleChoiceHead
+from gpt1.tasks.batches import EpochSampler
 from gpt1.tasks.registry import get_task_type
 from gpt1.tasks.spec import task_from_dict
+from gpt1.tasks.task_data import TaskDataModule
 from gpt1.training.schema import OptimConfig
 from tests.conftest import REPO
 from tests.test_finetune import FAST, pretrained  # noqa: F401  (the tiny pre-trained checkpoint)

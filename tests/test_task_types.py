@@ -74,7 +74,7 @@ def test_a_new_task_type_fine_tunes_evaluates_and_predicts(make_cfg, tiny_ckpt, 
     assert (run / "predictions" / "test.tsv").read_text().splitlines()[0] == "index\tprediction"
 
     # the transformation is the type's: the hypothesis first
-    from gpt1.data.task_data import TaskDataModule
+    from gpt1.tasks.task_data import TaskDataModule
 
     data = TaskDataModule(
         loaded.task,

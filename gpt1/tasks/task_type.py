@@ -61,7 +61,7 @@ class Transform:
 
 
 class Ragged(Protocol):
-    """Variable-length id sequences (``gpt1.data.task_encoding.Ragged``): ``seqs[i]`` and ``seqs.lengths`` (n,)."""
+    """Variable-length id sequences (``gpt1.tasks.encoding.Ragged``): ``seqs[i]`` and ``seqs.lengths`` (n,)."""
 
     lengths: np.ndarray
 
@@ -69,7 +69,7 @@ class Ragged(Protocol):
 
 
 class Texts(Protocol):
-    """A split's encoded texts (``gpt1.data.task_encoding.EncodedSplit``), as a task type reads them."""
+    """A split's encoded texts (``gpt1.tasks.encoding.EncodedSplit``), as a task type reads them."""
 
     text: Ragged
     """(N, ·) the text, premise or context."""

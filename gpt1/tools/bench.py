@@ -71,10 +71,10 @@ from gpt1.checkpoints.format import empty_model
 from gpt1.core.errors import ConfigError
 from gpt1.cpu.kernels import onednn_available
 from gpt1.cpu.settings import configure, cpu_flags, cpu_model, measure_matmuls
-from gpt1.data.task_batches import IGNORE_INDEX, real_tokens
 from gpt1.model.decoder import GPT, PRESETS, GPTConfig
 from gpt1.model.layers import linear
 from gpt1.model.token_step import decoded_weights, store_for_decoding
+from gpt1.tasks.batches import IGNORE_INDEX, real_tokens
 from gpt1.tools.bench_report import report
 from gpt1.training.module import next_token_loss
 
@@ -262,8 +262,8 @@ def multiple_choice_batch(
     from hydra import compose, initialize_config_module
 
     from gpt1.app.registration import default_sample_data, register
-    from gpt1.data.task_data import TaskDataModule
     from gpt1.tasks.spec import TASK_SPECIAL_TOKENS
+    from gpt1.tasks.task_data import TaskDataModule
     from gpt1.text.tokenizer import load_tokenizer
 
     sample = Path(os.environ.get("GPT1_SAMPLE_DATA", default_sample_data()))

@@ -10,9 +10,9 @@ from torch import nn
 from torch.nn import functional as F
 from torchmetrics import MaxMetric, MeanMetric, MinMetric
 
-from gpt1.data.task_batches import IGNORE_INDEX
 from gpt1.model.decoder import GPT
 from gpt1.model.lstm import LSTM
+from gpt1.tasks.batches import IGNORE_INDEX
 from gpt1.tasks.metrics import build_metric
 from gpt1.tasks.packing import TaskOutput, task_logits
 from gpt1.tasks.spec import TaskConfig
