@@ -22,7 +22,8 @@ import numpy as np
 from gpt1.core.errors import DataError
 from gpt1.core.quoting import Quoting
 from gpt1.data.base import cache_key
-from gpt1.data.sources import FileSource, HubSource, Source, file_format, line_without, row_location
+from gpt1.data.formats import file_format, line_without, row_location
+from gpt1.data.sources import FileSource, HubSource, Source
 from gpt1.tasks.examples import Examples
 from gpt1.tasks.spec import SplitSpec, TaskConfig, as_columns
 
