@@ -8,7 +8,6 @@ from typing import Any
 
 import torch
 
-from gpt1.checkpoints.hf import config_to_hf, to_hf_state_dict
 from gpt1.model.decoder import GPT
 from gpt1.tools.bench_measure import median_seconds, train_step
 
@@ -16,6 +15,8 @@ from gpt1.tools.bench_measure import median_seconds, train_step
 def hf_twin(model: GPT, double_heads: bool = False) -> torch.nn.Module:
     """HF's OpenAIGPT(LMHead|DoubleHeads)Model holding exactly ``model``'s weights."""
     import transformers
+
+    from gpt1.checkpoints.hf import config_to_hf, to_hf_state_dict
 
     cls = transformers.OpenAIGPTDoubleHeadsModel if double_heads else transformers.OpenAIGPTLMHeadModel
     hf = cls(transformers.OpenAIGPTConfig(**config_to_hf(model.config)))
