@@ -4,7 +4,8 @@ it once per tree, alternating (experiments/benchmarks.md, "GPU"):
 
     PYTHONPATH=<tree> python experiments/gpu_decode_probe.py NAME [--configure] [--datasets]
 
---configure applies the tree's CPU settings first and --datasets imports datasets, as its bench's process does.
+--configure applies the tree's CPU settings first and --datasets imports datasets, as its bench's process does (a
+tree of another layout: its modules' paths in the two imports).
 N=<tokens> in the environment changes the tokens timed (a quick run on a CPU)."""
 
 import os
@@ -15,17 +16,12 @@ from dataclasses import replace
 
 import torch
 
-from gpt1.model import GPT, PRESETS
+from gpt1.model.decoder import GPT, PRESETS
 
 if "--configure" in sys.argv:
-    try:
-        from gpt1.cpu import configure  # gpt1/cpu.py, or the cpu/ room's face
+    from gpt1.cpu.settings import configure
 
-        configure()
-    except ImportError:  # trees before gpt1/cpu.py
-        from gpt1.allocator import tune_cpu_allocator
-
-        tune_cpu_allocator()
+    configure()
 if "--datasets" in sys.argv:
     import datasets  # noqa: F401
 

@@ -21,9 +21,10 @@ from tokenizers import models
 from gpt1.checkpoints.format import load_checkpoint, save_checkpoint
 from gpt1.checkpoints.hf import config_from_hf, config_to_hf, export_hf, hf_tokenizer_json, import_hf
 from gpt1.core.errors import CheckpointError
-from gpt1.model import GPT, PRESETS, GPTConfig
+from gpt1.model.decoder import GPT, PRESETS, GPTConfig
 from gpt1.model.lstm import LSTM, LSTMConfig
-from gpt1.text.tokenizer import END_OF_WORD, UNK_TOKEN, load_tokenizer, train_bpe
+from gpt1.text.openai_text import END_OF_WORD
+from gpt1.text.tokenizer import UNK_TOKEN, load_tokenizer, train_bpe
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # before transformers is imported: these tests never download
 transformers = pytest.importorskip("transformers", reason="the parity tests compare against transformers")

@@ -9,11 +9,12 @@ import torch
 import gpt1.cpu.kernels
 import gpt1.model.generation
 from gpt1.cpu.kernels import KERNELS
-from gpt1.model import GPT, PRESETS, GPTConfig, LayerCache
-from gpt1.model.heads import pack_choices, pack_sequences
+from gpt1.model.decoder import GPT, PRESETS, GPTConfig
+from gpt1.model.kv_cache import LayerCache
 from gpt1.model.layers import Embedding
 from gpt1.model.lstm import LSTM, LSTMConfig
 from gpt1.model.token_step import TokenStep, store_for_decoding
+from gpt1.tasks.packing import pack_choices, pack_sequences
 
 TINY = PRESETS["tiny"]
 

@@ -17,14 +17,14 @@ from torch import nn
 import gpt1.commands.evaluate as evaluate_command
 import gpt1.commands.pretrain as pretrain_command
 import gpt1.cpu.kernels
-from gpt1.app.config import Schedule
 from gpt1.checkpoints.format import load_checkpoint, save_checkpoint
 from gpt1.commands.generate import generate
 from gpt1.commands.pretrain import train
 from gpt1.core.errors import CheckpointError
-from gpt1.model import GPT, GPTConfig
+from gpt1.model.decoder import GPT, GPTConfig
 from gpt1.text.tokenizer import Tokenizer, train_bpe
 from gpt1.training.module import lr_factor
+from gpt1.training.schema import Schedule
 from tests.conftest import TINY_RUN
 from tests.test_experiments import EXPERIMENTS
 
@@ -309,8 +309,8 @@ def test_lr_schedule_warms_up_linearly_then_decays_to_zero():
 
 
 def test_decay_steps_puts_the_run_on_a_longer_schedule(small_tokenizer):
-    from gpt1.app.config import OptimConfig
     from gpt1.training.module import GPT1Module
+    from gpt1.training.schema import OptimConfig
 
     model = GPT(GPTConfig(vocab_size=small_tokenizer.vocab_size, n_ctx=8, n_layer=1, n_head=1, n_embd=8, n_inner=8))
     for decay_steps, end in ((None, 0.0), (30, lr_factor(10, 2, 30, Schedule.cosine))):
@@ -345,8 +345,8 @@ def test_auto_precision_is_bf16_where_the_cpu_multiplies_bf16(monkeypatch, bf16)
 
 
 def test_weight_decay_applies_to_matrices_only(trained, make_cfg):
-    from gpt1.app.config import OptimConfig
     from gpt1.training.module import GPT1Module
+    from gpt1.training.schema import OptimConfig
 
     run, _ = trained
     loaded = load_checkpoint(run / "checkpoints" / "last.ckpt")
@@ -472,7 +472,9 @@ def test_resuming_with_another_data_order_says_so(make_cfg, capsys):
 
 def test_every_callback_comes_from_build_callbacks(tmp_path):
     """Fine-tuning's model selection (BestWeights) too: last, after SafeStop, only when asked for."""
-    from gpt1.training.callbacks import BestWeights, SafeStop, build_callbacks
+    from gpt1.training.callbacks import build_callbacks
+    from gpt1.training.callbacks.best_weights import BestWeights
+    from gpt1.training.callbacks.safe_stop import SafeStop
     from gpt1.training.schema import CallbacksConfig
 
     plain = build_callbacks(CallbacksConfig(), tmp_path, with_loggers=True)

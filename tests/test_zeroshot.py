@@ -20,8 +20,7 @@ from gpt1.checkpoints.format import load_checkpoint
 from gpt1.commands.pretrain import train
 from gpt1.commands.zeroshot import zeroshot
 from gpt1.core.errors import ConfigError
-from gpt1.model import GPT, PRESETS
-from gpt1.tasks import register
+from gpt1.model.decoder import GPT, PRESETS
 from gpt1.tasks.heuristics import (
     Heuristic,
     choice_logprobs,
@@ -34,6 +33,7 @@ from gpt1.tasks.heuristics import (
     verbalizer,
 )
 from gpt1.tasks.multiple_choice import MultipleChoice
+from gpt1.tasks.registry import register
 from tests.conftest import TINY_RUN
 
 WORDS = ["_eod_", "a", "b", "c", "d", "very", "good", "bad", "x", "y"]

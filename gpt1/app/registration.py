@@ -25,7 +25,7 @@ from gpt1.app.config import (
     ZeroshotCommandConfig,
 )
 from gpt1.cluster.slurm import on_cpu
-from gpt1.model import PRESETS
+from gpt1.model.decoder import PRESETS
 from gpt1.model.lstm import LSTMConfig
 from gpt1.training.hydra_job import group_choice
 

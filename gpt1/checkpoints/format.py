@@ -31,7 +31,7 @@ from torch.overrides import TorchFunctionMode
 
 from gpt1.core.errors import CheckpointError
 from gpt1.core.files import atomic_file
-from gpt1.model import GPT, GPTConfig
+from gpt1.model.decoder import GPT, GPTConfig
 from gpt1.model.lstm import LSTM, LSTMConfig
 from gpt1.model.token_step import store_for_decoding
 from gpt1.text.tokenizer import Tokenizer

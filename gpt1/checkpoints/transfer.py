@@ -19,7 +19,7 @@ import torch
 from torch import nn
 
 from gpt1.core.errors import ConfigError
-from gpt1.model import GPT, GPTConfig
+from gpt1.model.decoder import GPT, GPTConfig
 from gpt1.model.lstm import LSTM, LSTMConfig
 
 BLOCK = re.compile(r"h\.(\d+)\.")

@@ -24,9 +24,9 @@ from gpt1.checkpoints.format import load_checkpoint
 from gpt1.core.errors import CheckpointError, ConfigError, DataError
 from gpt1.core.progress import bar, write
 from gpt1.data.sources import resolve_files
-from gpt1.data.task_data import TaskDataModule
 from gpt1.tasks.heuristics import get_heuristic, heuristic_of, metric_values
 from gpt1.tasks.spec import TaskConfig
+from gpt1.tasks.task_data import TaskDataModule
 from gpt1.training.results import single_class_note, write_metrics
 
 TEXT_ONLY = 5

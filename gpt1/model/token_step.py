@@ -22,9 +22,9 @@ from gpt1.model.layers import self_attention
 
 
 class TokenStep:
-    """``model(token, cache)`` for one token (1, 1) of one sequence in eval mode, for a ``gpt1.model.GPT`` model (or
-    a module of its parameter names): the hidden state (1, 1, C) after the last block, the token's keys and values
-    appended to ``cache``. Build it after the model's weights are final (it keeps views of them)."""
+    """``model(token, cache)`` for one token (1, 1) of one sequence in eval mode, for a ``gpt1.model.decoder.GPT``
+    model (or a module of its parameter names): the hidden state (1, 1, C) after the last block, the token's keys and
+    values appended to ``cache``. Build it after the model's weights are final (it keeps views of them)."""
 
     def __init__(self, model: nn.Module) -> None:
         config = model.config

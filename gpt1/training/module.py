@@ -25,9 +25,9 @@ from torchmetrics import MeanMetric
 from gpt1.checkpoints.format import metadata
 from gpt1.core.compat import attached_trainer
 from gpt1.core.errors import EXIT_USER_ERROR, UserError
-from gpt1.data.task_batches import IGNORE_INDEX, real_tokens  # IGNORE_INDEX: targets not scored (padding)
-from gpt1.model import GPT
+from gpt1.model.decoder import GPT
 from gpt1.model.lstm import LSTM
+from gpt1.tasks.batches import IGNORE_INDEX, real_tokens  # IGNORE_INDEX: targets not scored (padding)
 from gpt1.tasks.spec import TaskConfig
 from gpt1.text.tokenizer import Tokenizer
 from gpt1.training.schema import NonFinite, OptimConfig, Schedule
