@@ -25,7 +25,7 @@ MOVED = {
     "gpt1.ops": "gpt1.cpu.kernels",
     "gpt1.lstm": "gpt1.model.lstm",
     "gpt1.heads": "gpt1.model.heads",
-    "gpt1.decoding": "gpt1.model.token_step",
+    "gpt1.decoding": "gpt1.cpu.decoding",
     "gpt1.tokenizer": "gpt1.text.tokenizer",
     "gpt1.openai_text": "gpt1.text.openai_text",
     "gpt1.checkpoint": "gpt1.checkpoints.format",

@@ -28,9 +28,9 @@ _NAMES = {
     # a gpt1 checkpoint -> an HF openai-gpt directory (transformers, lm-evaluation-harness)
     "export_hf": "gpt1.checkpoints.hf",
     # the model and its tokenizer
-    "GPT": "gpt1.model",
-    "GPTConfig": "gpt1.model",
-    "PRESETS": "gpt1.model",
+    "GPT": "gpt1.model.decoder",
+    "GPTConfig": "gpt1.model.decoder",
+    "PRESETS": "gpt1.model.decoder",
     "Tokenizer": "gpt1.text.tokenizer",
     "load_tokenizer": "gpt1.text.tokenizer",
     "train_bpe": "gpt1.text.tokenizer",

@@ -11,7 +11,7 @@ from hydra import compose, initialize_config_module
 
 from gpt1 import api
 from gpt1.app.config import OptimConfig
-from gpt1.model import GPT, GPTConfig
+from gpt1.model.decoder import GPT, GPTConfig
 from gpt1.tasks.spec import TaskConfig
 from gpt1.text.tokenizer import train_bpe
 from gpt1.training.task_module import TaskModule

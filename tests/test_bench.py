@@ -9,8 +9,10 @@ import torch
 
 import gpt1.cpu.kernels
 import gpt1.cpu.settings
-import gpt1.model
+import gpt1.model.decoder
 import gpt1.tools.bench
+from gpt1.cpu.decoding import SteppedGPT
+from gpt1.cpu.layers import on_cpu_layers
 from gpt1.tools.bench import DENSE_PEAK_TFLOPS, device_peak, main
 from gpt1.tools.bench_report import report
 
@@ -97,7 +99,9 @@ def test_every_figure_is_the_median_of_its_runs_and_the_ratios_follow(stubbed, t
     assert out["hf"]["speedup_generate"] == pytest.approx(40.0 / b1)
     weights = sum(
         p.numel() * 4
-        for p in gpt1.model.GPT(gpt1.tools.bench.replace(gpt1.model.PRESETS["tiny"], vocab_size=40481)).parameters()
+        for p in gpt1.model.decoder.GPT(
+            gpt1.tools.bench.replace(gpt1.model.decoder.PRESETS["tiny"], vocab_size=40481)
+        ).parameters()
     )
     assert out["decode_bound_ms"] == pytest.approx(1e3 * weights / 1e9) and gen["bound_fraction"] == pytest.approx(
         out["decode_bound_ms"] / b1
@@ -137,7 +141,7 @@ def test_the_matmul_choices_and_both_kernels_times_are_shown(stubbed, monkeypatc
 def test_one_sequence_decodes_from_weights_laid_out_as_generate_loads_them(stubbed, monkeypatch):
     """On CPU, batch-1 generation (and the ceilings beside it) runs on a copy of the weights stored by
     store_for_decoding, as ``gpt1 generate`` loads a checkpoint for one sequence; the batch, as generate loads it
-    for several samples, on the model itself, as does the multiple-choice step."""
+    for several samples, on the model itself, as does the multiple-choice step; all on gpt1's CPU layers."""
     monkeypatch.setitem(gpt1.cpu.kernels.CPU_MATMULS, "decode", "column_blocks")
     monkeypatch.setattr(
         gpt1.tools.bench, "configure", lambda: gpt1.cpu.settings.CpuSettings(False, False, {}, "stubbed")
@@ -159,6 +163,8 @@ def test_one_sequence_decodes_from_weights_laid_out_as_generate_loads_them(stubb
     assert one.h[0].mlp.c_fc.weight.stride() == (1, 128) and batched.h[0].mlp.c_fc.weight.is_contiguous()
     for a, b in zip(one.parameters(), batched.parameters()):
         assert torch.equal(a, b) and a.data_ptr() != b.data_ptr()
+    # both on gpt1's CPU layers, the one sequence token by token, as gpt1 generate runs them
+    assert on_cpu_layers(one) and on_cpu_layers(batched) and type(one) is SteppedGPT
 
 
 @pytest.mark.parametrize("model, seq, new_tokens", [("gpt1", 256, 256), ("small", 128, 112), ("tiny", 32, 16)])
@@ -223,7 +229,7 @@ def test_the_matrix_vector_ceiling_tries_every_decoding_kernel_whatever_was_chos
         "linear",
         lambda *a: kernels_run.append(gpt1.cpu.kernels.CPU_MATMULS["decode"]) or real_linear(*a),
     )
-    model = gpt1.model.GPT(gpt1.model.PRESETS["tiny"])
+    model = gpt1.model.decoder.GPT(gpt1.model.decoder.PRESETS["tiny"])
     gpt1.tools.bench.gemv_bandwidth(model)
     assert seen == ["torch"] * 3  # F.linear, the row blocks, the column blocks (no oneDNN here); each restored
     assert set(kernels_run) == {"row_blocks", "column_blocks"}
@@ -253,7 +259,7 @@ def test_the_cpu_peak_counts_each_weights_three_products_by_their_fastest_way(mo
         return float(len(ways))  # each way slower than the one before: a product's first way is its fastest
 
     monkeypatch.setattr(gpt1.tools.bench, "median_seconds", seconds)
-    config = gpt1.model.PRESETS["tiny"]
+    config = gpt1.model.decoder.PRESETS["tiny"]
     C, V, M = config.n_embd, config.vocab_size, 8
     peak = gpt1.tools.bench.gemm_peak(config, M, torch.device("cpu"), torch.float32)
     flops = sum(3 * 2 * M * C * n for n in (3 * C, C, config.n_inner, config.n_inner, V))

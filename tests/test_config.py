@@ -18,7 +18,7 @@ from gpt1.app.config import (
 )
 from gpt1.commands.pretrain import train
 from gpt1.core.errors import ConfigError
-from gpt1.model import PRESETS, GPTConfig
+from gpt1.model.decoder import PRESETS, GPTConfig
 from gpt1.model.lstm import LSTMConfig
 from gpt1.tasks.spec import TaskConfig
 from tests.test_experiments import EXPERIMENTS as EXPERIMENTS_BY_COMMAND

@@ -26,7 +26,7 @@ from gpt1.commands.zeroshot import zeroshot
 from gpt1.core.errors import ConfigError
 from gpt1.data.task_batches import EpochSampler
 from gpt1.data.task_data import TaskDataModule
-from gpt1.model import GPT, PRESETS, GPTConfig
+from gpt1.model.decoder import GPT, PRESETS, GPTConfig
 from gpt1.model.heads import MultipleChoiceHead
 from gpt1.tasks.registry import get_task_type
 from gpt1.tasks.spec import task_from_dict

@@ -10,11 +10,12 @@ from tests.conftest import ENV_BEFORE_GPT1
 PURE = [
     "gpt1.model",
     "gpt1.model.decoder",
-    "gpt1.model.layers",
     "gpt1.model.lstm",
     "gpt1.model.heads",
-    "gpt1.model.token_step",
+    "gpt1.model.registry",
     "gpt1.cpu.kernels",
+    "gpt1.cpu.layers",
+    "gpt1.cpu.decoding",
 ]
 """The model code: it imports torch and nothing of the training stack."""
 BLOCKED = [
@@ -47,7 +48,7 @@ class Block(importlib.abc.MetaPathFinder):
 sys.meta_path.insert(0, Block())
 for module in {PURE!r}:
     importlib.import_module(module)
-from gpt1.model import GPT, PRESETS
+from gpt1.model.decoder import GPT, PRESETS
 GPT(PRESETS["tiny"])
 """
     proc = run(code)
@@ -112,7 +113,7 @@ for module in {LIGHT_COMMANDS!r}:
 from gpt1.app.config import register
 register()
 from gpt1.checkpoints.format import load_checkpoint, save_checkpoint
-from gpt1.model import GPT, GPTConfig
+from gpt1.model.decoder import GPT, GPTConfig
 from gpt1.text.tokenizer import train_bpe
 tok = train_bpe(["a tiny corpus of words, and of more words"] * 20, vocab_size=60)
 save_checkpoint({str(tmp_path / "tiny.ckpt")!r}, GPT(GPTConfig(vocab_size=tok.vocab_size, n_ctx=8, n_layer=1, n_head=2,
@@ -139,11 +140,9 @@ from gpt1.text.tokenizer import Tokenizer as T2
 from gpt1.data.config import Quoting
 assert Tokenizer is T2 and pickle.loads(pickle.dumps(Quoting.none)) is Quoting.none
 # the modules that became packages keep the old modules' names on the package
-from gpt1.model import GPT, PRESETS, GPTConfig, LayerCache
-from gpt1.cpu import configure, measure_matmuls, PROBES
 from gpt1.app import command, user_errors
-import gpt1.cpu.settings, gpt1.app.runner
-assert configure is gpt1.cpu.settings.configure and command is gpt1.app.runner.command
+import gpt1.app.runner
+assert command is gpt1.app.runner.command
 print(len(gpt1.MOVED))
 """
     proc = run(code)
@@ -171,32 +170,6 @@ def test_the_quick_tier_covers_every_room():
     rooms = {p.name for p in root.iterdir() if (p / "__init__.py").exists()}
     assert set(QUICK) == rooms
     assert all(QUICK.values())
-
-
-def test_the_layers_old_names_resolve_in_gpt1_model_layers():
-    """The model's layers left gpt1.cpu.kernels (gpt1.ops before the rooms) for gpt1.model.layers: old imports and
-    pickles that name them there still find them, and nothing else resolves there by accident."""
-    import pickle
-
-    import pytest
-
-    import gpt1.cpu.kernels
-    import gpt1.model.layers
-    import gpt1.ops
-
-    assert gpt1.cpu.kernels.LAYERS == ("linear", "Linear", "dropout", "Dropout", "embedding", "Embedding", "attention")
-    for name in gpt1.cpu.kernels.LAYERS:
-        assert getattr(gpt1.ops, name) is getattr(gpt1.cpu.kernels, name) is getattr(gpt1.model.layers, name)
-    from gpt1.ops import Linear
-
-    assert Linear is gpt1.model.layers.Linear
-    assert (
-        pickle.loads(b"cgpt1.ops\nDropout\n.")
-        is pickle.loads(b"cgpt1.cpu.kernels\nDropout\n.")
-        is gpt1.model.layers.Dropout
-    )
-    with pytest.raises(AttributeError, match="has no attribute 'Attention'"):
-        gpt1.cpu.kernels.Attention  # noqa: B018
 
 
 def test_the_old_paths_of_data_tasks_and_cluster_modules_are_the_moved_modules():

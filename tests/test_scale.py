@@ -27,7 +27,7 @@ from gpt1.commands.generate import generate
 from gpt1.commands.pretrain import train
 from gpt1.core.errors import ConfigError
 from gpt1.data.base import split_batch
-from gpt1.model import GPT, PRESETS
+from gpt1.model.decoder import GPT, PRESETS
 from gpt1.training.fsdp import FSDP2Strategy
 from gpt1.training.module import GPT1Module
 from gpt1.training.trainer import build_strategy, build_trainer, check_accelerator, compile_model

@@ -22,7 +22,7 @@ from gpt1.checkpoints.format import load_checkpoint, save_checkpoint
 from gpt1.commands.generate import generate
 from gpt1.commands.pretrain import train
 from gpt1.core.errors import CheckpointError
-from gpt1.model import GPT, GPTConfig
+from gpt1.model.decoder import GPT, GPTConfig
 from gpt1.text.tokenizer import Tokenizer, train_bpe
 from gpt1.training.module import lr_factor
 from tests.conftest import TINY_RUN

@@ -20,7 +20,7 @@ from gpt1.checkpoints.format import load_checkpoint
 from gpt1.commands.pretrain import train
 from gpt1.commands.zeroshot import zeroshot
 from gpt1.core.errors import ConfigError
-from gpt1.model import GPT, PRESETS
+from gpt1.model.decoder import GPT, PRESETS
 from gpt1.tasks import register
 from gpt1.tasks.heuristics import (
     Heuristic,

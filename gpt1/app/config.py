@@ -4,8 +4,9 @@ stores them in Hydra's ConfigStore (the commands call it).
 
 Each command's primary YAML (``conf/<command>.yaml``) lists its schema first in its defaults, so every config
 group and command-line override is merged into a typed node: a misspelt key or a wrong type fails at start-up
-with the offending key named. The ``model`` group's options are the presets of ``gpt1.model.PRESETS`` and, for
-``gpt1 finetune``, ``checkpoint`` (the starting checkpoint's architecture) and ``lstm`` (the LSTM baseline).
+with the offending key named. The ``model`` group's options are those of ``gpt1.model.registry.MODEL_TYPES`` (the GPT
+presets; ``lstm``, the LSTM baseline, for ``gpt1 finetune``) and ``checkpoint`` (the starting checkpoint's
+architecture, for ``gpt1 finetune``).
 
 This module was once all of the configuration (schemas, resolvers, range checks, device resolution): the names that
 moved out still resolve here (``MOVED``), so ``gpt1.app.config.X`` and ``gpt1.config.X`` keep working.
@@ -21,7 +22,7 @@ from omegaconf import MISSING
 
 from gpt1.core.errors import ranged
 from gpt1.data.data_config import DataConfig
-from gpt1.model import GPTConfig
+from gpt1.model.decoder import GPTConfig
 from gpt1.tasks.spec import TaskConfig
 from gpt1.text.tokenizer import TokenizerConfig
 from gpt1.training.schema import (
