@@ -2,7 +2,7 @@
 
 The package's rooms, from the top down (each may import only those below it; pyproject.toml's import-linter
 contract checks it): ``api`` (the library) > ``commands``, ``tools`` > ``app`` > ``training`` > ``data`` >
-``tasks`` > ``checkpoints`` > ``model``, ``text``, ``cluster`` > ``cpu`` > ``core``.
+``tasks`` > ``checkpoints`` > ``cpu`` > ``model``, ``text``, ``cluster`` > ``core``.
 
 Importing it changes nothing in the process but one entry of ``sys.meta_path``, which resolves the module paths of
 the flat layout before the rooms (``gpt1.tokenizer``, ``gpt1.checkpoint``, ...) to their new homes, so that old
