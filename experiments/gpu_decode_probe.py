@@ -31,6 +31,15 @@ sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
 torch.manual_seed(0)
 torch.backends.cuda.matmul.allow_tf32 = True  # as the bench
 model = GPT(replace(PRESETS["gpt1"], vocab_size=40481, pad_vocab_to_multiple=64)).to(device).eval()
+try:  # trees whose model is plain: the fast paths applied as gpt1 generate applies them
+    from gpt1.cpu.decoding import decode_in_steps
+    from gpt1.cpu.layers import use_cpu_layers
+
+    if device == "cpu":
+        use_cpu_layers(model)
+    decode_in_steps(model)
+except ImportError:  # trees whose model takes them by itself
+    pass
 prompt = torch.randint(0, 40481, (1, 16), device=device)
 model.generate(prompt, 32, temperature=0)  # warm-up
 ms = []

@@ -12,6 +12,8 @@ import gpt1.cpu.kernels
 import gpt1.cpu.settings
 import gpt1.tools.bench
 import gpt1.tools.bench_measure
+from gpt1.cpu.decoding import SteppedGPT
+from gpt1.cpu.layers import on_cpu_layers
 from gpt1.model.decoder import GPT, PRESETS
 from gpt1.tools.bench import main
 from gpt1.tools.bench_measure import DENSE_PEAK_TFLOPS, device_peak
@@ -137,7 +139,7 @@ def test_the_matmul_choices_and_both_kernels_times_are_shown(stubbed, monkeypatc
 def test_one_sequence_decodes_from_weights_laid_out_as_generate_loads_them(stubbed, monkeypatch):
     """On CPU, batch-1 generation (and the ceilings beside it) runs on a copy of the weights stored by
     store_for_decoding, as ``gpt1 generate`` loads a checkpoint for one sequence; the batch, as generate loads it
-    for several samples, on the model itself, as does the multiple-choice step."""
+    for several samples, on the model itself, as does the multiple-choice step; all on gpt1's CPU layers."""
     monkeypatch.setitem(gpt1.cpu.kernels.CPU_MATMULS, "decode", "column_blocks")
     monkeypatch.setattr(
         gpt1.tools.bench, "configure", lambda: gpt1.cpu.settings.CpuSettings(False, False, {}, "stubbed")
@@ -159,6 +161,8 @@ def test_one_sequence_decodes_from_weights_laid_out_as_generate_loads_them(stubb
     assert one.h[0].mlp.c_fc.weight.stride() == (1, 128) and batched.h[0].mlp.c_fc.weight.is_contiguous()
     for a, b in zip(one.parameters(), batched.parameters()):
         assert torch.equal(a, b) and a.data_ptr() != b.data_ptr()
+    # both on gpt1's CPU layers, the one sequence token by token, as gpt1 generate runs them
+    assert on_cpu_layers(one) and on_cpu_layers(batched) and type(one) is SteppedGPT
 
 
 @pytest.mark.parametrize("model, seq, new_tokens", [("gpt1", 256, 256), ("small", 128, 112), ("tiny", 32, 16)])

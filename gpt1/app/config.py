@@ -4,8 +4,9 @@ stores them in Hydra's ConfigStore (the commands call it).
 
 Each command's primary YAML (``conf/<command>.yaml``) lists its schema first in its defaults, so every config
 group and command-line override is merged into a typed node: a misspelt key or a wrong type fails at start-up
-with the offending key named. The ``model`` group's options are the presets of ``gpt1.model.decoder.PRESETS`` and, for
-``gpt1 finetune``, ``checkpoint`` (the starting checkpoint's architecture) and ``lstm`` (the LSTM baseline).
+with the offending key named. The ``model`` group's options are those of ``gpt1.model.registry.MODEL_TYPES`` (the GPT
+presets; ``lstm``, the LSTM baseline, for ``gpt1 finetune``) and ``checkpoint`` (the starting checkpoint's
+architecture, for ``gpt1 finetune``).
 """
 
 from __future__ import annotations

@@ -19,15 +19,13 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from gpt1.model.layers import Dropout
-
 
 class ClassificationHead(nn.Module):
     """Extract-token state (B, C) -> logits (B, num_labels)."""
 
     def __init__(self, n_embd: int, num_labels: int, pdrop: float = 0.1) -> None:
         super().__init__()
-        self.dropout = Dropout(pdrop)
+        self.dropout = nn.Dropout(pdrop)
         self.linear = nn.Linear(n_embd, num_labels)
 
     def forward(self, states: torch.Tensor) -> torch.Tensor:
@@ -46,7 +44,7 @@ class MultipleChoiceHead(nn.Module):
 
     def __init__(self, n_embd: int, pdrop: float = 0.1) -> None:
         super().__init__()
-        self.dropout = Dropout(pdrop)
+        self.dropout = nn.Dropout(pdrop)
         self.linear = nn.Linear(n_embd, 1)
 
     def forward(self, states: torch.Tensor, choice_mask: torch.Tensor | None = None) -> torch.Tensor:

@@ -23,11 +23,11 @@ Each phase says on stderr when it starts.
 - Decoding one token reads every weight once, so its ceiling is (weight bytes) / (memory bandwidth), the bandwidth
   measured here by summing a 512 MiB tensor (on GPUs too), or the matrix-vector products' rate below where that is
   higher (memory that streamed the weights that fast can). A second, reachable ceiling: the same bytes at the rate
-  the faster of torch's and gpt1's matrix-vector products (``F.linear``, ``gpt1.model.layers.linear``) streams the
+  the faster of torch's and gpt1's matrix-vector products (``F.linear``, ``gpt1.cpu.layers.linear``) streams the
   weights (``bench_measure.gemv_bandwidth``); on CPUs where no GEMV kernel saturates memory it says how much of the
   gap is the kernel's. Both rates are measured right before and right after the generation timings; the higher
   counts. On CPU one sequence decodes from the weights laid out as ``gpt1 generate`` loads them for it
-  (``gpt1.model.token_step.store_for_decoding``), and both rates are measured on that copy.
+  (``gpt1.cpu.decoding.store_for_decoding``), and both rates are measured on that copy.
 - Training losses are what each library's users run: gpt1's is ``gpt1.training.module.next_token_loss`` (targets shifted
   in the data, no copy of the logits), HF's is ``model(ids, labels=ids).loss``. Both step a fused AdamW.
 - The multiple-choice step runs as ``gpt1 finetune`` trains by default (each choice decoded on its own, the
@@ -66,10 +66,11 @@ from gpt1.app.devices import resolve_device
 from gpt1.app.runner import user_errors
 from gpt1.checkpoints.format import empty_model
 from gpt1.core.errors import ConfigError
+from gpt1.cpu.decoding import decode_in_steps, store_for_decoding
 from gpt1.cpu.kernels import onednn_available
+from gpt1.cpu.layers import use_cpu_layers
 from gpt1.cpu.settings import configure, cpu_flags, cpu_model, measure_matmuls
 from gpt1.model.decoder import GPT, PRESETS, GPTConfig
-from gpt1.model.token_step import store_for_decoding
 from gpt1.tasks.batches import IGNORE_INDEX, real_tokens
 from gpt1.tools.bench_hf import hf_generation, hf_multiple_choice_step, hf_twin
 from gpt1.tools.bench_measure import (
@@ -174,6 +175,9 @@ def setup(args: argparse.Namespace) -> Run:
     pad_vocab = args.pad_vocab or (64 if device.type == "cuda" else 1)
     config = replace(PRESETS[args.model], vocab_size=args.vocab, pad_vocab_to_multiple=pad_vocab)
     model = GPT(config).to(device)
+    if device.type == "cpu":
+        use_cpu_layers(model)  # as every gpt1 command runs a model on the CPU
+    decode_in_steps(model)  # as gpt1 generate decodes one sequence
     B, T = args.batch, args.seq
     compute_dtype = {"32-true": torch.float32, "bf16-mixed": torch.bfloat16, "16-mixed": torch.float16}[args.precision]
     autocast = torch.autocast(device.type, dtype=compute_dtype) if compute_dtype != torch.float32 else nullcontext()
@@ -261,6 +265,8 @@ def time_generation(run: Run) -> None:
         decoder = empty_model(GPT, run.config)
         decoder.load_state_dict(model.state_dict(), assign=True)
         store_for_decoding(decoder.eval())
+        use_cpu_layers(decoder)
+        decode_in_steps(decoder)
     bandwidth, gemv = memory_bandwidth(device), gemv_bandwidth(decoder)  # right before decoding, and right after
     prompts = {gb: torch.randint(0, run.config.vocab_size, (gb, PROMPT), device=device) for gb in (1, args.gen_batch)}
     decode = {
@@ -315,6 +321,8 @@ def time_multiple_choice(run: Run) -> None:
     if tokenizer.vocab_size != run.config.vocab_size:
         mc_model = GPT(replace(run.config, vocab_size=tokenizer.vocab_size)).to(device)
     mc = TaskModule(mc_model, tokenizer, OptimConfig(), task).to(device).train()
+    if device.type == "cpu":
+        use_cpu_layers(mc.model, mc.heads)  # as a run on the CPU does (GPT1Module.configure_model)
     mc_forward = torch.compile(mc) if args.compile else mc
 
     def mc_loss(share_context: bool) -> torch.Tensor:

@@ -15,10 +15,10 @@ import torch
 from torch.nn import functional as F
 
 import gpt1.cpu.kernels
+from gpt1.cpu.decoding import decoded_weights
 from gpt1.cpu.kernels import onednn_available
+from gpt1.cpu.layers import linear
 from gpt1.model.decoder import GPT, GPTConfig
-from gpt1.model.layers import linear
-from gpt1.model.token_step import decoded_weights
 
 DENSE_PEAK_TFLOPS: dict[str, dict[str, float]] = {
     # dense tensor-core TFLOP/s from the vendors' data sheets (the sparsity figures are twice these)

@@ -11,7 +11,6 @@ from torch.nn import functional as F
 from torchmetrics import MaxMetric, MeanMetric, MinMetric
 
 from gpt1.model.decoder import GPT
-from gpt1.model.lstm import LSTM
 from gpt1.tasks.batches import IGNORE_INDEX
 from gpt1.tasks.metrics import build_metric
 from gpt1.tasks.packing import TaskOutput, task_logits
@@ -39,7 +38,7 @@ class TaskModule(GPT1Module):
 
     def __init__(
         self,
-        model: GPT | LSTM,
+        model: nn.Module,
         tokenizer: Tokenizer,
         optim: OptimConfig,
         task: TaskConfig,

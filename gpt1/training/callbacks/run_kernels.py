@@ -14,6 +14,7 @@ from lightning.pytorch.callbacks import Callback
 
 from gpt1.core.files import atomic_file
 from gpt1.cpu import kernels, settings
+from gpt1.cpu.layers import on_cpu_layers
 
 RECORD = "cpu-matmuls.json"
 """The run directory's record of its kernels (what its checkpoints carry), for people and tools to read."""
@@ -25,7 +26,8 @@ class RunKernels(Callback):
     (``gpt1.cpu.settings.configure``'s choice in its process: ``GPT1_CPU_MATMUL``, measured or cached) and sent to every
     rank; saved in every checkpoint and in ``<run dir>/cpu-matmuls.json``; and a resumed run (resume=auto or a path, a
     requeued SLURM job) takes its checkpoint's, whatever this process's cache, load, thread count or ``GPT1_CPU_MATMUL``
-    say. One line says which were used and where they came from."""
+    say. One line says which were used, where they came from, and whether the model runs on gpt1's CPU layers
+    (``gpt1.cpu.layers``), the ones that use them."""
 
     def __init__(self, output_dir: Path) -> None:
         self.record = Path(output_dir) / RECORD
@@ -59,7 +61,8 @@ class RunKernels(Callback):
         if not trainer.is_global_zero:
             return
         used = dict(kernels.CPU_MATMULS)
-        line = f"CPU matmul kernels: {_kinds(used)}; {source}"
+        layers = "gpt1's CPU layers" if on_cpu_layers(pl_module.model) else "torch's own layers (not on the CPU)"
+        line = f"CPU matmul kernels: {_kinds(used)}; {source}; the model on {layers}"
         forced = os.environ.get("GPT1_CPU_MATMUL", "auto")
         if self.loaded is not None and forced in settings.FORCED and used != own:
             line += f" (GPT1_CPU_MATMUL={forced} applies to new runs only: a resumed run keeps its kernels)"
