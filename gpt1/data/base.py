@@ -92,8 +92,8 @@ class DataModule(L.LightningDataModule):
     def resume_point(self) -> tuple[int, Callable[[], int], int, int]:
         """What a training sampler needs to continue an epoch: (epoch, consumed, num_replicas, rank), ``consumed()``
         being this rank's examples of the epoch already trained on, read from Lightning's counters (restored on
-        resume, in this run's passes: ``gpt1.training.resumable.ContinueEpoch``) when iteration starts; (0, 0, 1, 0)
-        without a Trainer."""
+        resume, in this run's passes: ``gpt1.training.callbacks.continue_epoch.ContinueEpoch``) when iteration
+        starts; (0, 0, 1, 0) without a Trainer."""
         trainer = self.trainer
         if trainer is None:
             return 0, lambda: 0, 1, 0
