@@ -122,7 +122,8 @@ def test_train_windows_are_shifted_slices_of_the_stream(tmp_path, tok, corpus):
     stream, T = torch.as_tensor(dm.train_tokens.astype(np.int64)), dm.n_ctx
     loader = dm.train_dataloader()
     starts = list(loader.sampler)
-    assert len(starts) == len(loader.sampler) == len(stream) // T  # samples_per_epoch=None
+    # samples_per_epoch=None: a window per n_ctx tokens, rounded up to whole global batches (of 4)
+    assert len(starts) == len(loader.sampler) == -(-(len(stream) // T) // 4) * 4 > len(stream) // T
     assert all(0 <= s <= len(stream) - T - 1 for s in starts)
     batches = list(loader)
     inputs, targets = torch.cat([b["input_ids"] for b in batches]), torch.cat([b["targets"] for b in batches])
@@ -133,7 +134,8 @@ def test_train_windows_are_shifted_slices_of_the_stream(tmp_path, tok, corpus):
     assert len(ds[len(ds) - 1]["targets"]) == T  # the last window ends on the last token
     with pytest.raises(IndexError):
         ds[len(ds)]
-    assert len(prepared(tmp_path, tok, samples_per_epoch=5, **corpus).train_dataloader().sampler) == 5
+    assert len(prepared(tmp_path, tok, samples_per_epoch=5, **corpus).train_dataloader().sampler) == 8
+    assert len(prepared(tmp_path, tok, samples_per_epoch=12, **corpus).train_dataloader().sampler) == 12
 
 
 def test_valid_windows_tile_the_stream_in_order(tmp_path, tok, corpus):
