@@ -76,6 +76,17 @@ def test_rows_are_settings_with_the_median_and_spread_over_seeds(aux_sweep):
     assert (aux_sweep / plots[0]).read_bytes().startswith(b"\x89PNG") and f"({plots[0]})" in text
 
 
+def test_a_resumed_sweeps_jobs_are_one_setting_whether_resume_was_given_or_not(tmp_path):
+    """A sweep started without resume=auto and resumed with it (docs/experiments.md): the jobs that ran in the second
+    command have resume=auto among their overrides, which says how they ran, not which job they are: one row."""
+    for seed, extra in ((1, []), (2, ["resume=auto"]), (3, ["resume=auto"])):
+        job(tmp_path / "sweep" / f"seed={seed}", ["task=sst2", f"seed={seed}", *extra], {"val/accuracy": 0.7})
+    result = report([tmp_path / "sweep"])
+    assert result["swept"] == [] and result["jobs"] == 3
+    (row,) = read_csv(tmp_path / "sweep" / "report.csv")
+    assert row["n"] == "3" and "resume" not in row
+
+
 def test_a_layers_transferred_sweep_is_a_curve_and_several_dirs_merge(tmp_path):
     for sweep, layers in (("a", (0, 6)), ("b", (12,))):
         for n in layers:

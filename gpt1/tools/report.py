@@ -30,6 +30,7 @@ from typing import Any, Optional
 import yaml
 
 from gpt1.app.runner import user_errors
+from gpt1.app.sweep import NOT_OF_THE_JOB
 from gpt1.core.errors import DataError, UserError
 from gpt1.core.provenance import attempts
 
@@ -166,7 +167,8 @@ def read_job(path: Path) -> Job:
     overrides = {}
     for item in load(".hydra/overrides.yaml", yaml.safe_load) or []:
         key, _, value = str(item).partition("=")
-        overrides[key.lstrip("+~")] = value
+        if key.lstrip("+~") not in NOT_OF_THE_JOB:  # how a job was run (resume=auto), not which job: no parameter
+            overrides[key.lstrip("+~")] = value
     metrics = load("metrics.json", json.loads)
     return Job(path, overrides, load(".hydra/config.yaml", yaml.safe_load) or {}, metrics, provenance(path))
 
