@@ -13,7 +13,7 @@ than torch's ops.
   added bias, where SDPA's CPU kernels take no dropout and its fused bf16 backward is slow.
 
 Compiled graphs and other devices keep torch's own ops (and so their kernels and fusions). Measured figures:
-experiments/benchmarks.md. The embedding's hook is found through torch's private
+experiments/results/benchmarks.md. The embedding's hook is found through torch's private
 ``Tensor._post_accumulate_grad_hooks`` (``gpt1.core.compat.post_accumulate_grad_hooks``): without it the table's
 gradient is dense.
 """
