@@ -2,8 +2,8 @@
 # The paper's findings at small scale, on the sample data, on a CPU: the ablations of Table 5, the layers-transferred
 # curve and the zero-shot curve of Figure 2, each one multirun of conf/experiment/, then `gpt1 report` on each sweep.
 # The pre-trained model is the quickstart's (`gpt1 pretrain`: 2 layers, 256 wide, ~0.8M tokens of the sample
-# novels; the results recorded in experiments/README.md used the earlier 4-layer recipe), far from the paper's 117M
-# model and 1B tokens: what a laptop can show in half an hour.
+# novels; the results recorded in experiments/results/finetuning.md used the earlier 4-layer recipe), far from the
+# paper's 117M model and 1B tokens: what a laptop can show in half an hour.
 #   bash experiments/reproduction.sh                                    # pre-trains first if RUN has no checkpoint
 #   RUN=outputs/exp/quickstart TASK=sentiment STEPS=150 VAL=1000 SEEDS=1,2,3 LAYER_SEEDS=1,2 bash experiments/reproduction.sh
 # Writes the sweeps under OUT (outputs/reproduction) and the reports under experiments/results/reproduction/<sweep>/.
