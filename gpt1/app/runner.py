@@ -9,6 +9,7 @@ traceback.
 
 from __future__ import annotations
 
+import atexit
 import functools
 import os
 import sys
@@ -18,6 +19,7 @@ from typing import Any
 
 import hydra
 from hydra.errors import HydraException
+from hydra.experimental.callback import Callback
 from omegaconf.errors import OmegaConfBaseException
 
 from gpt1.app.registration import register
@@ -26,6 +28,7 @@ from gpt1.core.compat import hydra_reports_through
 from gpt1.core.errors import EXIT_USER_ERROR, UserError
 from gpt1.core.files import WriteError, write_error
 from gpt1.core.memory import memory_line, peak_memory
+from gpt1.core.run_lock import hold, let_go, run_lock
 from gpt1.cpu.settings import configure as configure_cpu
 
 _LIBRARY_USER_ERRORS = {
@@ -116,6 +119,42 @@ def _memory_line_after(fn: Callable[[Any], Any]) -> Callable[[Any], Any]:
         return result
 
     return job
+
+
+def holds_run_dir(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """A command's function, ``fn(cfg, ...)``, run holding its run directory ``cfg.paths.output_dir``
+    (``gpt1.core.run_lock``: one writer per run directory), from the command line and from Python (``gpt1.api``)."""
+    name = f"gpt1 {fn.__module__.rsplit('.', 1)[-1]}"
+
+    @functools.wraps(fn)
+    def holding(cfg: Any, *args: Any, **kwargs: Any) -> Any:
+        with run_lock(cfg.paths.output_dir, name):
+            return fn(cfg, *args, **kwargs)
+
+    return holding
+
+
+class HoldRunDir(Callback):
+    """Hydra callback of every gpt1 command (conf/hydra/default.yaml): a run (not a ``-m`` sweep's jobs, which
+    ``holds_run_dir`` alone holds) holds its run directory (``gpt1.core.run_lock``) from before Hydra writes there
+    (.hydra/, the job's log) to its end, so that a second process on it stops having written nothing; a refused one
+    says why in one line (Hydra takes a callback's exception for a warning)."""
+
+    def on_run_start(self, config: Any, **kwargs: Any) -> None:
+        self.directory = config.hydra.run.dir
+        try:
+            hold(self.directory, f"gpt1 {config.hydra.job.name}")
+        except UserError as e:
+            print(f"error: {user_message(e)}", file=sys.stderr, flush=True)
+            sys.exit(EXIT_USER_ERROR)
+        atexit.register(self._let_go)  # a stop by signal exits past on_run_end
+
+    def on_run_end(self, config: Any, **kwargs: Any) -> None:
+        atexit.unregister(self._let_go)
+        self._let_go()
+
+    def _let_go(self) -> None:
+        let_go(self.directory)
 
 
 def command(config_name: str) -> Callable[[Callable[[Any], Any]], Callable[[], None]]:

@@ -26,7 +26,7 @@ from torch import nn
 
 from gpt1.app.ranges import check_ranges
 from gpt1.app.registration import task_name
-from gpt1.app.runner import command
+from gpt1.app.runner import command, holds_run_dir
 from gpt1.checkpoints.format import load_checkpoint, model_type
 from gpt1.checkpoints.transfer import transfer
 from gpt1.core.errors import ConfigError
@@ -70,6 +70,7 @@ def start_from(cfg: DictConfig) -> tuple[nn.Module, Tokenizer]:
     return model, ref.tokenizer
 
 
+@holds_run_dir
 def finetune(cfg: DictConfig) -> dict[str, Any]:
     """Fine-tune as ``cfg`` (a ``FinetuneConfig``) says; return the metrics, also in <run dir>/metrics.json."""
     check_ranges(cfg)

@@ -16,7 +16,7 @@ import lightning as L
 from omegaconf import DictConfig, OmegaConf
 
 from gpt1.app.ranges import check_ranges
-from gpt1.app.runner import command
+from gpt1.app.runner import command, holds_run_dir
 from gpt1.checkpoints.format import Loaded, load_checkpoint
 from gpt1.data.pretrain_data import PretrainDataModule, unigram_perplexity
 from gpt1.model import GPT
@@ -55,6 +55,7 @@ def corpus_prompt(data: PretrainDataModule, words: int = 6) -> str:
     return " ".join(text.split()[:words])
 
 
+@holds_run_dir
 def train(cfg: DictConfig) -> dict[str, Any]:
     """Pre-train as ``cfg`` (a ``PretrainConfig``) says; return the final metrics, also in <run dir>/metrics.json."""
     check_ranges(cfg)
