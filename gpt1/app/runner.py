@@ -155,11 +155,7 @@ class HoldRunDir(Callback):
 
     def on_run_start(self, config: Any, **kwargs: Any) -> None:
         self.directory = config.hydra.run.dir
-        try:
-            hold(self.directory, f"gpt1 {config.hydra.job.name}")
-        except UserError as e:
-            print(f"error: {user_message(e)}", file=sys.stderr, flush=True)
-            sys.exit(EXIT_USER_ERROR)
+        user_errors(hold)(self.directory, f"gpt1 {config.hydra.job.name}")  # a user error exits, in one line
         atexit.register(self._let_go)  # a stop by signal exits past on_run_end
 
     def on_run_end(self, config: Any, **kwargs: Any) -> None:
