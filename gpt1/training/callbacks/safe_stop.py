@@ -36,9 +36,9 @@ class SafeStop(Callback):
     After the last update the signal stops the command too, at the end of training or at the next batch of the
     evaluation that follows it (the final validation, the test splits, the predictions), or before metrics.json is
     written (``check``): ``last.ckpt`` holds the trained weights, the rest of the evaluation is skipped, and
-    ``resume=auto`` does it. The handlers stay until the run's results are written (``release``, which
-    ``gpt1.training.run.TrainingRun.finish`` calls) or an exception ends the run. A SIGTERM before training starts
-    ends the run with 143 too, saving nothing.
+    ``resume=auto`` does it. The handlers stay until the run's results are written or an exception ends it
+    (``release``, which ``gpt1.training.run.TrainingRun`` calls as its ``with`` block ends), and are then those from
+    before the run. A SIGTERM before training starts ends the run with 143 too, saving nothing.
 
     In a SLURM job submitted by submitit (hydra/launcher=submitit_slurm), SLURM's warning before the time limit
     (USR2, ``signal_delay_s`` before it) stops training the same way (exit status 140), and then, as the process
