@@ -17,10 +17,11 @@ for the interrupted run against the uninterrupted one:
     python experiments/stop_resume_check.py --out /tmp/stop-resume   # about 3 minutes on 2 cores
 
 ``--finetune``: a fine-tuning run of sentiment (validation after each of its 2 epochs, the best validation's weights
-kept, the auxiliary LM on, 40 updates) from a tiny model it pre-trains first, once uninterrupted, then stopped
-``--stops`` times by a signal drawn from SIGINT, SIGTERM and SIGKILL, each a random time after its attempt starts
-(``--seed``: the draws; anywhere from the imports to the evaluation after the last update), and resumed each time
-with ``resume=auto``; then stopped by Ctrl-C just after its last update; then resumed to the end, and once more
+kept, the auxiliary LM on, 40 updates, a checkpoint every 5) from a tiny model it pre-trains first, once
+uninterrupted, then stopped ``--stops`` times by a signal drawn from SIGINT, SIGTERM and SIGKILL, each 0-3 s (drawn)
+after a periodic checkpoint (drawn from those still ahead: the last one's moment is its last validation, the test
+or metrics.json) appears (``--seed``: the draws), and resumed each time with ``resume=auto``; then, if it has not
+finished, stopped by Ctrl-C as its last update's checkpoint appears; then resumed to the end, and once more
 (finished: nothing is evaluated again). It checks last.ckpt's weights and Adam moments and best.ckpt's weights (bit
 for bit), metrics.json, the CSV log, that the finished run's resume changed neither, and prints what each attempt
 said.
@@ -153,8 +154,11 @@ FINETUNE = [
     "trainer.max_steps=-1",
     "trainer.log_every_n_steps=1",
     "callbacks.checkpoint.every_n_steps=5",
+    "callbacks.checkpoint.keep_last=-1",
 ]
 """2 epochs of 20 updates, validated after each; model_selection=best and aux_lm_weight=0.5 (the defaults)."""
+STEPS, EVERY = 40, 5
+SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGKILL)
 
 
 def attempt(args: list[str], log: Path, stop=None) -> int:
@@ -173,8 +177,13 @@ def attempt(args: list[str], log: Path, stop=None) -> int:
         return proc.wait(timeout=1800)
 
 
-def after(seconds: float, sig: int):
+def when(checkpoint: Path, seconds: float, sig: int):
+    """Send ``sig`` ``seconds`` after ``checkpoint`` (a periodic one) appears: a moment of training chosen by its
+    step, whatever the machine's speed (the last update's: its last validation, the test, metrics.json)."""
+
     def stop(proc: subprocess.Popen) -> None:
+        while proc.poll() is None and not checkpoint.exists():
+            time.sleep(0.02)
         try:
             proc.wait(timeout=seconds)
         except subprocess.TimeoutExpired:
@@ -183,16 +192,10 @@ def after(seconds: float, sig: int):
     return stop
 
 
-def after_the_last_update(checkpoint: Path):
-    """Ctrl-C as the last update's periodic checkpoint appears: the run is in its last validation or later."""
-
-    def stop(proc: subprocess.Popen) -> None:
-        while proc.poll() is None and not checkpoint.exists():
-            time.sleep(0.02)
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGINT)
-
-    return stop
+def saved_step(run_dir: Path) -> int:
+    """The step of the run's last.ckpt (0 if none)."""
+    last = run_dir / "checkpoints" / "last.ckpt"
+    return torch.load(last, map_location="cpu", weights_only=True, mmap=True)["global_step"] if last.exists() else 0
 
 
 def best(run_dir: Path) -> dict[str, torch.Tensor]:
@@ -208,26 +211,27 @@ def finetune_check(args: argparse.Namespace, extra: list[str]) -> list[str]:
         attempt(["pretrain", *TINY, f"hydra.run.dir={pretrained}", *extra], log)
     common = ["finetune", *FINETUNE, f"init_from={pretrained / 'checkpoints' / 'last.ckpt'}", *extra]
     whole, stopped = args.out / "uninterrupted", args.out / "stopped"
-    began = time.monotonic()
     status = {"uninterrupted": attempt([*common, f"hydra.run.dir={whole}"], log)}
-    wall = time.monotonic() - began
     draw = random.Random(args.seed)
     resume = [*common, f"hydra.run.dir={stopped}", "resume=auto"]
-    for i in range(args.stops):
-        sig, seconds = draw.choice([signal.SIGINT, signal.SIGTERM, signal.SIGKILL]), draw.uniform(0.2, 1.1) * wall
-        code = attempt(resume, log, after(seconds, sig))
-        status[f"{i + 1}: {sig.name} {seconds:.1f} s after the start"] = code
-        if code == 0:
-            break  # finished before the signal came
-    final = stopped / "checkpoints" / "step0000040.ckpt"
+    for i in range(args.stops):  # each a random signal a random 0-3 s after a periodic checkpoint still ahead
+        ahead = [step for step in range(EVERY, STEPS + 1, EVERY) if step > saved_step(stopped)] or [STEPS]
+        sig, step, seconds = draw.choice(SIGNALS), draw.choice(ahead), draw.uniform(0.0, 3.0)
+        checkpoint = stopped / "checkpoints" / f"step{step:07d}.ckpt"
+        status[f"{i + 1}: {sig.name} {seconds:.1f} s after step {step}"] = attempt(
+            resume, log, when(checkpoint, seconds, sig)
+        )
     if not (stopped / "metrics.json").exists():
-        status["Ctrl-C after the last update"] = attempt(resume, log, after_the_last_update(final))
+        last = stopped / "checkpoints" / f"step{STEPS:07d}.ckpt"
+        status["Ctrl-C after the last update"] = attempt(resume, log, when(last, 0.0, signal.SIGINT))
     status["resumed to the end"] = attempt(resume, log)
     finished = (stopped / "metrics.json").read_text(), (stopped / "csv" / "metrics.csv").read_text()
     status["resumed once more (finished)"] = attempt(resume, log)
     print(json.dumps(status, indent=1))
 
     problems = [f"{k}: exit status {v}, not 0" for k, v in status.items() if k.startswith(("un", "res")) and v != 0]
+    stops = {k: v for k, v in status.items() if k[0].isdigit()}
+    problems += [f"{k}: exit status {v}" for k, v in stops.items() if v not in (0, 130, 143, -signal.SIGKILL)]
     if status.get("Ctrl-C after the last update", 130) != 130:
         problems.append(f"Ctrl-C after the last update: exit status {status['Ctrl-C after the last update']}, not 130")
     problems += tensors("last.ckpt (weights, Adam moments)", state(whole), state(stopped))
