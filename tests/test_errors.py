@@ -650,12 +650,17 @@ def test_a_gpt1_folder_in_the_working_directory_imported_in_place_of_gpt1_is_nam
     installed gpt1 is found by a finder after the path's). The config then failed to resolve, naming no cause
     (``paths.sample_data: TypeError ... NoneType``)."""
     (tmp_path / "gpt1" / "gpt1").mkdir(parents=True)
+    env = {k: v for k, v in ENV.items() if k != "PYTHONSAFEPATH"}  # (a command run in this process sets it)
     probe = subprocess.run(
-        [sys.executable, "-c", "import gpt1; print(gpt1.__file__)"], cwd=tmp_path, capture_output=True, text=True
+        [sys.executable, "-c", "import gpt1; print(gpt1.__file__)"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
     )
     if probe.stdout.strip() != "None":
         pytest.skip("the installed gpt1 comes before the working directory's folder here (not an editable install)")
-    proc = gpt1_subprocess("generate", "ckpt=x.ckpt", cwd=tmp_path)
+    proc = gpt1_subprocess("generate", "ckpt=x.ckpt", cwd=tmp_path, env=env)
     assert proc.returncode == 2 and proc.stderr == (
         f"error: gpt1 was imported from {tmp_path / 'gpt1'}, a folder without __init__.py, not from the installed gpt1 "
         "package: `python -m` and `python -c` put the working directory first on Python's path; run the gpt1 command "
