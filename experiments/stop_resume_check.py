@@ -20,9 +20,10 @@ for the interrupted run against the uninterrupted one:
 kept, the auxiliary LM on, 40 updates, a checkpoint every 5) from a tiny model it pre-trains first, once
 uninterrupted, then stopped ``--stops`` times by a signal drawn from SIGINT, SIGTERM and SIGKILL, each 0-3 s (drawn)
 after a periodic checkpoint (drawn from those still ahead: the last one's moment is its last validation, the test
-or metrics.json) appears (``--seed``: the draws), and resumed each time with ``resume=auto``; then, if it has not
-finished, stopped by Ctrl-C as its last update's checkpoint appears; then resumed to the end, and once more
-(finished: nothing is evaluated again). It checks last.ckpt's weights and Adam moments and best.ckpt's weights (bit
+or metrics.json; once it is trained, a moment drawn is that long after the attempt starts, its imports) appears
+(``--seed``: the draws), and resumed each time with ``resume=auto``; then, if it has not trained to its last update,
+stopped by Ctrl-C as its last update's checkpoint appears; then resumed to the end, and once more (finished: nothing
+is evaluated again). It checks last.ckpt's weights and Adam moments and best.ckpt's weights (bit
 for bit), metrics.json, the CSV log, that the finished run's resume changed neither, and prints what each attempt
 said.
 
@@ -221,7 +222,7 @@ def finetune_check(args: argparse.Namespace, extra: list[str]) -> list[str]:
         status[f"{i + 1}: {sig.name} {seconds:.1f} s after step {step}"] = attempt(
             resume, log, when(checkpoint, seconds, sig)
         )
-    if not (stopped / "metrics.json").exists():
+    if saved_step(stopped) < STEPS:  # (else a stop above came after the last update already)
         last = stopped / "checkpoints" / f"step{STEPS:07d}.ckpt"
         status["Ctrl-C after the last update"] = attempt(resume, log, when(last, 0.0, signal.SIGINT))
     status["resumed to the end"] = attempt(resume, log)
@@ -231,7 +232,10 @@ def finetune_check(args: argparse.Namespace, extra: list[str]) -> list[str]:
 
     problems = [f"{k}: exit status {v}, not 0" for k, v in status.items() if k.startswith(("un", "res")) and v != 0]
     stops = {k: v for k, v in status.items() if k[0].isdigit()}
-    problems += [f"{k}: exit status {v}" for k, v in stops.items() if v not in (0, 130, 143, -signal.SIGKILL)]
+    # (-2, -15: the signal came as the command started, before Python or gpt1 took it; the run after the last update
+    # is trained, so a stop drawn then lands that early)
+    stopped_ok = (0, 130, 143, -signal.SIGINT, -signal.SIGTERM, -signal.SIGKILL)
+    problems += [f"{k}: exit status {v}" for k, v in stops.items() if v not in stopped_ok]
     if status.get("Ctrl-C after the last update", 130) != 130:
         problems.append(f"Ctrl-C after the last update: exit status {status['Ctrl-C after the last update']}, not 130")
     problems += tensors("last.ckpt (weights, Adam moments)", state(whole), state(stopped))
