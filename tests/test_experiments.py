@@ -279,7 +279,8 @@ def test_an_optuna_search_in_a_storage_continues_its_study(tmp_path, tiny_ckpt, 
     )
     out = gpt1("finetune", "hydra.sweeper.n_trials=2", "resume=auto", *args, cwd=tmp_path).stdout
     assert "trial 0 (" in out and "): finished before, value " in out
-    assert f"trial 1 ({' '.join(f'{k}={v}' for k, v in stopped.params.items())}): did not finish: run again" in out
+    params = " ".join(f"{k}={v}" for k, v in sorted(stopped.params.items()))  # (the line sorts them)
+    assert f"trial 1 ({params}): did not finish: run again" in out
     states = [t.state.name for t in optuna.load_study(study_name="s", storage=storage).get_trials()]
     assert states == ["COMPLETE", "FAIL", "COMPLETE"]  # the stopped trial, failed, then its parameters again
     jobs = sweep_jobs(tmp_path / "sweep")

@@ -212,7 +212,7 @@ def continue_study(config: DictConfig) -> None:
     again: list[dict[str, Any]] = []
     print(f"continuing the Optuna study {study.study_name} of {sweeper.storage} (resume=auto)", flush=True)
     for trial in trials:
-        params = " ".join(f"{k}={v}" for k, v in trial.params.items())
+        params = " ".join(f"{k}={v}" for k, v in sorted(trial.params.items()))  # (a storage's order is its own)
         if trial.state == TrialState.RUNNING:  # stopped with the search: it would never end
             study.tell(trial.number, state=TrialState.FAIL)
         if trial.state == TrialState.COMPLETE:
