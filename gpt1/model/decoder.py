@@ -192,11 +192,15 @@ class GPT(nn.Module):
             x = block(x, cache[i] if cache is not None else None, attn_mask)
         return x  # no final LayerNorm in GPT-1
 
+    def lm_table(self) -> torch.Tensor:
+        """The tied LM head's weight (padded V, C): the token embedding, or in training with ``embd_dropout=table``
+        the table as the last ``forward`` dropped it (the original's tied head)."""
+        return self._dropped_table if self.training and self._dropped_table is not None else self.tokens_embed.weight
+
     def lm_logits(self, hidden: torch.Tensor) -> torch.Tensor:
-        """Tied LM head: hidden (..., C) -> logits (..., V); rows added by vocab padding are dropped. In training with
-        ``embd_dropout=table`` it reads the table as the last ``forward`` dropped it (the original's tied head)."""
-        table = self._dropped_table if self.training and self._dropped_table is not None else self.tokens_embed.weight
-        logits = linear(hidden, table)
+        """Tied LM head: hidden (..., C) -> logits (..., V) over ``lm_table``; rows added by vocab padding are
+        dropped."""
+        logits = linear(hidden, self.lm_table())
         # slice only when padded: even a no-op slice costs its backward a zeroed (..., V) copy
         return (
             logits[..., : self.config.vocab_size] if self.config.padded_vocab_size > self.config.vocab_size else logits
