@@ -1,19 +1,20 @@
 """The LM loss over the tied head in chunks of rows: the (tokens x vocab) logits never exist whole, in the forward
 pass or the backward.
 
-``chunked_lm_loss`` is the weighted sum of next-token losses ``sum_m weights[m] * -log softmax(hidden[rows[m]] @ table.T)
-[targets[m]]`` over the first ``vocab_size`` rows of the table (a padded vocabulary's rows are never scored). For
-each chunk of ``chunk_rows`` rows of hidden it computes the chunk's logits (r, V), their log-sum-exp in fp32 and,
-with autograd, the gradient of the loss wrt those logits, ``G = s * softmax - (the weights at the targets)`` with
-``s`` a row's summed weights, and from it at once the hidden chunk's gradient ``G @ table`` and the table's share
+``chunked_lm_loss`` is a weighted sum of next-token losses, ``sum_m weights[m] * -log softmax(hidden[rows[m]] @
+table.T)[targets[m]]``, over the first ``vocab_size`` rows of the table (a padded vocabulary's rows are never
+scored). For each chunk of ``chunk_rows`` rows of hidden it computes the chunk's logits (r, V), their log-sum-exp in
+fp32 and, with autograd, the loss's gradient wrt those logits, ``G = s * softmax - (the weights at the targets)``
+with ``s`` a row's summed weights, and from it at once the hidden chunk's gradient ``G @ table`` and the table's share
 ``G.T @ hidden``: the unchunked loss's three products (logits, input gradient, weight gradient), nothing
 recomputed. The backward pass only scales them by the loss's gradient. ``chunked_logprobs`` is the same chunking
 without autograd: each target's log-probability (zero-shot scoring).
 
-What changes against the whole logits (``gpt1.training.module.next_token_loss``'s ``lm_loss=whole``): the order of
-the sums. The table's gradient is summed chunk by chunk (and under bf16 autocast each chunk's share is rounded to
-bf16 before the fp32 sum, where the whole product is rounded once), a mean over tokens is a sum of weighted losses:
-equal within fp32 rounding, not bit for bit (docs/faithfulness.md).
+What changes against the whole logits (``lm_loss=whole``: ``gpt1.training.module.next_token_loss``): the order of
+the sums. The table's gradient is summed chunk by chunk (under bf16 autocast each chunk's share is rounded to bf16
+before the fp32 sum, where the whole product is rounded once), the log-sum-exp is max + log(sum(exp(logits - max)))
+and a mean over tokens is a sum of losses weighted 1/n: equal within fp32 rounding, not bit for bit
+(docs/faithfulness.md).
 
 The products go where ``gpt1.model.layers.linear`` sends the tied head's: under autocast in its dtype (the logits
 then upcast to fp32, as the unchunked loss's ``.float()``), and for fp32 in eager mode on the CPU to the kernels
@@ -104,8 +105,8 @@ def _chunked(
     rows: torch.Tensor | None,
     grads: tuple[bool, bool],
 ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
-    """The loss (fp32 scalar) and, as ``grads`` asks, its gradients wrt hidden (U, C) and table (V', C), a chunk of
-    rows at a time."""
+    """The loss (a scalar, fp32 at least) and, as ``grads`` asks, its gradients wrt hidden (U, C) and table (V', C),
+    a chunk of rows at a time."""
     dtype, kernels = _compute_dtype(hidden), _kernels(hidden, table)
     W = table[:vocab_size].to(dtype)  # (V, C): a view where no cast is needed
     s = _row_weights(hidden.size(0), weights, rows)  # (U,)
@@ -115,23 +116,34 @@ def _chunked(
     for start, h, local, t, w in _chunks(hidden, targets, weights, rows, chunk_rows(vocab_size)):
         h, rows_s = h.to(dtype), s[start : start + h.size(0)]
         logits = _fp32(linear_forward(h, W, None, kernels[0]))  # (r, V)
-        lse = logits.logsumexp(-1)  # (r,)
-        loss = loss + (rows_s * lse).sum() - (w * logits[local, t]).sum()
+        picked = logits[local, t]  # (n,) the targets' logits
+        top = logits.amax(-1, keepdim=True)  # (r, 1)
+        e = logits.sub_(top).exp_()  # (r, V) exp(logits - max), over the logits: no other (r, V) tensor
+        total = e.sum(-1)  # (r,)
+        loss = loss + (rows_s * (top[:, 0] + total.log())).sum() - (w * picked).sum()  # log-sum-exp - target
         if not any(grads):
             continue
-        # d loss / d logits = s * softmax - the weights at the targets, written over the logits
-        G = logits.sub_(lse[:, None]).exp_().mul_(rows_s[:, None]).index_put_((local, t), -w, accumulate=True)
-        G = G.to(dtype)  # (r, V)
+        # d loss / d logits = s * softmax - the weights at the targets, written over e
+        G = e.mul_((rows_s / total)[:, None]).index_put_((local, t), -w, accumulate=True).to(dtype)  # (r, V)
         if grad_h is not None:
             grad_h[start : start + h.size(0)] = linear_input_grad(G, W, kernels[1])
         if grad_w is not None:
-            grad_w[:vocab_size] += linear_weight_grad(G, h, W, kernels[2])
+            _add_weight_grad(grad_w[:vocab_size], G, h, W, kernels[2])
     return loss, grad_h, grad_w
 
 
+def _add_weight_grad(grad_w: torch.Tensor, G: torch.Tensor, h: torch.Tensor, W: torch.Tensor, kernel: str) -> None:
+    """grad_w (V, C) += G (r, V).T @ h (r, C) on ``kernel``: torch's in place where the dtypes agree (no (V, C)
+    temporary per chunk)."""
+    if kernel == "torch" and G.dtype == grad_w.dtype:
+        grad_w.addmm_(G.t(), h)
+    else:
+        grad_w += linear_weight_grad(G, h, W, kernel)
+
+
 class _ChunkedLMLoss(torch.autograd.Function):
-    """``chunked_lm_loss`` with autograd: the gradients wrt hidden and table computed in the forward pass, chunk by chunk,
-    and scaled by the loss's gradient in the backward pass."""
+    """``chunked_lm_loss`` with autograd: the gradients wrt hidden and table computed in the forward pass, chunk by
+    chunk, and scaled by the loss's gradient in the backward pass."""
 
     @staticmethod
     def forward(ctx, hidden, table, vocab_size, targets, weights, rows):
@@ -177,8 +189,7 @@ def chunked_logprobs(hidden: torch.Tensor, table: torch.Tensor, vocab_size: int,
     dtype, kernel = _compute_dtype(hidden), _kernels(hidden, table)[0]
     W = table[:vocab_size].to(dtype)
     size = chunk_rows(vocab_size)
-    out = [
+    return torch.cat([
         -F.cross_entropy(_fp32(linear_forward(h.to(dtype), W, None, kernel)), t, reduction="none")
         for h, t in zip(hidden.split(size), targets.split(size), strict=True)
-    ]
-    return torch.cat(out) if out else hidden.new_zeros(0, dtype=torch.float32)
+    ])  # fmt: skip

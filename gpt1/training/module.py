@@ -71,7 +71,8 @@ def next_token_loss(
     if LMLoss(lm_loss) == LMLoss.chunked:
         targets = targets.flatten()  # (B T,)
         weights = (targets != IGNORE_INDEX) / scored  # the mean over the scored positions
-        return chunked_lm_loss(hidden.flatten(0, 1), model.lm_table(), model.config.vocab_size, targets, weights), scored
+        loss = chunked_lm_loss(hidden.flatten(0, 1), model.lm_table(), model.config.vocab_size, targets, weights)
+        return loss, scored
     logits = model.lm_logits(hidden)  # (B, T, V)
     # fp32 softmax even under bf16 autocast: a 40k-way log-softmax loses too much in bf16
     loss = F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten(), ignore_index=IGNORE_INDEX)
