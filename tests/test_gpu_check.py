@@ -1,0 +1,53 @@
+"""experiments/gpu_check.py, the GPU checks in one call, run dry: every step on the tiny model on the CPU, so that
+whoever has a GPU only has to run it."""
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def gpu_check():
+    spec = importlib.util.spec_from_file_location("gpu_check", REPO / "experiments" / "gpu_check.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_every_step_runs_dry_on_the_cpu(gpu_check, tmp_path, cache_dir, sample_data, monkeypatch):
+    monkeypatch.setenv("GPT1_SAMPLE_DATA", str(sample_data))
+    compile_before = torch.compile
+    results = gpu_check.main(["all", "--dry", "--out", str(tmp_path), "--cache-dir", str(cache_dir)])
+    assert torch.compile is compile_before  # the dry run's stand-ins are gone
+    parts = {k: v for k, v in results.items() if isinstance(v, dict)}
+    errors = {k: v["error"] for k, v in parts.items() if "error" in v}
+    assert not errors, errors
+    bench = [f"bench/{mode}/{how}" for mode in ("compiled", "eager") for how in ("chunked", "whole")]
+    for name in bench:
+        assert parts[name]["step_s"] > 0 and parts[name]["flags"][-1] == name.split("/")[-1]
+    for name in ("loop/eager", "loop/compiled", "strategies/ddp", "strategies/fsdp", "strategies/ddp/32-true"):
+        assert parts[name]["steps"] == 2 and parts[name]["step_s"] > 0 and parts[name]["val/loss"] > 0, name
+    assert parts["fsdp_compile"]["steps"] == 2
+    for name in ("strategies/deepspeed", "strategies/deepspeed/32-true", "strategies/deepspeed/checkpoint"):
+        assert "CUDA GPUs only" in parts[name]["skipped"]  # Lightning's DeepSpeed: GPUs only
+    assert "32-true" in results["deepspeed_hypothesis"]  # the switch the GPU run tests
+    assert parts["decode"]["eager_ms_per_token"] > 0 and parts["decode"]["cuda_graphs"].startswith("not built")
+    assert json.loads((tmp_path / "gpu_check.json").read_text())["dry"] is True
+    table = (tmp_path / "gpu_check.md").read_text()
+    assert all(f"| {name} |" in table for name in (*bench, "loop/compiled", "strategies/fsdp", "decode"))
+
+
+def test_a_step_that_fails_is_one_line_and_the_next_runs(gpu_check, tmp_path, monkeypatch):
+    check = gpu_check.Check(tmp_path, dry=True, budget=float("inf"), cache=None)
+    check.run("broken", lambda: 1 / 0)
+    check.run("fine", lambda: {"x": 1})
+    assert check.results["broken"] == {"error": "ZeroDivisionError: division by zero"}
+    assert check.results["fine"]["x"] == 1
+    spent = gpu_check.Check(tmp_path, dry=True, budget=0.0, cache=None)
+    spent.run("late", lambda: {"x": 1})
+    assert "budget" in spent.results["late"]["skipped"]
