@@ -200,21 +200,23 @@ def step_time(run: Path, cfg: Any) -> dict[str, Any]:
 def dry_run(dry: bool) -> Iterator[None]:
     """In a dry run: ``torch.compile`` traces with dynamo but generates no code (``backend="eager"``: the compiled
     steps' graphs captured in seconds on a CPU), and the bench's CPU ceilings (its kernel timings, its GEMM peak),
-    which a GPU run does not measure, are not measured either (a stand-in peak of 1 TFLOP/s). Restored on the way
-    out."""
+    which a GPU run does not measure, are not measured either (a stand-in peak of 1 TFLOP/s); one thread (the tiny
+    model gains nothing from more, and a busy machine's threads wait on each other). Restored on the way out."""
     if not dry:
         yield
         return
     from gpt1.tools import bench as bench_module
 
-    saved = torch.compile, bench_module.measure_matmuls, bench_module.gemm_peak
+    saved = torch.compile, bench_module.measure_matmuls, bench_module.gemm_peak, torch.get_num_threads()
     torch.compile = partial(saved[0], backend="eager")
     bench_module.measure_matmuls = lambda: {}
     bench_module.gemm_peak = lambda *args: 1e12
+    torch.set_num_threads(1)
     try:
         yield
     finally:
-        torch.compile, bench_module.measure_matmuls, bench_module.gemm_peak = saved
+        torch.compile, bench_module.measure_matmuls, bench_module.gemm_peak = saved[:3]
+        torch.set_num_threads(saved[3])
 
 
 def bench(check: Check) -> None:

@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 import torch
 
+import gpt1.tools.bench  # noqa: F401  (Lightning, which it imports, wraps torch.compile once)
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -21,9 +23,9 @@ def gpu_check():
 
 def test_every_step_runs_dry_on_the_cpu(gpu_check, tmp_path, cache_dir, sample_data, monkeypatch):
     monkeypatch.setenv("GPT1_SAMPLE_DATA", str(sample_data))
-    compile_before = torch.compile
+    compile_before, threads_before = torch.compile, torch.get_num_threads()
     results = gpu_check.main(["all", "--dry", "--out", str(tmp_path), "--cache-dir", str(cache_dir)])
-    assert torch.compile is compile_before  # the dry run's stand-ins are gone
+    assert torch.compile is compile_before and torch.get_num_threads() == threads_before  # the dry run's stand-ins gone
     parts = {k: v for k, v in results.items() if isinstance(v, dict)}
     errors = {k: v["error"] for k, v in parts.items() if "error" in v}
     assert not errors, errors

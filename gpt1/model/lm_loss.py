@@ -3,12 +3,12 @@ pass or the backward.
 
 ``chunked_lm_loss`` is a weighted sum of next-token losses, ``sum_m weights[m] * -log softmax(hidden[rows[m]] @
 table.T)[targets[m]]``, over the first ``vocab_size`` rows of the table (a padded vocabulary's rows are never
-scored). For each chunk of ``chunk_rows`` rows of hidden it computes the chunk's logits (r, V), their log-sum-exp in
-fp32 and, with autograd, the loss's gradient wrt those logits, ``G = s * softmax - (the weights at the targets)``
-with ``s`` a row's summed weights, and from it at once the hidden chunk's gradient ``G @ table`` and the table's share
-``G.T @ hidden``: the unchunked loss's three products (logits, input gradient, weight gradient), nothing
-recomputed. The backward pass only scales them by the loss's gradient. ``chunked_logprobs`` is the same chunking
-without autograd: each target's log-probability (zero-shot scoring).
+scored). For each chunk of rows of hidden (``chunk_rows``: a few hundred) it computes the chunk's logits (r, V),
+their log-sum-exp in fp32 and, with autograd, the loss's gradient wrt those logits, ``G = s * softmax - (the weights
+at the targets)`` with ``s`` a row's summed weights, and from it at once the hidden chunk's gradient ``G @ table``
+and the table's share ``G.T @ hidden``: the unchunked loss's three products (logits, input gradient, weight
+gradient), nothing recomputed. The backward pass only scales them by the loss's gradient. ``chunked_logprobs`` is
+the same chunking without autograd: each target's log-probability (zero-shot scoring).
 
 What changes against the whole logits (``lm_loss=whole``: ``gpt1.training.module.next_token_loss``): the order of
 the sums. The table's gradient is summed chunk by chunk (under bf16 autocast each chunk's share is rounded to bf16
@@ -46,12 +46,14 @@ class LMLoss(str, Enum):
 
 CHUNK_ELEMENTS = 2**23
 """A chunk holds about this many logits (rows x vocab; 32 MiB in fp32): 207 rows of GPT-1's 40,478-token
-vocabulary. Measured: experiments/lm_loss.md."""
+vocabulary (experiments/lm_loss.md)."""
+MAX_CHUNKS = 32
+"""At most this many chunks, larger ones where the rows are many: a compiled graph unrolls the chunks' loop."""
 
 
-def chunk_rows(vocab_size: int) -> int:
-    """Rows of hidden states per chunk for a vocabulary of ``vocab_size``."""
-    return max(1, CHUNK_ELEMENTS // vocab_size)
+def chunk_rows(rows: int, vocab_size: int) -> int:
+    """Rows of hidden states per chunk, of ``rows`` in all, for a vocabulary of ``vocab_size``."""
+    return max(1, CHUNK_ELEMENTS // vocab_size, -(-rows // MAX_CHUNKS))
 
 
 def _kernels(x: torch.Tensor, table: torch.Tensor) -> tuple[str, ...]:
@@ -113,7 +115,8 @@ def _chunked(
     grad_h = torch.empty_like(hidden) if grads[0] else None
     grad_w = torch.zeros_like(table, dtype=torch.promote_types(table.dtype, torch.float32)) if grads[1] else None
     loss = weights.new_zeros(())
-    for start, h, local, t, w in _chunks(hidden, targets, weights, rows, chunk_rows(vocab_size)):
+    size = chunk_rows(hidden.size(0), vocab_size)
+    for start, h, local, t, w in _chunks(hidden, targets, weights, rows, size):
         h, rows_s = h.to(dtype), s[start : start + h.size(0)]
         logits = _fp32(linear_forward(h, W, None, kernels[0]))  # (r, V)
         picked = logits[local, t]  # (n,) the targets' logits
@@ -170,7 +173,7 @@ def chunked_lm_loss(
     rows: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """sum_m weights[m] * -log softmax(hidden[rows[m]] @ table[:vocab_size].T)[targets[m]], an fp32 scalar, a chunk
-    of ``chunk_rows`` rows of hidden at a time.
+    of rows of hidden at a time (``chunk_rows``).
 
     hidden (U, C); table (V', C), V' >= vocab_size; targets (M,) ids (any value where the weight is 0, e.g.
     IGNORE_INDEX); weights (M,); rows (M,) the row of hidden of each entry (None: M = U, entry m is row m).
@@ -185,10 +188,10 @@ def chunked_lm_loss(
 @torch.no_grad()
 def chunked_logprobs(hidden: torch.Tensor, table: torch.Tensor, vocab_size: int, targets: torch.Tensor) -> torch.Tensor:
     """log softmax(hidden @ table[:vocab_size].T)[targets], fp32 (N,), for hidden (N, C) and targets (N,): a chunk of
-    ``chunk_rows`` rows at a time, each row's as the whole logits' ``F.cross_entropy`` gives it."""
+    rows at a time (``chunk_rows``), each row's as the whole logits' ``F.cross_entropy`` gives it."""
     dtype, kernel = _compute_dtype(hidden), _kernels(hidden, table)[0]
     W = table[:vocab_size].to(dtype)
-    size = chunk_rows(vocab_size)
+    size = chunk_rows(hidden.size(0), vocab_size)
     return torch.cat([
         -F.cross_entropy(_fp32(linear_forward(h.to(dtype), W, None, kernel)), t, reduction="none")
         for h, t in zip(hidden.split(size), targets.split(size), strict=True)
