@@ -5,11 +5,13 @@ alternating round by round (a shared machine's speed drifts):
 - ``story``: the story fine-tune on a quickstart checkpoint (vocabulary 8,192 + 3), 4 updates, fp32: its peak host
   memory (metrics.json's ``peak_host_memory_gb``) without the auxiliary LM loss (``aux_lm_weight=0``) and with it
   (0.5, the paper's) by each loss; the quickstart checkpoint is trained first (2 updates) unless ``--init`` names one.
+- ``head``: the LM loss alone (forward and backward) at GPT-1's size, ``--batch`` x ``--seq`` positions, by each
+  loss in turn in one process: where the two differ, timed without the rest of the step.
 - ``step``: one training step of GPT-1's size (117M, vocabulary 40,478) at ``--batch`` x ``--seq`` (8 x 512):
   the process's peak resident set during the first step (reset just before it, as ``gpt1 bench``), and the median
   step time of ``--iters`` steps after it.
 
-    python experiments/lm_loss_check.py story step --rounds 2 --out /tmp/lm-loss   # about 20 minutes on 2 cores
+    python experiments/lm_loss_check.py story step head --rounds 2 --out /tmp/lm-loss   # about 20 minutes on 2 cores
 
 Prints a table per measure and writes them to ``--out``/lm_loss.json. Results: experiments/lm_loss.md.
 """
@@ -121,6 +123,42 @@ def step(rounds: int, batch: int, seq: int, iters: int, chunks: list[int] | None
     return results
 
 
+def head(rows: int, iters: int) -> list[dict]:
+    """The LM loss alone at GPT-1's size: hidden states (rows, 768) and the tied table (40,478, 768), fp32, forward
+    and backward by each loss in turn (whole, chunked, whole, ...), ``iters`` times after one untimed: wall and CPU
+    seconds. The rest of the step is the same for both: this is where they differ."""
+    import torch
+
+    from gpt1.cpu.settings import configure
+    from gpt1.model.lm_loss import chunked_lm_loss
+
+    configure()
+    torch.manual_seed(0)
+    hidden = torch.randn(rows, 768, requires_grad=True)
+    table = (0.02 * torch.randn(40478, 768)).requires_grad_()
+    targets = torch.randint(0, 40478, (rows,))
+
+    def whole() -> torch.Tensor:
+        from gpt1.model.layers import linear
+
+        return torch.nn.functional.cross_entropy(linear(hidden, table).float(), targets)
+
+    def chunked() -> torch.Tensor:
+        return chunked_lm_loss(hidden, table, 40478, targets, torch.full((rows,), 1.0 / rows))
+
+    results = []
+    for i in range(iters + 1):
+        for how, fn in (("whole", whole), ("chunked", chunked)):
+            hidden.grad = table.grad = None
+            start, start_cpu = time.perf_counter(), time.process_time()
+            fn().backward()
+            if i:
+                results.append({"lm_loss": how, "rows": rows, "wall_s": time.perf_counter() - start,
+                                "cpu_s": time.process_time() - start_cpu})  # fmt: skip
+                print(json.dumps(results[-1]), flush=True)
+    return results
+
+
 def table(results: list[dict], keys: tuple[str, ...], figures: tuple[str, ...]) -> str:
     """Each variant's figures: the median over rounds and the range."""
     rows = [" | ".join((*keys, *figures)), " | ".join("---" for _ in (*keys, *figures))]
@@ -136,7 +174,7 @@ def table(results: list[dict], keys: tuple[str, ...], figures: tuple[str, ...]) 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("measures", nargs="+", choices=["story", "step", "_step"])
+    p.add_argument("measures", nargs="+", choices=["story", "step", "head", "_step"])
     p.add_argument("--how", choices=LOSSES, help="(_step: the loss of this process)")
     p.add_argument("--chunk-elements", type=int, nargs="+", default=None,
                    help="step: the chunked loss at each of these CHUNK_ELEMENTS (default: gpt1's)")  # fmt: skip
@@ -160,6 +198,9 @@ def main() -> None:
         results["step"] = step(args.rounds, args.batch, args.seq, args.iters, args.chunk_elements)
         figures = ("peak_first_step_gib", "peak_before_step_gib", "step_s", "step_cpu_s")
         print(table(results["step"], ("lm_loss", "chunk_elements"), figures))
+    if "head" in args.measures:
+        results["head"] = head(args.batch * args.seq, args.iters)
+        print(table(results["head"], ("lm_loss",), ("wall_s", "cpu_s")))
     (args.out / "lm_loss.json").write_text(json.dumps(results, indent=2) + "\n")
 
 
