@@ -27,7 +27,6 @@ Shapes: U rows of hidden states, M scored entries (targets), C = n_embd, V = voc
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from enum import Enum
 
 import torch
@@ -77,20 +76,22 @@ def _fp32(logits: torch.Tensor) -> torch.Tensor:
 
 def _chunks(
     hidden: torch.Tensor, targets: torch.Tensor, weights: torch.Tensor, rows: torch.Tensor | None, size: int
-) -> Iterator[tuple[int, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]]:
-    """Yield each chunk of hidden's rows: (start, hidden chunk (r, C), local rows (n,), targets (n,), weights (n,)):
-    the entries of that chunk (rows None: one entry per row, the chunk's slice of them; else every entry, weighted 0
-    where its row is in another chunk, so that every chunk has the same shapes: no host sync, one compiled graph)."""
-    U = hidden.size(0)
-    for start in range(0, U, size):
+) -> list[tuple[int, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]]:
+    """Each chunk of hidden's rows: (start, hidden chunk (r, C), local rows (n,), targets (n,), weights (n,)), the
+    entries of that chunk (rows None: one entry per row, the chunk's slice of them; else every entry, weighted 0 where
+    its row is in another chunk, so that every chunk has the same shapes: no host sync, one compiled graph). A list,
+    not a generator: views, made at once, which every torch.compile traces."""
+    chunks = []
+    for start in range(0, hidden.size(0), size):
         h = hidden[start : start + size]
         r = h.size(0)
         if rows is None:
             local = torch.arange(r, device=hidden.device)
-            yield start, h, local, targets[start : start + r], weights[start : start + r]
+            chunks.append((start, h, local, targets[start : start + r], weights[start : start + r]))
         else:
             inside = (rows >= start) & (rows < start + r)
-            yield start, h, (rows - start).clamp(0, r - 1), targets, weights * inside
+            chunks.append((start, h, (rows - start).clamp(0, r - 1), targets, weights * inside))
+    return chunks
 
 
 def _row_weights(U: int, weights: torch.Tensor, rows: torch.Tensor | None) -> torch.Tensor:
