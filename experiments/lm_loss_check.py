@@ -27,6 +27,7 @@ import sys
 import time
 from contextlib import nullcontext
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 
 LOSSES = ("whole", "chunked")
@@ -123,12 +124,14 @@ def step(rounds: int, batch: int, seq: int, iters: int, chunks: list[int] | None
     return results
 
 
-def head(rows: int, iters: int) -> list[dict]:
+def head(rows: int, iters: int, chunks: list[int] | None) -> list[dict]:
     """The LM loss alone at GPT-1's size: hidden states (rows, 768) and the tied table (40,478, 768), fp32, forward
-    and backward by each loss in turn (whole, chunked, whole, ...), ``iters`` times after one untimed: wall and CPU
-    seconds. The rest of the step is the same for both: this is where they differ."""
+    and backward by each loss in turn (whole, chunked at each of ``chunks``' CHUNK_ELEMENTS or gpt1's, whole, ...),
+    ``iters`` times after one untimed: wall and CPU seconds. The rest of the step is the same for both: this is where
+    they differ."""
     import torch
 
+    import gpt1.model.lm_loss
     from gpt1.cpu.settings import configure
     from gpt1.model.lm_loss import chunked_lm_loss
 
@@ -143,18 +146,23 @@ def head(rows: int, iters: int) -> list[dict]:
 
         return torch.nn.functional.cross_entropy(linear(hidden, table).float(), targets)
 
-    def chunked() -> torch.Tensor:
+    def chunked(elements: int) -> torch.Tensor:
+        gpt1.model.lm_loss.CHUNK_ELEMENTS = elements
         return chunked_lm_loss(hidden, table, 40478, targets, torch.full((rows,), 1.0 / rows))
 
+    variants = [("whole", None, whole)]
+    for elements in chunks or [gpt1.model.lm_loss.CHUNK_ELEMENTS]:
+        variants.append(("chunked", elements, partial(chunked, elements)))
     results = []
     for i in range(iters + 1):
-        for how, fn in (("whole", whole), ("chunked", chunked)):
+        for how, elements, fn in variants:
             hidden.grad = table.grad = None
             start, start_cpu = time.perf_counter(), time.process_time()
             fn().backward()
+            wall, cpu = time.perf_counter() - start, time.process_time() - start_cpu
             if i:
-                results.append({"lm_loss": how, "rows": rows, "wall_s": time.perf_counter() - start,
-                                "cpu_s": time.process_time() - start_cpu})  # fmt: skip
+                results.append({"lm_loss": how, "chunk_elements": elements, "rows": rows, "wall_s": wall,
+                                "cpu_s": cpu})  # fmt: skip
                 print(json.dumps(results[-1]), flush=True)
     return results
 
@@ -177,7 +185,7 @@ def main() -> None:
     p.add_argument("measures", nargs="+", choices=["story", "step", "head", "_step"])
     p.add_argument("--how", choices=LOSSES, help="(_step: the loss of this process)")
     p.add_argument("--chunk-elements", type=int, nargs="+", default=None,
-                   help="step: the chunked loss at each of these CHUNK_ELEMENTS (default: gpt1's)")  # fmt: skip
+                   help="step, head: the chunked loss at each of these CHUNK_ELEMENTS (default: gpt1's)")  # fmt: skip
     p.add_argument("--out", type=Path, default=Path("outputs/lm_loss_check"))
     p.add_argument("--init", type=Path, default=None, help="the quickstart checkpoint (default: trained first)")
     p.add_argument("--rounds", type=int, default=2)
@@ -199,8 +207,8 @@ def main() -> None:
         figures = ("peak_first_step_gib", "peak_before_step_gib", "step_s", "step_cpu_s")
         print(table(results["step"], ("lm_loss", "chunk_elements"), figures))
     if "head" in args.measures:
-        results["head"] = head(args.batch * args.seq, args.iters)
-        print(table(results["head"], ("lm_loss",), ("wall_s", "cpu_s")))
+        results["head"] = head(args.batch * args.seq, args.iters, args.chunk_elements)
+        print(table(results["head"], ("lm_loss", "chunk_elements"), ("wall_s", "cpu_s")))
     (args.out / "lm_loss.json").write_text(json.dumps(results, indent=2) + "\n")
 
 
