@@ -171,7 +171,7 @@ def step_time(run: Path, cfg: Any) -> dict[str, Any]:
     updates; tokens/s and MFU as the bench counts them: the batch's tokens, the model's FLOPs per token (the module's
     own count, which Lightning's monitor reads: its flops_per_sec / items_per_sec, items being tokens) and the data
     sheet's peak (``gpt1.tools.bench.device_peak``); and Lightning's own last ``train/device/mfu``."""
-    from gpt1.tools.bench import device_peak
+    from gpt1.tools.bench_measure import device_peak
 
     rows = list(csv.DictReader(open(run / "csv" / "metrics.csv")))
     times = [float(r["train/time"]) for r in rows if r.get("train/time")]
@@ -293,7 +293,7 @@ def decode(check: Check) -> None:
     """Batch-1 greedy decoding of GPT-1, fp32, as gpt1 bench times it; CUDA graphs: not built."""
     from dataclasses import replace
 
-    from gpt1.model import GPT, PRESETS
+    from gpt1.model.decoder import GPT, PRESETS
 
     def one() -> dict[str, Any]:
         settings = check.settings["decode"]

@@ -75,10 +75,11 @@ def one_step(how: str, batch: int, seq: int, iters: int, chunk: int | None) -> d
     from torch.nn import functional as F
 
     import gpt1.model.lm_loss
+    from gpt1.cpu.layers import use_cpu_layers
     from gpt1.cpu.settings import configure
-    from gpt1.data.task_batches import IGNORE_INDEX
-    from gpt1.model import GPT, PRESETS
-    from gpt1.tools.bench import peak_rss_gib, reset_peak_rss, train_step
+    from gpt1.model.decoder import GPT, PRESETS
+    from gpt1.tasks.batches import IGNORE_INDEX
+    from gpt1.tools.bench_measure import peak_rss_gib, reset_peak_rss, train_step
     from gpt1.training.module import next_token_loss
 
     if chunk:
@@ -86,6 +87,7 @@ def one_step(how: str, batch: int, seq: int, iters: int, chunk: int | None) -> d
     configure()  # as every gpt1 command: the allocator, huge pages, the measured kernel per kind of product
     torch.manual_seed(0)
     model = GPT(replace(PRESETS["gpt1"], vocab_size=40478)).train()
+    use_cpu_layers(model)  # as a run on the CPU (GPT1Module.configure_model)
     ids = torch.randint(0, 40478, (batch, seq))
     targets = F.pad(ids[:, 1:], (0, 1), value=IGNORE_INDEX)
     step = train_step(model, lambda: next_token_loss(model, ids, targets, how)[0], nullcontext())
@@ -132,6 +134,7 @@ def head(rows: int, iters: int, chunks: list[int] | None) -> list[dict]:
     import torch
 
     import gpt1.model.lm_loss
+    from gpt1.cpu.layers import CpuTiedHead, linear
     from gpt1.cpu.settings import configure
     from gpt1.model.lm_loss import chunked_lm_loss
 
@@ -142,13 +145,12 @@ def head(rows: int, iters: int, chunks: list[int] | None) -> list[dict]:
     targets = torch.randint(0, 40478, (rows,))
 
     def whole() -> torch.Tensor:
-        from gpt1.model.layers import linear
-
         return torch.nn.functional.cross_entropy(linear(hidden, table).float(), targets)
 
     def chunked(elements: int) -> torch.Tensor:
         gpt1.model.lm_loss.CHUNK_ELEMENTS = elements
-        return chunked_lm_loss(hidden, table, 40478, targets, torch.full((rows,), 1.0 / rows))
+        weights = torch.full((rows,), 1.0 / rows)
+        return chunked_lm_loss(hidden, table, 40478, targets, weights, None, CpuTiedHead.products)
 
     variants = [("whole", None, whole)]
     for elements in chunks or [gpt1.model.lm_loss.CHUNK_ELEMENTS]:

@@ -16,11 +16,11 @@ before the fp32 sum, where the whole product is rounded once), the log-sum-exp i
 and a mean over tokens is a sum of losses weighted 1/n: equal within fp32 rounding, not bit for bit
 (docs/faithfulness.md).
 
-The products go where ``gpt1.model.layers.linear`` sends the tied head's: under autocast in its dtype (the logits
-then upcast to fp32, as the unchunked loss's ``.float()``), and for fp32 in eager mode on the CPU to the kernels
-``gpt1.cpu.kernels`` chose for the head's kind of product ("head.forward", "head.input_grad", "head.weight_grad").
-The gradients reach the table that was passed in (the embedding's parameter, or the table that
-``embd_dropout=table`` dropped), so DDP's hooks and FSDP's reduce-scatter see them as they see the unchunked head's.
+The products are the tied head's (``TiedHead.products``, a ``HeadProducts``): torch's, under autocast in its dtype
+(the logits then upcast to fp32, as the unchunked loss's ``.float()``); on the CPU, ``gpt1.cpu.layers`` swaps them
+with the head for the kernels ``gpt1.cpu.kernels`` chose for the head's kind of product. The gradients reach the
+table that was passed in (the embedding's parameter, or the table that ``embd_dropout=table`` dropped), so DDP's
+hooks and FSDP's reduce-scatter see them as they see the unchunked head's.
 
 Shapes: U rows of hidden states, M scored entries (targets), C = n_embd, V = vocab_size, V' >= V the table's rows.
 """
@@ -31,8 +31,6 @@ from enum import Enum
 
 import torch
 from torch.nn import functional as F
-
-from gpt1.cpu.kernels import CPU_MATMULS, PRODUCTS, eager_cpu, linear_forward, linear_input_grad, linear_weight_grad
 
 
 class LMLoss(str, Enum):
@@ -55,12 +53,25 @@ def chunk_rows(rows: int, vocab_size: int) -> int:
     return max(1, CHUNK_ELEMENTS // vocab_size, -(-rows // MAX_CHUNKS))
 
 
-def _kernels(x: torch.Tensor, table: torch.Tensor) -> tuple[str, ...]:
-    """The kernels of the head's three products (``gpt1.cpu.kernels.PRODUCTS``): the CPU's chosen ones for fp32 in
-    eager mode without autocast (as ``gpt1.model.layers.linear``), torch's elsewhere."""
-    if x.dtype == table.dtype == torch.float32 and eager_cpu(x) and not torch.is_autocast_enabled(x.device.type):
-        return tuple(CPU_MATMULS[f"head.{product}"] for product in PRODUCTS)
-    return ("torch",) * len(PRODUCTS)
+class HeadProducts:
+    """The tied head's three products, in torch's ops: logits h (r, C) @ W (V, C).T, the hidden states' gradient
+    G (r, V) @ W and the table's, grad_w (V, C) += G.T @ h (in place where the dtypes agree: no (V, C) temporary per
+    chunk). ``gpt1.cpu.layers.CpuHeadProducts`` runs them on the CPU's chosen kernels."""
+
+    def logits(self, h: torch.Tensor, W: torch.Tensor) -> torch.Tensor:
+        return F.linear(h, W)
+
+    def input_grad(self, G: torch.Tensor, W: torch.Tensor) -> torch.Tensor:
+        return G @ W
+
+    def add_weight_grad(self, grad_w: torch.Tensor, G: torch.Tensor, h: torch.Tensor, W: torch.Tensor) -> None:
+        if G.dtype == grad_w.dtype:
+            grad_w.addmm_(G.t(), h)
+        else:
+            grad_w += G.t() @ h
+
+
+TORCH_PRODUCTS = HeadProducts()
 
 
 def _compute_dtype(x: torch.Tensor) -> torch.dtype:
@@ -106,11 +117,12 @@ def _chunked(
     targets: torch.Tensor,
     weights: torch.Tensor,
     rows: torch.Tensor | None,
+    products: HeadProducts,
     grads: tuple[bool, bool],
 ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
     """The loss (a scalar, fp32 at least) and, as ``grads`` asks, its gradients wrt hidden (U, C) and table (V', C),
     a chunk of rows at a time."""
-    dtype, kernels = _compute_dtype(hidden), _kernels(hidden, table)
+    dtype = _compute_dtype(hidden)
     W = table[:vocab_size].to(dtype)  # (V, C): a view where no cast is needed
     s = _row_weights(hidden.size(0), weights, rows)  # (U,)
     grad_h = torch.empty_like(hidden) if grads[0] else None
@@ -119,7 +131,7 @@ def _chunked(
     size = chunk_rows(hidden.size(0), vocab_size)
     for start, h, local, t, w in _chunks(hidden, targets, weights, rows, size):
         h, rows_s = h.to(dtype), s[start : start + h.size(0)]
-        logits = _fp32(linear_forward(h, W, None, kernels[0]))  # (r, V)
+        logits = _fp32(products.logits(h, W))  # (r, V)
         picked = logits[local, t]  # (n,) the targets' logits
         top = logits.amax(-1, keepdim=True)  # (r, 1)
         e = logits.sub_(top).exp_()  # (r, V) exp(logits - max), over the logits: no other (r, V) tensor
@@ -130,19 +142,10 @@ def _chunked(
         # d loss / d logits = s * softmax - the weights at the targets, written over e
         G = e.mul_((rows_s / total)[:, None]).index_put_((local, t), -w, accumulate=True).to(dtype)  # (r, V)
         if grad_h is not None:
-            grad_h[start : start + h.size(0)] = linear_input_grad(G, W, kernels[1])
+            grad_h[start : start + h.size(0)] = products.input_grad(G, W)
         if grad_w is not None:
-            _add_weight_grad(grad_w[:vocab_size], G, h, W, kernels[2])
+            products.add_weight_grad(grad_w[:vocab_size], G, h, W)
     return loss, grad_h, grad_w
-
-
-def _add_weight_grad(grad_w: torch.Tensor, G: torch.Tensor, h: torch.Tensor, W: torch.Tensor, kernel: str) -> None:
-    """grad_w (V, C) += G (r, V).T @ h (r, C) on ``kernel``: torch's in place where the dtypes agree (no (V, C)
-    temporary per chunk)."""
-    if kernel == "torch" and G.dtype == grad_w.dtype:
-        grad_w.addmm_(G.t(), h)
-    else:
-        grad_w += linear_weight_grad(G, h, W, kernel)
 
 
 class _ChunkedLMLoss(torch.autograd.Function):
@@ -150,8 +153,9 @@ class _ChunkedLMLoss(torch.autograd.Function):
     chunk, and scaled by the loss's gradient in the backward pass."""
 
     @staticmethod
-    def forward(ctx, hidden, table, vocab_size, targets, weights, rows):
-        loss, grad_h, grad_w = _chunked(hidden, table, vocab_size, targets, weights, rows, ctx.needs_input_grad[:2])
+    def forward(ctx, hidden, table, vocab_size, targets, weights, rows, products):
+        grads = ctx.needs_input_grad[:2]
+        loss, grad_h, grad_w = _chunked(hidden, table, vocab_size, targets, weights, rows, products, grads)
         ctx.save_for_backward(grad_h, grad_w)
         ctx.table_dtype = table.dtype
         return loss
@@ -162,7 +166,7 @@ class _ChunkedLMLoss(torch.autograd.Function):
         grad_h, grad_w = ctx.saved_tensors  # scaled in place: a second backward through them fails, as it must
         grad_h = grad_h.mul_(grad_loss) if grad_h is not None else None
         grad_w = grad_w.mul_(grad_loss).to(ctx.table_dtype) if grad_w is not None else None
-        return grad_h, grad_w, None, None, None, None
+        return grad_h, grad_w, None, None, None, None, None
 
 
 def chunked_lm_loss(
@@ -172,28 +176,36 @@ def chunked_lm_loss(
     targets: torch.Tensor,
     weights: torch.Tensor,
     rows: torch.Tensor | None = None,
+    products: HeadProducts = TORCH_PRODUCTS,
 ) -> torch.Tensor:
     """sum_m weights[m] * -log softmax(hidden[rows[m]] @ table[:vocab_size].T)[targets[m]], an fp32 scalar, a chunk
     of rows of hidden at a time (``chunk_rows``).
 
     hidden (U, C); table (V', C), V' >= vocab_size; targets (M,) ids (any value where the weight is 0, e.g.
-    IGNORE_INDEX); weights (M,); rows (M,) the row of hidden of each entry (None: M = U, entry m is row m).
-    With autograd, the gradients flow to hidden and table (those that require them)."""
+    IGNORE_INDEX); weights (M,); rows (M,) the row of hidden of each entry (None: M = U, entry m is row m);
+    products: the head's (``TiedHead.products``). With autograd, the gradients flow to hidden and table (those that
+    require them)."""
     targets = targets.clamp(min=0)  # an ignored target (weight 0) reads any id
     weights = weights.to(torch.promote_types(hidden.dtype, torch.float32))  # fp32 (fp64 for fp64 states)
     if torch.is_grad_enabled() and (hidden.requires_grad or table.requires_grad):
-        return _ChunkedLMLoss.apply(hidden, table, vocab_size, targets, weights, rows)
-    return _chunked(hidden, table, vocab_size, targets, weights, rows, (False, False))[0]
+        return _ChunkedLMLoss.apply(hidden, table, vocab_size, targets, weights, rows, products)
+    return _chunked(hidden, table, vocab_size, targets, weights, rows, products, (False, False))[0]
 
 
 @torch.no_grad()
-def chunked_logprobs(hidden: torch.Tensor, table: torch.Tensor, vocab_size: int, targets: torch.Tensor) -> torch.Tensor:
+def chunked_logprobs(
+    hidden: torch.Tensor,
+    table: torch.Tensor,
+    vocab_size: int,
+    targets: torch.Tensor,
+    products: HeadProducts = TORCH_PRODUCTS,
+) -> torch.Tensor:
     """log softmax(hidden @ table[:vocab_size].T)[targets], fp32 (N,), for hidden (N, C) and targets (N,): a chunk of
     rows at a time (``chunk_rows``), each row's as the whole logits' ``F.cross_entropy`` gives it."""
-    dtype, kernel = _compute_dtype(hidden), _kernels(hidden, table)[0]
+    dtype = _compute_dtype(hidden)
     W = table[:vocab_size].to(dtype)
     size = chunk_rows(hidden.size(0), vocab_size)
     return torch.cat([
-        -F.cross_entropy(_fp32(linear_forward(h.to(dtype), W, None, kernel)), t, reduction="none")
+        -F.cross_entropy(_fp32(products.logits(h.to(dtype), W)), t, reduction="none")
         for h, t in zip(hidden.split(size), targets.split(size), strict=True)
     ])  # fmt: skip

@@ -51,8 +51,8 @@ def continuation_logprobs(
     batch_size: int = 32,
 ) -> tuple[torch.Tensor, torch.Tensor, int]:
     """Log-probability of each continuation given its prefix, under ``model`` (a decoder in eval mode:
-    ``model(ids)`` -> hidden states, ``model.lm_table()`` its tied head's weight, ``model.config``'s n_ctx and
-    vocab_size).
+    ``model(ids)`` -> hidden states, ``model.lm_table()`` its tied head's weight, ``model.lm_head.products`` its
+    products, ``model.config``'s n_ctx and vocab_size).
 
     Sequences longer than the context are cut (``join``); with an empty prefix the continuation's first token is
     not scored (nothing predicts it). Batches of similar lengths are right-padded; one forward per batch, and the
@@ -80,9 +80,9 @@ def continuation_logprobs(
         hidden = model(ids)  # (B, T, C)
         predicts = scored[:, 1:]  # (B, T-1): the state at t predicts token t+1
         # (S,), S scored tokens in the batch: their logits a chunk at a time, never (S, V) at once
-        logprobs = chunked_logprobs(
-            hidden[:, :-1][predicts], model.lm_table(), model.config.vocab_size, ids[:, 1:][predicts]
-        )
+        table, products = model.lm_table(), model.lm_head.products
+        vocab, states, targets = model.config.vocab_size, hidden[:, :-1][predicts], ids[:, 1:][predicts]
+        logprobs = chunked_logprobs(states, table, vocab, targets, products)
         row = predicts.nonzero()[:, 0]  # (S,) the batch row of each scored token
         batch_sums = torch.zeros(len(rows), dtype=torch.float64, device=device).index_add_(0, row, logprobs.double())
         sums[rows], counts[rows] = batch_sums.cpu(), predicts.sum(1).cpu()

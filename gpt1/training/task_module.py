@@ -10,12 +10,11 @@ from torch import nn
 from torch.nn import functional as F
 from torchmetrics import MaxMetric, MeanMetric, MinMetric
 
-from gpt1.data.task_batches import IGNORE_INDEX
-from gpt1.model import GPT
-from gpt1.model.heads import TaskOutput, task_logits
+from gpt1.model.decoder import GPT
 from gpt1.model.lm_loss import LMLoss, chunked_lm_loss
-from gpt1.model.lstm import LSTM
+from gpt1.tasks.batches import IGNORE_INDEX
 from gpt1.tasks.metrics import build_metric
+from gpt1.tasks.packing import TaskOutput, task_logits
 from gpt1.tasks.spec import TaskConfig
 from gpt1.text.tokenizer import Tokenizer
 from gpt1.training.module import GPT1Module
@@ -40,7 +39,7 @@ class TaskModule(GPT1Module):
 
     def __init__(
         self,
-        model: GPT | LSTM,
+        model: nn.Module,
         tokenizer: Tokenizer,
         optim: OptimConfig,
         task: TaskConfig,
@@ -110,8 +109,8 @@ class TaskModule(GPT1Module):
         weights = (1.0 / counts.clamp(min=1)).expand_as(scored)[scored]  # (M,): 1 / tokens of its sequence
         sequences = (counts > 0).sum().clamp(min=1)
         if self.lm_loss_kind == LMLoss.chunked:
-            table, vocab = self.model.lm_table(), self.model.config.vocab_size
-            return chunked_lm_loss(hidden[rows], table, vocab, targets[scored], weights / sequences, row_of)
+            table, vocab, products = self.model.lm_table(), self.model.config.vocab_size, self.model.lm_head.products
+            return chunked_lm_loss(hidden[rows], table, vocab, targets[scored], weights / sequences, row_of, products)
         log_probs = F.log_softmax(self.model.lm_logits(hidden[rows]).float(), dim=-1)  # (U, V)
         token_loss = -log_probs[row_of, targets[scored]]  # (M,)
         return (token_loss * weights).sum() / sequences
