@@ -4,8 +4,8 @@
 # FSDP2 and DeepSpeed after 40 updates, FSDP2 compiled, decoding), under 10 minutes on an H100.
 #
 #   bash experiments/gpu_check.sh prepare [BASELINE]   # here, with pip's registry: fills .gpu/ (git-excluded)
-#   bash experiments/gpu_check.sh all                  # on the GPU machine, .gpu/ carried: results under $OUT
-#   bash experiments/gpu_check.sh dry                  # anywhere: the same steps on the tiny model on the CPU
+#   bash experiments/gpu_check.sh [all]                # on the GPU machine, .gpu/ carried: results under $OUT
+#   bash experiments/gpu_check.sh dry [FLAGS]          # anywhere: the same steps on the tiny model on the CPU
 #   bash experiments/gpu_check.sh decode [ROUNDS]      # there: batch-1 decoding, baseline and this tree alternating
 #   bash experiments/gpu_check.sh setup                # there: only what the image lacks, and gpt1 (for a probe)
 #
@@ -39,6 +39,10 @@ prepare() {
 }
 
 setup() {  # what the image lacks, and gpt1 itself (editable)
+    if [ ! -d .gpu/whl ]; then
+        echo "error: .gpu/ is missing: run 'bash experiments/gpu_check.sh prepare' where pip's registry is reached, then carry .gpu to the GPU machine" >&2
+        exit 2
+    fi
     OUT=${OUT:-outputs/gpu_check}; mkdir -p "$OUT"
     python -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .gpu/whl/*.whl
     export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1 GPT1_SAMPLE_DATA=$PWD/.gpu/data
@@ -64,9 +68,13 @@ all() {  # setup, then every step of experiments/gpu_check.py, the results under
     python experiments/gpu_check.py all --out "$OUT"
 }
 
-dry() {  # the same steps on the tiny model on the CPU (tests/test_gpu_check.py runs them too)
+dry() {  # the same steps on the tiny model on the CPU (tests/test_gpu_check.py runs this), FLAGS passed on
     OUT=${OUT:-outputs/gpu_check_dry}
-    GPT1_SAMPLE_DATA=${GPT1_SAMPLE_DATA:-../shared/data} python experiments/gpu_check.py all --dry --out "$OUT"
+    GPT1_SAMPLE_DATA=${GPT1_SAMPLE_DATA:-../shared/data} python experiments/gpu_check.py all --dry --out "$OUT" "$@"
 }
 
-"$@"
+step=${1:-all}
+case "$step" in
+    prepare | setup | all | dry | decode) shift $(($# > 0)); "$step" "$@" ;;
+    *) echo "error: no step '$step' in experiments/gpu_check.sh: prepare, all (the default), dry, decode or setup" >&2; exit 2 ;;
+esac

@@ -1,8 +1,11 @@
-"""experiments/gpu_check.py, the GPU checks in one call, run dry: every step on the tiny model on the CPU, so that
-whoever has a GPU only has to run it."""
+"""experiments/gpu_check.sh, the GPU checks in one call (experiments/gpu_check.py), run dry: every step on the tiny
+model on the CPU, so that whoever has a GPU only has to run ``bash experiments/gpu_check.sh``."""
 
 import importlib.util
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -21,11 +24,14 @@ def gpu_check():
     return module
 
 
-def test_every_step_runs_dry_on_the_cpu(gpu_check, tmp_path, cache_dir, sample_data, monkeypatch):
-    monkeypatch.setenv("GPT1_SAMPLE_DATA", str(sample_data))
-    compile_before, threads_before = torch.compile, torch.get_num_threads()
-    results = gpu_check.main(["all", "--dry", "--out", str(tmp_path), "--cache-dir", str(cache_dir)])
-    assert torch.compile is compile_before and torch.get_num_threads() == threads_before  # the dry run's stand-ins gone
+def test_every_step_runs_dry_on_the_cpu(tmp_path, cache_dir, sample_data):
+    """``bash experiments/gpu_check.sh dry``: the steps that ``all`` (the script's default) runs on a GPU."""
+    env = {**os.environ, "GPT1_SAMPLE_DATA": str(sample_data), "OUT": str(tmp_path)}
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"  # this Python, with gpt1 installed
+    script = REPO / "experiments" / "gpu_check.sh"
+    proc = subprocess.run(["bash", script, "dry", "--cache-dir", cache_dir], env=env, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    results = json.loads((tmp_path / "gpu_check.json").read_text())
     parts = {k: v for k, v in results.items() if isinstance(v, dict)}
     errors = {k: v["error"] for k, v in parts.items() if "error" in v}
     assert not errors, errors
@@ -40,9 +46,21 @@ def test_every_step_runs_dry_on_the_cpu(gpu_check, tmp_path, cache_dir, sample_d
         assert "CUDA GPUs only" in parts[name]["skipped"]  # Lightning's DeepSpeed: GPUs only
     assert "32-true" in results["deepspeed_hypothesis"]  # the switch the GPU run tests
     assert parts["decode"]["eager_ms_per_token"] > 0 and parts["decode"]["cuda_graphs"].startswith("not built")
-    assert json.loads((tmp_path / "gpu_check.json").read_text())["dry"] is True
+    assert results["dry"] is True
     table = (tmp_path / "gpu_check.md").read_text()
     assert all(f"| {name} |" in table for name in (*bench, "loop/compiled", "strategies/fsdp", "decode"))
+
+
+def test_the_dry_runs_stand_ins_are_gone_after_it(gpu_check):
+    compile_before, threads_before = torch.compile, torch.get_num_threads()
+    with gpu_check.dry_run(True):
+        assert torch.compile is not compile_before and torch.get_num_threads() == 1
+    assert torch.compile is compile_before and torch.get_num_threads() == threads_before
+
+
+def test_a_step_the_script_does_not_have_is_one_line():
+    proc = subprocess.run(["bash", REPO / "experiments" / "gpu_check.sh", "nope"], capture_output=True, text=True)
+    assert proc.returncode == 2 and proc.stderr.startswith("error: no step 'nope'") and proc.stderr.count("\n") == 1
 
 
 def test_a_step_that_fails_is_one_line_and_the_next_runs(gpu_check, tmp_path, monkeypatch):
