@@ -12,6 +12,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 import gpt1.cpu.kernels
 import gpt1.cpu.layers
 import gpt1.model.lm_loss
+from gpt1 import api
 from gpt1.cpu.layers import use_cpu_layers
 from gpt1.model.decoder import GPT, PRESETS
 from gpt1.model.lm_loss import LMLoss, chunked_lm_loss, chunked_logprobs
@@ -177,3 +178,15 @@ def test_the_heads_products_run_on_the_kernels_chosen_for_the_tied_head(small_ch
     with torch.autocast("cpu", dtype=torch.bfloat16):  # autocast: torch's own products, as linear's
         next_token_loss(model, *batch())[0].backward()
     assert {kernel for _, kernel in seen} == {"torch"}
+
+
+@pytest.mark.parametrize(
+    "command, overrides",
+    [("pretrain", []), ("finetune", ["task=sentiment", "init_from=x.ckpt"]), ("evaluate", ["ckpt=x.ckpt"])],
+)
+def test_the_commands_compute_the_chunked_loss_unless_told_whole(command, overrides):
+    """The default is the chunked loss (the same function, above); ``lm_loss=whole`` the whole logits, as before."""
+    assert api.compose(command, overrides).lm_loss == LMLoss.chunked
+    assert api.compose(command, [*overrides, "lm_loss=whole"]).lm_loss == LMLoss.whole
+    with pytest.raises(Exception, match="lm_loss=fused"):  # a wrong value fails at start-up
+        api.compose(command, [*overrides, "lm_loss=fused"])
