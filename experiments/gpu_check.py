@@ -16,7 +16,7 @@ seconds have passed:
   10 updates; tokens/s and MFU as the bench counts them (the batch's tokens x ``GPT.flops_per_token`` / the same
   data-sheet peak), beside Lightning's own ``train/device/mfu``.
 - ``strategies``: 40 updates under ``trainer=ddp``, ``fsdp`` and ``deepspeed`` (one GPU each) at the setting of
-  experiments/scale.md's table, which is the quickstart experiment's recipe at GPT-1's width and context (``gpt1
+  experiments/results/scale.md's table, which is the quickstart experiment's recipe at GPT-1's width and context (``gpt1
   pretrain model=gpt1 ...`` keeps ``experiment=quickstart``'s 2 blocks, no dropout, lr 2.5e-3 and 30 warm-up
   updates: its 24.8 ms step is that model's, not GPT-1's), 32 x 512, bf16; then ``ddp`` and ``deepspeed`` again
   at ``trainer.precision=32-true``: the switch for why DeepSpeed's loss differs (``DEEPSPEED_HYPOTHESIS``); and

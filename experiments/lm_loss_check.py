@@ -13,7 +13,7 @@ alternating round by round (a shared machine's speed drifts):
 
     python experiments/lm_loss_check.py story step head --rounds 2 --out /tmp/lm-loss   # about 20 minutes on 2 cores
 
-Prints a table per measure and writes them to ``--out``/lm_loss.json. Results: experiments/lm_loss.md.
+Prints a table per measure and writes them to ``--out``/lm_loss.json. Results: experiments/results/lm_loss.md.
 """
 
 from __future__ import annotations

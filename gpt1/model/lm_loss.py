@@ -43,7 +43,7 @@ class LMLoss(str, Enum):
 
 CHUNK_ELEMENTS = 2**23
 """A chunk holds about this many logits (rows x vocab; 32 MiB in fp32): 207 rows of GPT-1's 40,478-token
-vocabulary (experiments/lm_loss.md)."""
+vocabulary (experiments/results/lm_loss.md)."""
 MAX_CHUNKS = 32
 """At most this many chunks, larger ones where the rows are many: a compiled graph unrolls the chunks' loop."""
 
