@@ -42,6 +42,7 @@ import pyarrow.parquet as pq
 from gpt1.core.compat import csv_builder_logger, dataset_fingerprint, prepared_split
 from gpt1.core.errors import DataError
 from gpt1.core.quoting import Quoting
+from gpt1.data.conversion import convert
 
 log = logging.getLogger(__name__)
 
@@ -329,7 +330,7 @@ def prepared_builders(
             builder = datasets.load_dataset_builder(
                 fmt.builder, data_files=[str(p) for p in group], cache_dir=_str(cache_dir), **fmt.options(quoting)
             )
-            builder.download_and_prepare()
+            convert(builder)
         split = builder.info.splits.get("train") if builder.info.splits else None
         if split is None or not split.num_examples:
             named = ", ".join(map(str, group))
@@ -430,7 +431,7 @@ def prepared_hub(
     loads, not yet mapped)."""
     with _loading(where):
         builder = datasets.load_dataset_builder(name, config, cache_dir=_str(cache_dir), data_dir=_str(data_dir))
-        builder.download_and_prepare()
+        convert(builder)
     return builder
 
 
