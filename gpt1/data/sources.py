@@ -10,16 +10,16 @@ Quoting. A .csv or .tsv field that starts with a double quote is quoted (RFC 418
 write them: it may then hold separators and line breaks, inner quotes doubled) unless ``quoting="none"``, where every
 quote is text: GLUE's and SNLI's .tsv files, whose sentences may start with a quote, need it.
 
-Invalid UTF-8. A .txt file is plain text: its invalid bytes are replaced with U+FFFD and counted, and a warning names
-the file, how many were replaced and the byte offset of the first (a stray byte in a large corpus should not stop a
-run). A structured file (.jsonl/.json, .csv, .tsv) must be valid UTF-8: an invalid byte is a ``DataError`` naming
+Encodings (``gpt1.data.encodings``). A .txt file is plain text, in the encoding its byte-order mark declares (else
+UTF-8): its invalid bytes are replaced with U+FFFD and counted, and a warning names the file, how many were replaced
+and the byte offset of the first (a stray byte in a large corpus should not stop a run). A structured file (.jsonl/
+.json, .csv, .tsv) must be valid UTF-8 (a UTF-8 byte-order mark skipped): an invalid byte is a ``DataError`` naming
 the file, its line and the byte offset (``read_error``), since a replaced byte inside a quoted field or a key may
-change what the row says.
+change what the row says; a UTF-16 or UTF-32 one is refused with the conversion to run.
 """
 
 from __future__ import annotations
 
-import codecs
 import csv
 import glob
 import hashlib
@@ -43,6 +43,7 @@ from gpt1.core.compat import csv_builder_logger, dataset_fingerprint, prepared_s
 from gpt1.core.errors import DataError
 from gpt1.core.quoting import Quoting
 from gpt1.data.conversion import convert
+from gpt1.data.encodings import read_encoding, warn_invalid
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +79,8 @@ class Format:
     """Whether its first line names the columns."""
     quoted: ClassVar[bool] = False
     """Whether ``quoting`` changes how it is read (module docstring)."""
+    encoded: ClassVar[bool] = True
+    """Whether its bytes are characters in an encoding (``gpt1.data.encodings.read_encoding``)."""
 
     def __str__(self) -> str:
         return self.name
@@ -115,7 +118,7 @@ class Text(Format):
     name, builder, text = "text", "text", True
 
     def options(self, quoting: str) -> dict[str, Any]:
-        # one row per file: its whole text, line breaks kept; invalid UTF-8 replaced (counted by ``invalid_utf8``)
+        # one row per file: its whole text, line breaks kept; invalid sequences replaced (counted by ``warn_invalid``)
         return {"sample_by": "document", "encoding_errors": "replace"}
 
     def columns(self, path: Path, quoting: str) -> list[str]:
@@ -123,7 +126,7 @@ class Text(Format):
 
 
 class Parquet(Format):
-    name, builder = "parquet", "parquet"
+    name, builder, encoded = "parquet", "parquet", False  # (binary: its strings are UTF-8 by its specification)
 
     def columns(self, path: Path, quoting: str) -> list[str]:
         return pq.read_schema(path).names
@@ -135,12 +138,12 @@ class Json(Format):
     name, builder = "json", "json"
 
     def columns(self, path: Path, quoting: str) -> list[str]:
-        with open(path, encoding="utf-8") as f:
+        with open(path, encoding="utf-8-sig") as f:
             first = next((line for line in f if line.strip()), "")
         try:
             record = json.loads(first)
         except json.JSONDecodeError:  # not JSON Lines: a (pretty-printed) array of records
-            with open(path, encoding="utf-8") as f:
+            with open(path, encoding="utf-8-sig") as f:
                 records = json.load(f)
             record = records[0] if isinstance(records, list) and records else {}
         return list(record) if isinstance(record, dict) else []
@@ -149,7 +152,7 @@ class Json(Format):
         return json_error(path)
 
     def line_of_row(self, path: Path, row: int, quoting: str) -> Optional[int]:
-        with open(path, encoding="utf-8", errors="replace", newline="") as f:
+        with open(path, encoding="utf-8-sig", errors="replace", newline="") as f:
             if f.read(1024).lstrip().startswith("["):
                 return None  # one JSON array: its records are not lines
             f.seek(0)
@@ -157,7 +160,7 @@ class Json(Format):
             return next(itertools.islice(records, row, None), None)
 
     def line_without(self, path: Path, column: str, quoting: str) -> Optional[int]:
-        with open(path, encoding="utf-8", errors="replace", newline="") as f:
+        with open(path, encoding="utf-8-sig", errors="replace", newline="") as f:
             if f.read(1024).lstrip().startswith("["):
                 return None  # one JSON array: its records are not lines
             f.seek(0)
@@ -216,12 +219,12 @@ class Csv(Format):
             start = reader.line_num + 1
 
     def line_of_row(self, path: Path, row: int, quoting: str) -> Optional[int]:
-        with open(path, encoding="utf-8", errors="replace", newline="") as f:
+        with open(path, encoding="utf-8-sig", errors="replace", newline="") as f:
             records = self._records(f, quoting)
             return next((start for start, _, _ in itertools.islice(records, row + 1, None)), None)
 
     def line_without(self, path: Path, column: str, quoting: str) -> Optional[int]:
-        with open(path, encoding="utf-8", errors="replace", newline="") as f:
+        with open(path, encoding="utf-8-sig", errors="replace", newline="") as f:
             at = None  # the column's position (None: the header still to come)
             for start, record, end in self._records(f, quoting):
                 if at is None:
@@ -241,7 +244,7 @@ class Tsv(Csv):
     def unquoted_rows(self, path: Path) -> Optional[int]:
         """Its lines after the header, if each splits into the header's number of fields; else None (quoted
         fields, ragged lines)."""
-        with open(path, encoding="utf-8", errors="replace", newline="") as f:
+        with open(path, encoding="utf-8-sig", errors="replace", newline="") as f:
             lines = [line.rstrip("\r\n") for line in f if line.strip()]
         fields = lines[0].count("\t") if lines else 0
         return len(lines) - 1 if all(line.count("\t") == fields for line in lines) else None
@@ -315,7 +318,13 @@ def prepared_builders(
     converted into datasets' cache (split "train"); what ``load_files`` loads (its arguments), not yet mapped."""
     if not files:
         raise ValueError("load_files: no files given")
-    for fmt, group in itertools.groupby(map(Path, files), key=file_format):
+
+    def kind(path: Path) -> tuple[Format, Optional[str]]:  # its format, and a .txt file's codec (a builder takes one)
+        fmt = file_format(path)
+        encoding = read_encoding(path, fmt.text) if fmt.encoded else None
+        return fmt, encoding.file_codec if fmt.text else None
+
+    for (fmt, codec), group in itertools.groupby(map(Path, files), key=kind):
         group = list(group)
         if columns is not None:
             for path in group:
@@ -323,12 +332,16 @@ def prepared_builders(
                 _check_columns(str(path), have, columns)
         if fmt.text:
             for path in group:
-                warn_invalid_utf8(path)
+                warn_invalid(path, read_encoding(path, text=True))
         # its "Failed to read file" log: the caller reports the file in one line; datasets' bars ("Downloading
         # data: 40/40 files" for files already here) say nothing of local files
         with _quiet(csv_builder_logger()), _no_progress_bars():
             builder = datasets.load_dataset_builder(
-                fmt.builder, data_files=[str(p) for p in group], cache_dir=_str(cache_dir), **fmt.options(quoting)
+                fmt.builder,
+                data_files=[str(p) for p in group],
+                cache_dir=_str(cache_dir),
+                **fmt.options(quoting),
+                **({"encoding": codec} if codec else {}),
             )
             convert(builder)
         split = builder.info.splits.get("train") if builder.info.splits else None
@@ -482,11 +495,15 @@ class FileSource(Source):
 
     @staticmethod
     def format(path: Path) -> Format:
-        """``path``'s format; a ``DataError`` listing the supported ones if its extension is unknown."""
+        """``path``'s format, its encoding checked (``gpt1.data.encodings.read_encoding``); a ``DataError`` listing
+        the supported formats if its extension is unknown, or naming its encoding and the conversion to run."""
         try:
-            return file_format(path)
+            fmt = file_format(path)
         except ValueError as e:
             raise DataError(str(e)) from e
+        if fmt.encoded:
+            read_encoding(path, fmt.text)
+        return fmt
 
     def columns(self, path: Path) -> list[str]:
         """The column names of one of the files, from its header (the first record of a JSON file)."""
@@ -613,7 +630,7 @@ def json_error(path: str | os.PathLike) -> Optional[str]:
     holding one JSON array: where it fails to parse), or its first invalid UTF-8 byte; None if it is well formed."""
     data = Path(path).read_bytes()
     try:
-        text = data.decode("utf-8")
+        text = data.decode("utf-8-sig")
     except UnicodeDecodeError:
         return _utf8_error(path)
     if text.lstrip().startswith("["):
@@ -643,46 +660,6 @@ def _utf8_error(path: str | os.PathLike) -> Optional[str]:
         line = data.count(b"\n", 0, e.start) + 1
         return f"{path}:{line}: invalid UTF-8 (byte {e.start} of the file): save it as UTF-8"
     return None
-
-
-def invalid_utf8(path: str | os.PathLike, block: int = 1 << 20) -> tuple[int, Optional[int]]:
-    """(how many invalid UTF-8 sequences ``path`` holds, the byte offset of the first or None): each becomes one
-    U+FFFD when decoded with errors="replace". Reads ``block`` bytes at a time (a corpus file may be larger than
-    memory)."""
-    first, done, pending = None, 0, b""  # bytes checked before ``pending``, the incomplete sequence at a block's end
-    with open(path, "rb") as f:
-        while first is None:
-            data = f.read(block)
-            try:
-                _, used = codecs.utf_8_decode(pending + data, "strict", not data)
-            except UnicodeDecodeError as e:
-                first = done + e.start
-                break
-            done, pending = done + used, (pending + data)[used:]
-            if not data:
-                return 0, None
-        # Every U+FFFD of the replaced text is an invalid sequence, except those written as such (bytes EF BF BD,
-        # always decoded as one character: EF cannot continue a sequence).
-        f.seek(0)
-        decoder, replaced, tail = codecs.getincrementaldecoder("utf-8")("replace"), 0, b""
-        while data := f.read(block):
-            replaced += decoder.decode(data).count("\ufffd") - (tail + data).count(b"\xef\xbf\xbd")
-            tail = (tail + data)[-2:]  # a written U+FFFD across two blocks (never counted twice: it needs three bytes)
-        replaced += decoder.decode(b"", True).count("\ufffd")
-    return replaced, first
-
-
-def warn_invalid_utf8(path: str | os.PathLike) -> None:
-    """A warning naming ``path``, how many invalid UTF-8 sequences it holds and where the first is; none if none."""
-    count, first = invalid_utf8(path)
-    if count:
-        log.warning(
-            "%s: %d invalid UTF-8 byte sequence%s replaced with U+FFFD (the first at byte %d of the file)",
-            path,
-            count,
-            "" if count == 1 else "s",
-            first,
-        )
 
 
 def _str(path: str | os.PathLike | None) -> Optional[str]:
