@@ -125,7 +125,7 @@ print(json.dumps({"tokens": tokens, "seconds": seconds, "cpu_s": cpu_s,
 
 
 def sample_books() -> Path:
-    from gpt1.app.config import default_sample_data
+    from gpt1.app.registration import default_sample_data
 
     return Path(os.environ.get("GPT1_SAMPLE_DATA", default_sample_data())) / "books"
 

@@ -15,8 +15,9 @@ import pytest
 from gpt1.core.errors import DataError
 from gpt1.data.corpus import file_pieces
 from gpt1.data.data_config import DataConfig
-from gpt1.data.encodings import UTF8, invalid_sequences, read_encoding, sniff
+from gpt1.data.encodings import UTF8, read_encoding, sniff
 from gpt1.data.pretrain_data import PretrainDataModule
+from gpt1.data.read_errors import invalid_sequences
 from gpt1.data.sources import FileSource, load_files
 from gpt1.text.tokenizer import TokenizerConfig
 

@@ -26,7 +26,7 @@ from torch import nn
 from gpt1.checkpoints.format import empty_model, load_checkpoint, read_checkpoint, save_checkpoint
 from gpt1.core.errors import CheckpointError
 from gpt1.core.files import atomic_file
-from gpt1.model import GPT, GPTConfig
+from gpt1.model.decoder import GPT, GPTConfig
 from gpt1.model.heads import MultipleChoiceHead
 from gpt1.text.tokenizer import HF_FILES, ORIGINAL_FILES, SPECIAL_TOKENS, Tokenizer, gpt1_pipeline, load_tokenizer
 

@@ -39,8 +39,10 @@ from gpt1.core.files import atomic_file
 from gpt1.core.progress import Meter
 from gpt1.data.base import cache_key
 from gpt1.data.data_config import DataConfig
-from gpt1.data.encodings import read_encoding, warn_invalid
-from gpt1.data.sources import ArrowRows, FileSource, HubSource, Source, file_format
+from gpt1.data.encodings import read_encoding
+from gpt1.data.formats import file_format
+from gpt1.data.read_errors import warn_invalid
+from gpt1.data.sources import ArrowRows, FileSource, HubSource, Source
 from gpt1.text.tokenizer import Tokenizer
 
 PIECE_CHARS = 1 << 16

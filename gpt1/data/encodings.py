@@ -1,5 +1,5 @@
 """What encoding a text file is in, told from its first bytes (``sniff``), and whether gpt1 reads it so
-(``read_encoding``); invalid sequences counted and reported (``warn_invalid``).
+(``read_encoding``).
 
 ``sniff``: a byte-order mark says it (UTF-8, UTF-16 and UTF-32, little- or big-endian). Without one, UTF-16 or UTF-32
 text whose first 4 KB hold ASCII characters has a NUL byte beside each of them, which UTF-8 text never has (a NUL is
@@ -17,22 +17,19 @@ What is read, by format (``read_encoding``):
 - a UTF-16 or UTF-32 file without a byte-order mark is refused whatever its format: its encoding is a guess.
 
 A refusal is a ``DataError`` naming the file, its encoding and the conversion to run (``iconv``). Invalid sequences
-in a file that is read (bytes that are not text in its encoding) are replaced with U+FFFD and counted: ``warn_invalid``.
+in a file that is read (bytes that are not text in its encoding) are replaced with U+FFFD and counted
+(``gpt1.data.read_errors.warn_invalid``).
 """
 
 from __future__ import annotations
 
 import codecs
-import logging
 import os
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
 
 from gpt1.core.errors import DataError
-
-log = logging.getLogger(__name__)
 
 SNIFF_BYTES = 4096
 """The first bytes of a file that ``sniff`` reads."""
@@ -111,49 +108,3 @@ def read_encoding(path: str | os.PathLike, text: bool) -> Encoding:
     if not encoding.bom:
         raise DataError(f"{path} looks like {encoding}, not UTF-8: convert it: {convert}")
     raise DataError(f"{path} is {encoding}, but {path.suffix} files must be UTF-8: convert it: {convert}")
-
-
-def invalid_sequences(
-    path: str | os.PathLike, encoding: Encoding = UTF8, block: int = 1 << 20
-) -> tuple[int, Optional[int]]:
-    """(how many invalid sequences ``path`` holds in ``encoding``, the byte offset of the first or None): each becomes
-    one U+FFFD when decoded with errors="replace". Reads ``block`` bytes at a time (a corpus file may be larger than
-    memory)."""
-    first = None
-    with open(path, "rb") as f:
-        f.seek(len(encoding.bom))
-        decoder, done = codecs.getincrementaldecoder(encoding.codec)("strict"), len(encoding.bom)
-        while first is None:
-            data = f.read(block)
-            pending = len(decoder.getstate()[0])  # bytes of a character cut at the last block's end
-            try:
-                decoder.decode(data, final=not data)
-            except UnicodeDecodeError as e:
-                first = done - pending + e.start
-                break
-            done += len(data)
-            if not data:
-                return 0, None
-        # Every U+FFFD of the replaced text is an invalid sequence, less those written as such (which "ignore" keeps).
-        f.seek(len(encoding.bom))
-        replaced, ignored = (codecs.getincrementaldecoder(encoding.codec)(errors) for errors in ("replace", "ignore"))
-        count = 0
-        while data := f.read(block):
-            count += replaced.decode(data).count("\ufffd") - ignored.decode(data).count("\ufffd")
-        count += replaced.decode(b"", True).count("\ufffd") - ignored.decode(b"", True).count("\ufffd")
-    return count, first
-
-
-def warn_invalid(path: str | os.PathLike, encoding: Encoding = UTF8) -> None:
-    """A warning naming ``path``, how many invalid sequences of ``encoding`` it holds (replaced with U+FFFD when it
-    is read) and where the first is; none if none."""
-    count, first = invalid_sequences(path, encoding)
-    if count:
-        log.warning(
-            "%s: %d invalid %s byte sequence%s replaced with U+FFFD (the first at byte %d of the file)",
-            path,
-            count,
-            encoding.name,
-            "" if count == 1 else "s",
-            first,
-        )

@@ -20,7 +20,7 @@ from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import DictConfig, OmegaConf
 
 from gpt1.core.files import atomic_file
-from gpt1.training.resumable import ResumableCSVLogger
+from gpt1.training.csv_log import ResumableCSVLogger
 from gpt1.training.schema import LoggerConfig, WandbConfig, WandbMode
 
 
