@@ -6,7 +6,7 @@
 - torch backs its CPU tensors of 2 MB and up with transparent huge pages (``THP_MEM_ALLOC_ENABLE=1``): decoding
   streams the weights without a TLB miss every 4 KB. torch reads the variable once, at its first CPU allocation.
 
-``GPT1_SYSTEM_MALLOC=1`` opts out of both. Figures: experiments/benchmarks.md (the speed changes).
+``GPT1_SYSTEM_MALLOC=1`` opts out of both. Figures: experiments/results/benchmarks.md (the speed changes).
 
 While datasets converts a table into its cache, a tuned allocator hands large blocks back after all
 (``large_blocks_returned``): rows of tens of MB (whole books as rows) are copied a few times each as they are read,
