@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The GPU checks of a lent machine in one call: `all` runs experiments/gpu_check.py (its docstring lists the steps: the
-# bench's and gpt1 pretrain's steps at 64 x 512 compiled and eager, the chunked LM loss against the whole logits, DDP,
-# FSDP2 and DeepSpeed after 40 updates, FSDP2 compiled, decoding), under 10 minutes on an H100.
+# The GPU checks of a lent machine in one call: `all` runs the GPU tests (tests/test_gpu.py), then
+# experiments/gpu_check.py (its docstring lists the steps: the bench's and gpt1 pretrain's steps at 64 x 512 compiled
+# and eager, the chunked LM loss against the whole logits, DDP, FSDP2 and DeepSpeed after 40 updates, FSDP2 compiled,
+# decoding), under 10 minutes on an H100.
 #
 #   bash experiments/gpu_check.sh prepare [BASELINE]   # here, with pip's registry: fills .gpu/ (git-excluded)
 #   bash experiments/gpu_check.sh [all]                # on the GPU machine, .gpu/ carried: results under $OUT
@@ -63,9 +64,10 @@ decode() {  # the decoding probe (experiments/gpu_decode_probe.py), the baseline
     done
 }
 
-all() {  # setup, then every step of experiments/gpu_check.py, the results under $OUT
+all() {  # setup, the GPU tests, then every step of experiments/gpu_check.py, the results under $OUT
     setup
-    python experiments/gpu_check.py all --out "$OUT"
+    timeout 90 python -m pytest -m gpu tests/test_gpu.py -q -p no:cacheprovider 2>&1 | tee "$OUT/tests.log" | tail -5 || true
+    python experiments/gpu_check.py all --out "$OUT" --budget 380
 }
 
 dry() {  # the same steps on the tiny model on the CPU (tests/test_gpu_check.py runs this), FLAGS passed on
