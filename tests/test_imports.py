@@ -216,7 +216,7 @@ def test_the_old_paths_of_data_tasks_and_cluster_modules_are_the_moved_modules()
 CONFIG_NAMES = """Schedule Selection NonFinite WandbMode OptimConfig TrainerConfig WandbConfig LoggerConfig
 CheckpointConfig
 SamplesConfig CallbacksConfig PathsConfig PretrainConfig CheckpointModelConfig FinetuneConfig EvaluateConfig
-GenerateConfig ConvertConfig ZeroshotCommandConfig default_sample_data resolve_device group_choice task_name
+GenerateConfig ConvertConfig ZeroshotCommandConfig resolve_device group_choice task_name
 default_output_dir corpus_name register check_ranges""".split()
 """What ``gpt1.config`` (later ``gpt1.app.config``) gave before it was split by job (issue 38)."""
 

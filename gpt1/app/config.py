@@ -39,12 +39,14 @@ class PathsConfig:
     """Every path a run touches; relative paths are relative to the directory gpt1 is started from."""
 
     sample_data: str = MISSING
-    """The sample data shipped beside the checkout (env GPT1_SAMPLE_DATA overrides)."""
+    """The sample data (novels, seven tasks): gpt1's own, unpacked once into cache_dir/sample_data
+    (``gpt1.data.sample``); env GPT1_SAMPLE_DATA names a folder of your own instead."""
     output_dir: str = MISSING
     """This run's directory (Hydra's run dir): logs, checkpoints, metrics.json. Outside a ``gpt1 <command>`` run (a
     config composed in Python) the same layout, outputs/<run_name>/<time>."""
     cache_dir: str = MISSING
-    """Tokenised corpora and trained tokenizers, shared across runs (env GPT1_CACHE_DIR overrides)."""
+    """Tokenised corpora, trained tokenizers and the unpacked sample data, shared across runs (env GPT1_CACHE_DIR
+    overrides)."""
 
 
 @dataclass
@@ -254,9 +256,7 @@ MOVED = {
     "resolve_device": "gpt1.app.devices",
     "group_choice": "gpt1.training.hydra_job",
     "check_ranges": "gpt1.app.ranges",
-    **dict.fromkeys(
-        ["register", "default_sample_data", "task_name", "default_output_dir", "corpus_name"], "gpt1.app.registration"
-    ),
+    **dict.fromkeys(["register", "task_name", "default_output_dir", "corpus_name"], "gpt1.app.registration"),
 }
 """A name this module gave before the configuration was split by job -> the module that has it now."""
 

@@ -14,7 +14,6 @@ from hydra.core.config_store import ConfigStore
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-import gpt1
 from gpt1.app.config import (
     CheckpointModelConfig,
     ConvertConfig,
@@ -25,15 +24,10 @@ from gpt1.app.config import (
     ZeroshotCommandConfig,
 )
 from gpt1.cluster.slurm import on_cpu
+from gpt1.data.sample import sample_data
 from gpt1.model import PRESETS
 from gpt1.model.lstm import LSTMConfig
 from gpt1.training.hydra_job import group_choice
-
-
-def default_sample_data() -> str:
-    """``shared/data`` beside the checkout holding this package, else beside the current directory."""
-    beside_checkout = Path(gpt1.__file__).resolve().parents[2] / "shared" / "data"  # gpt1/__init__.py
-    return str(beside_checkout if beside_checkout.is_dir() else Path.cwd().parent / "shared" / "data")
 
 
 def task_name(cfg: DictConfig) -> str:
@@ -105,8 +99,8 @@ def register() -> None:
     """Register the schemas, the model presets and the resolvers with Hydra, and silence Hydra's note on the launcher
     schemas (idempotent). Every command calls it before Hydra composes its config; so does a Python user composing one
     (``hydra.compose``)."""
-    if not OmegaConf.has_resolver("gpt1.default_sample_data"):
-        OmegaConf.register_new_resolver("gpt1.default_sample_data", default_sample_data)
+    if not OmegaConf.has_resolver("gpt1.sample_data"):  # ${gpt1.sample_data:${paths.cache_dir}}: paths.sample_data
+        OmegaConf.register_new_resolver("gpt1.sample_data", sample_data, use_cache=True)
     if not OmegaConf.has_resolver("gpt1.choice"):  # ${gpt1.choice:task}: the group's option, else the group's name
         OmegaConf.register_new_resolver("gpt1.choice", _choice)
     if not OmegaConf.has_resolver("gpt1.output_dir"):  # ${gpt1.output_dir:${run_name}}: a run's directory

@@ -42,6 +42,7 @@ import pyarrow.parquet as pq
 from gpt1.core.compat import csv_builder_logger, dataset_fingerprint, prepared_split
 from gpt1.core.errors import DataError
 from gpt1.core.quoting import Quoting
+from gpt1.data.sample import own_sample_hint
 
 log = logging.getLogger(__name__)
 
@@ -57,9 +58,8 @@ def resolve_files(patterns: Sequence[str], field: str) -> list[Path]:
     for pattern in patterns:
         matches = sorted(p for p in glob.glob(os.path.expanduser(pattern), recursive=True) if os.path.isfile(p))
         if not matches:
-            raise FileNotFoundError(
-                f"{field}: {pattern!r} matches no file (relative paths start at {Path.cwd()}): fix the path or glob"
-            )
+            where = own_sample_hint(pattern) or f"relative paths start at {Path.cwd()}"
+            raise FileNotFoundError(f"{field}: {pattern!r} matches no file ({where}): fix the path or glob")
         files.update((Path(m).resolve(), None) for m in matches)
     return list(files)
 
