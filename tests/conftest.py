@@ -36,6 +36,7 @@ QUICK = {
     "core": [
         "test_progress.py::test_in_a_log_file_progress_is_a_line_per_tenth_of_the_budget",
         "test_progress.py::test_a_disabled_bar_prints_nothing",
+        "test_progress.py::test_a_bar_in_a_log_is_a_line_per_tenth_and_a_last_one",
         "test_memory.py::test_the_line_names_each_figure",
     ],
     "cpu": [
