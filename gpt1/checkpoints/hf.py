@@ -25,6 +25,7 @@ from tokenizers import Regex, decoders
 from torch import nn
 
 from gpt1.checkpoints.format import empty_model, load_checkpoint, read_checkpoint, save_checkpoint
+from gpt1.checkpoints.hub import hub_snapshot, is_hub_name
 from gpt1.core.errors import CheckpointError
 from gpt1.core.files import atomic_file
 from gpt1.model import GPT, GPTConfig
@@ -270,7 +271,8 @@ def hf_generation_config(tokenizer: Tokenizer, config: GPTConfig) -> dict[str, A
 
 
 def import_hf(src: str | os.PathLike, dst: str | os.PathLike, tokenizer: str | os.PathLike | None = None) -> None:
-    """Convert the HF ``openai-gpt`` directory ``src`` into the gpt1 checkpoint file ``dst``.
+    """Convert the HF ``openai-gpt`` directory ``src``, or the hub model of that name (``openai-community/openai-gpt``:
+    ``hub_snapshot``), into the gpt1 checkpoint file ``dst``.
 
     The tokenizer comes from ``tokenizer`` (a tokenizer JSON file, or a directory: see ``load_tokenizer``; OpenAI's
     vocab.json + merges.txt get the original "openai" pipeline) if given, else from ``src``. No special tokens are
@@ -278,7 +280,7 @@ def import_hf(src: str | os.PathLike, dst: str | os.PathLike, tokenizer: str | o
     (GPT.resize_token_embeddings). An ``OpenAIGPTDoubleHeadsModel``'s multiple-choice head becomes the checkpoint's
     ``MC_HEAD_NAME`` head.
     """
-    src = Path(src)
+    src = hub_snapshot(str(src)) if is_hub_name(str(src)) else Path(src)
     if not (src / "config.json").is_file():
         raise CheckpointError(f"{src}/config.json does not exist: pass a Hugging Face openai-gpt model directory")
     try:
