@@ -4,7 +4,8 @@ it once per tree, alternating (experiments/benchmarks.md, "GPU"):
 
     PYTHONPATH=<tree> python experiments/gpu_decode_probe.py NAME [--configure] [--datasets]
 
---configure applies the tree's CPU settings first and --datasets imports datasets, as its bench's process does.
+--configure applies the tree's CPU settings first and --datasets imports datasets, as its bench's process does (a
+tree of another layout: its modules' paths in the two imports).
 N=<tokens> in the environment changes the tokens timed (a quick run on a CPU)."""
 
 import os
@@ -15,17 +16,12 @@ from dataclasses import replace
 
 import torch
 
-from gpt1.model import GPT, PRESETS
+from gpt1.model.decoder import GPT, PRESETS
 
 if "--configure" in sys.argv:
-    try:
-        from gpt1.cpu import configure  # gpt1/cpu.py, or the cpu/ room's face
+    from gpt1.cpu.settings import configure
 
-        configure()
-    except ImportError:  # trees before gpt1/cpu.py
-        from gpt1.allocator import tune_cpu_allocator
-
-        tune_cpu_allocator()
+    configure()
 if "--datasets" in sys.argv:
     import datasets  # noqa: F401
 
@@ -35,6 +31,15 @@ sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
 torch.manual_seed(0)
 torch.backends.cuda.matmul.allow_tf32 = True  # as the bench
 model = GPT(replace(PRESETS["gpt1"], vocab_size=40481, pad_vocab_to_multiple=64)).to(device).eval()
+try:  # trees whose model is plain: the fast paths applied as gpt1 generate applies them
+    from gpt1.cpu.decoding import decode_in_steps
+    from gpt1.cpu.layers import use_cpu_layers
+
+    if device == "cpu":
+        use_cpu_layers(model)
+    decode_in_steps(model)
+except ImportError:  # trees whose model takes them by itself
+    pass
 prompt = torch.randint(0, 40481, (1, 16), device=device)
 model.generate(prompt, 32, temperature=0)  # warm-up
 ms = []

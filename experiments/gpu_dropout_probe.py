@@ -7,7 +7,7 @@ for the preset NAME (gpt1, or gpt1-no-dropout: every dropout 0), its JSON writte
 import sys
 from dataclasses import replace
 
-from gpt1.model import PRESETS
+from gpt1.model.decoder import PRESETS
 
 PRESETS["gpt1-no-dropout"] = replace(PRESETS["gpt1"], attn_pdrop=0.0, resid_pdrop=0.0, embd_pdrop=0.0)
 from gpt1.tools.bench import main  # noqa: E402  (its --model choices are read from PRESETS)

@@ -7,8 +7,8 @@
 
 Each name is the function or class the commands use, imported when first used (``import gpt1.api`` itself is
 cheap and changes nothing). The command functions take a config from ``compose`` (or from ``hydra.compose`` after
-``gpt1.app.config.register()``), write to ``paths.output_dir`` (outputs/<run_name>/<time> unless set) and return the
-metrics they write to metrics.json.
+``gpt1.app.registration.register()``), write to ``paths.output_dir`` (outputs/<run_name>/<time> unless set) and
+return the metrics they write to metrics.json.
 """
 
 from __future__ import annotations
@@ -28,9 +28,9 @@ _NAMES = {
     # a gpt1 checkpoint -> an HF openai-gpt directory (transformers, lm-evaluation-harness)
     "export_hf": "gpt1.checkpoints.hf",
     # the model and its tokenizer
-    "GPT": "gpt1.model",
-    "GPTConfig": "gpt1.model",
-    "PRESETS": "gpt1.model",
+    "GPT": "gpt1.model.decoder",
+    "GPTConfig": "gpt1.model.decoder",
+    "PRESETS": "gpt1.model.decoder",
     "Tokenizer": "gpt1.text.tokenizer",
     "load_tokenizer": "gpt1.text.tokenizer",
     "train_bpe": "gpt1.text.tokenizer",
@@ -63,8 +63,7 @@ def compose(command: str, overrides: Sequence[str] = (), *, task: Any = None) ->
     from hydra import initialize_config_module
     from omegaconf import open_dict
 
-    from gpt1.app.config import register
-    from gpt1.app.registration import register_task
+    from gpt1.app.registration import register, register_task
     from gpt1.core.errors import ConfigError
 
     register()

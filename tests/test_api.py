@@ -1,6 +1,7 @@
 """The library without Hydra's runtime: a config composed in Python (``gpt1.api.compose``, or ``hydra.compose`` after
-``gpt1.app.config.register()``) runs, writes where the command would, and names its task; a corpus of one's own names
-its runs and prompts its samples; a single-class prediction is flagged. (docs/library.md's blocks: test_readme.py.)"""
+``gpt1.app.registration.register()``) runs, writes where the command would, and names its task; a corpus of one's own
+names its runs and prompts its samples; a single-class prediction is flagged. (docs/library.md's blocks:
+test_readme.py.)"""
 
 import json
 from types import SimpleNamespace
@@ -10,11 +11,11 @@ import torch
 from hydra import compose, initialize_config_module
 
 from gpt1 import api
-from gpt1.app.config import OptimConfig
 from gpt1.core.errors import ConfigError
-from gpt1.model import GPT, GPTConfig
+from gpt1.model.decoder import GPT, GPTConfig
 from gpt1.tasks.spec import TaskConfig
 from gpt1.text.tokenizer import train_bpe
+from gpt1.training.schema import OptimConfig
 from gpt1.training.task_module import TaskModule
 from tests.conftest import FEW_FINETUNE
 

@@ -3,15 +3,20 @@ asserted), the JSON, the CPU matmul choices it shows, the defaults per preset, a
 
 import json
 import statistics
+from dataclasses import replace
 
 import pytest
 import torch
 
 import gpt1.cpu.kernels
 import gpt1.cpu.settings
-import gpt1.model
 import gpt1.tools.bench
-from gpt1.tools.bench import DENSE_PEAK_TFLOPS, device_peak, main
+import gpt1.tools.bench_measure
+from gpt1.cpu.decoding import SteppedGPT
+from gpt1.cpu.layers import on_cpu_layers
+from gpt1.model.decoder import GPT, PRESETS
+from gpt1.tools.bench import main
+from gpt1.tools.bench_measure import DENSE_PEAK_TFLOPS, device_peak
 from gpt1.tools.bench_report import report
 
 pytest.importorskip("transformers", reason="--compare hf builds HF's models")
@@ -65,7 +70,7 @@ def stubbed(monkeypatch):
     times = {kind: dict(zip(kernels, (1e-3, 2e-3, 3e-3, 4e-3))) for kind, kernels in gpt1.cpu.kernels.KERNELS.items()}
     monkeypatch.setattr(gpt1.tools.bench, "measure_matmuls", lambda: times)
     monkeypatch.setattr(
-        gpt1.tools.bench, "hf_generation", lambda hf, args, device: {"generate_batch1_ms_per_token": 40.0}
+        gpt1.tools.bench, "hf_generation", lambda hf, prompt, new_tokens, device: {"generate_batch1_ms_per_token": 40.0}
     )
     monkeypatch.setattr(gpt1.tools.bench, "mc_note", lambda: None)
     return calls
@@ -95,10 +100,7 @@ def test_every_figure_is_the_median_of_its_runs_and_the_ratios_follow(stubbed, t
     assert gen["batch1_ms_per_token_range"] == pytest.approx([10.5, 43])
     assert gen["batch2_ms_per_token"] == pytest.approx(17.5)
     assert out["hf"]["speedup_generate"] == pytest.approx(40.0 / b1)
-    weights = sum(
-        p.numel() * 4
-        for p in gpt1.model.GPT(gpt1.tools.bench.replace(gpt1.model.PRESETS["tiny"], vocab_size=40481)).parameters()
-    )
+    weights = sum(p.numel() * 4 for p in GPT(replace(PRESETS["tiny"], vocab_size=40481)).parameters())
     assert out["decode_bound_ms"] == pytest.approx(1e3 * weights / 1e9) and gen["bound_fraction"] == pytest.approx(
         out["decode_bound_ms"] / b1
     )
@@ -137,7 +139,7 @@ def test_the_matmul_choices_and_both_kernels_times_are_shown(stubbed, monkeypatc
 def test_one_sequence_decodes_from_weights_laid_out_as_generate_loads_them(stubbed, monkeypatch):
     """On CPU, batch-1 generation (and the ceilings beside it) runs on a copy of the weights stored by
     store_for_decoding, as ``gpt1 generate`` loads a checkpoint for one sequence; the batch, as generate loads it
-    for several samples, on the model itself, as does the multiple-choice step."""
+    for several samples, on the model itself, as does the multiple-choice step; all on gpt1's CPU layers."""
     monkeypatch.setitem(gpt1.cpu.kernels.CPU_MATMULS, "decode", "column_blocks")
     monkeypatch.setattr(
         gpt1.tools.bench, "configure", lambda: gpt1.cpu.settings.CpuSettings(False, False, {}, "stubbed")
@@ -159,6 +161,8 @@ def test_one_sequence_decodes_from_weights_laid_out_as_generate_loads_them(stubb
     assert one.h[0].mlp.c_fc.weight.stride() == (1, 128) and batched.h[0].mlp.c_fc.weight.is_contiguous()
     for a, b in zip(one.parameters(), batched.parameters()):
         assert torch.equal(a, b) and a.data_ptr() != b.data_ptr()
+    # both on gpt1's CPU layers, the one sequence token by token, as gpt1 generate runs them
+    assert on_cpu_layers(one) and on_cpu_layers(batched) and type(one) is SteppedGPT
 
 
 @pytest.mark.parametrize("model, seq, new_tokens", [("gpt1", 256, 256), ("small", 128, 112), ("tiny", 32, 16)])
@@ -212,19 +216,19 @@ def test_the_matrix_vector_ceiling_tries_every_decoding_kernel_whatever_was_chos
     monkeypatch.setattr(gpt1.cpu.kernels, "onednn_available", lambda: False)
     seen = []
     monkeypatch.setattr(
-        gpt1.tools.bench,
+        gpt1.tools.bench_measure,
         "median_seconds",
         lambda fn, **kw: (fn(), seen.append(gpt1.cpu.kernels.CPU_MATMULS["decode"]), 1.0)[-1],
     )
     kernels_run = []
-    real_linear = gpt1.tools.bench.linear
+    real_linear = gpt1.tools.bench_measure.linear
     monkeypatch.setattr(
-        gpt1.tools.bench,
+        gpt1.tools.bench_measure,
         "linear",
         lambda *a: kernels_run.append(gpt1.cpu.kernels.CPU_MATMULS["decode"]) or real_linear(*a),
     )
-    model = gpt1.model.GPT(gpt1.model.PRESETS["tiny"])
-    gpt1.tools.bench.gemv_bandwidth(model)
+    model = GPT(PRESETS["tiny"])
+    gpt1.tools.bench_measure.gemv_bandwidth(model)
     assert seen == ["torch"] * 3  # F.linear, the row blocks, the column blocks (no oneDNN here); each restored
     assert set(kernels_run) == {"row_blocks", "column_blocks"}
     assert gpt1.cpu.kernels.CPU_MATMULS == dict.fromkeys(gpt1.cpu.kernels.KINDS, "torch")
@@ -244,7 +248,7 @@ def test_a_cpu_peak_is_measured_in_the_steps_precision(monkeypatch):
 def test_the_cpu_peak_counts_each_weights_three_products_by_their_fastest_way(monkeypatch, onednn):
     """gemm_peak times every weight's forward, input-gradient and weight-gradient products (3 x 2 M k n FLOPs), each
     by the fastest of its ways: torch's matmul on two layouts (one for the input gradient), and oneDNN's in fp32."""
-    monkeypatch.setattr(gpt1.tools.bench, "onednn_available", lambda: onednn)
+    monkeypatch.setattr(gpt1.tools.bench_measure, "onednn_available", lambda: onednn)
     ways = []
 
     def seconds(fn, warmup, iters, device):
@@ -252,10 +256,10 @@ def test_the_cpu_peak_counts_each_weights_three_products_by_their_fastest_way(mo
         ways.append(fn)
         return float(len(ways))  # each way slower than the one before: a product's first way is its fastest
 
-    monkeypatch.setattr(gpt1.tools.bench, "median_seconds", seconds)
-    config = gpt1.model.PRESETS["tiny"]
+    monkeypatch.setattr(gpt1.tools.bench_measure, "median_seconds", seconds)
+    config = PRESETS["tiny"]
     C, V, M = config.n_embd, config.vocab_size, 8
-    peak = gpt1.tools.bench.gemm_peak(config, M, torch.device("cpu"), torch.float32)
+    peak = gpt1.tools.bench_measure.gemm_peak(config, M, torch.device("cpu"), torch.float32)
     flops = sum(3 * 2 * M * C * n for n in (3 * C, C, config.n_inner, config.n_inner, V))
     f, i, w = (3, 2, 3) if onednn else (2, 1, 2)  # the ways of the forward, the input and the weight gradient
     assert len(ways) == 5 * (f + i + w)

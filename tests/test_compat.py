@@ -31,12 +31,12 @@ def test_torch_ops_mkldnn_linear_pointwise_exists_and_computes_f_linear():
 
 
 def test_tensor_post_accumulate_grad_hooks_exist():
-    """gpt1.model.layers reads Tensor._post_accumulate_grad_hooks (private) to hook the sparse table gradient once:
+    """gpt1.cpu.layers reads Tensor._post_accumulate_grad_hooks (private) to hook the sparse table gradient once:
     if torch drops it, this fails (gpt1 would fall back to F.embedding's dense gradient, correct but slower)."""
     import torch
 
     from gpt1.core import compat
-    from gpt1.model import layers
+    from gpt1.cpu import layers
 
     weight = torch.nn.Parameter(torch.randn(4, 3))
     hooks = compat.post_accumulate_grad_hooks(weight)

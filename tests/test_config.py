@@ -8,19 +8,14 @@ from hydra.errors import ConfigCompositionException
 from omegaconf import OmegaConf
 from omegaconf.errors import ConfigAttributeError, ValidationError
 
-from gpt1.app.config import (
-    CheckpointModelConfig,
-    EvaluateConfig,
-    FinetuneConfig,
-    PretrainConfig,
-    Schedule,
-    check_ranges,
-)
+from gpt1.app.config import CheckpointModelConfig, EvaluateConfig, FinetuneConfig, PretrainConfig
+from gpt1.app.ranges import check_ranges
 from gpt1.commands.pretrain import train
 from gpt1.core.errors import ConfigError
-from gpt1.model import PRESETS, GPTConfig
+from gpt1.model.decoder import PRESETS, GPTConfig
 from gpt1.model.lstm import LSTMConfig
 from gpt1.tasks.spec import TaskConfig
+from gpt1.training.schema import Schedule
 from tests.test_experiments import EXPERIMENTS as EXPERIMENTS_BY_COMMAND
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
@@ -114,7 +109,7 @@ def test_the_config_tree_is_typed_against_assignment_too(make_cfg):
 
 
 GROUPS = {g.name: sorted(p.stem for p in g.glob("*.yaml")) for g in CONF.iterdir() if g.is_dir()}
-GROUPS["model"] = sorted(PRESETS)  # registered from gpt1.model.PRESETS, not YAML
+GROUPS["model"] = sorted(PRESETS)  # registered from gpt1.model.decoder.PRESETS, not YAML
 TASKS = GROUPS.pop("task")  # fine-tuning's
 
 

@@ -18,8 +18,9 @@ import gpt1.data.pretrain_data as pretrain
 from gpt1.core.errors import ConfigError, DataError
 from gpt1.data.corpus import pack
 from gpt1.data.data_config import DataConfig
+from gpt1.data.formats import file_columns
 from gpt1.data.pretrain_data import PretrainDataModule, unigram_perplexity
-from gpt1.data.sources import file_columns, load_files, load_hub, resolve_files
+from gpt1.data.sources import load_files, load_hub, resolve_files
 from gpt1.data.windows import WindowSampler
 from gpt1.text.tokenizer import Tokenizer, TokenizerConfig, train_bpe
 
@@ -406,8 +407,8 @@ def test_a_new_file_format_is_one_entry(tmp_path, monkeypatch):
     """One table of formats serves the corpus and the tasks: a pipe-separated format added there reads as both,
     and its errors name the line."""
     from gpt1.data.corpus import CorpusSource
-    from gpt1.data.sources import FORMATS, Csv
-    from gpt1.data.task_rows import TaskSource
+    from gpt1.data.formats import FORMATS, Csv
+    from gpt1.tasks.rows import TaskSource
     from gpt1.tasks.spec import TaskConfig, split_specs
 
     class Psv(Csv):

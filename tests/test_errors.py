@@ -3,7 +3,7 @@ written in tmp_path), ends with exit status 2 and one line on stderr, ``error: .
 column, config key or checkpoint, and no traceback; HYDRA_FULL_ERROR=1 keeps the traceback. Every failure here happens
 before any training.
 
-The cases call each command's ``main`` (its Hydra app, behind ``gpt1.core.errors.command``) in this process, with
+The cases call each command's ``main`` (its Hydra app, behind ``gpt1.app.runner.command``) in this process, with
 ``sys.argv`` set as the console script sets it: a subprocess per case would pay torch's and Lightning's imports each
 time (minutes in all). Three subprocess tests prove the whole path, ``python -m`` and the ``gpt1`` dispatcher: one
 line and exit status 2 for a data error and a config error, and the traceback under HYDRA_FULL_ERROR=1."""

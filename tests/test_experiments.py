@@ -17,8 +17,10 @@ from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig, OmegaConf
 
-from gpt1.app.config import FinetuneConfig, Schedule, ZeroshotCommandConfig, check_ranges
+from gpt1.app.config import FinetuneConfig, ZeroshotCommandConfig
+from gpt1.app.ranges import check_ranges
 from gpt1.tasks.heuristics import heuristic_of
+from gpt1.training.schema import Schedule
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 PAPER_TASKS = ["sst2", "cola", "mnli", "snli", "scitail", "qnli", "rte", "stsb", "qqp", "mrpc", "race", "story_cloze"]

@@ -18,18 +18,18 @@ from sklearn.model_selection import train_test_split
 
 import gpt1.commands.finetune as finetune_command
 import gpt1.training.run
-from gpt1.app.config import OptimConfig
 from gpt1.checkpoints.format import load_checkpoint, save_checkpoint
 from gpt1.commands.evaluate import evaluate
 from gpt1.commands.finetune import finetune, start_from
 from gpt1.commands.zeroshot import zeroshot
 from gpt1.core.errors import ConfigError
-from gpt1.data.task_batches import EpochSampler
-from gpt1.data.task_data import TaskDataModule
-from gpt1.model import GPT, PRESETS, GPTConfig
+from gpt1.model.decoder import GPT, PRESETS, GPTConfig
 from gpt1.model.heads import MultipleChoiceHead
+from gpt1.tasks.batches import EpochSampler
 from gpt1.tasks.registry import get_task_type
 from gpt1.tasks.spec import task_from_dict
+from gpt1.tasks.task_data import TaskDataModule
+from gpt1.training.schema import OptimConfig
 from tests.conftest import REPO
 from tests.test_finetune import FAST, pretrained  # noqa: F401  (the tiny pre-trained checkpoint)
 
@@ -135,7 +135,7 @@ class _Trainer:
 
 
 def test_the_best_validation_strictly_better_keeps_its_weights(tmp_path):
-    from gpt1.training.selection import BestWeights
+    from gpt1.training.callbacks.best_weights import BestWeights
 
     best, trainer = BestWeights(tmp_path / "best.ckpt", "val/accuracy", ("val/",)), _Trainer()
     for step, value in ((10, 0.5), (20, 0.7), (30, 0.7), (40, 0.6), (50, float("nan"))):

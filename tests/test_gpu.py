@@ -10,8 +10,8 @@ from gpt1.checkpoints.format import load_checkpoint
 from gpt1.commands.finetune import finetune
 from gpt1.commands.generate import generate
 from gpt1.commands.pretrain import train
-from gpt1.model import GPT, PRESETS
-from gpt1.model.token_step import TokenStep
+from gpt1.cpu.decoding import TokenStep
+from gpt1.model.decoder import GPT, PRESETS
 from gpt1.tools.bench import main as bench
 from tests.conftest import FEW, FEW_FINETUNE
 

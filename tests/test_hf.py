@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -21,9 +22,12 @@ from tokenizers import models
 from gpt1.checkpoints.format import load_checkpoint, save_checkpoint
 from gpt1.checkpoints.hf import config_from_hf, config_to_hf, export_hf, hf_tokenizer_json, import_hf
 from gpt1.core.errors import CheckpointError
-from gpt1.model import GPT, PRESETS, GPTConfig
+from gpt1.cpu import kernels
+from gpt1.cpu.layers import use_cpu_layers
+from gpt1.model.decoder import GPT, PRESETS, GPTConfig
 from gpt1.model.lstm import LSTM, LSTMConfig
-from gpt1.text.tokenizer import END_OF_WORD, UNK_TOKEN, load_tokenizer, train_bpe
+from gpt1.text.openai_text import END_OF_WORD
+from gpt1.text.tokenizer import UNK_TOKEN, load_tokenizer, train_bpe
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # before transformers is imported: these tests never download
 transformers = pytest.importorskip("transformers", reason="the parity tests compare against transformers")
@@ -69,12 +73,19 @@ def tokens(vocab_size: int, shape: tuple[int, int] = (2, 16)) -> torch.Tensor:
 
 @torch.no_grad()
 def assert_parity(model: GPT, hf: transformers.OpenAIGPTLMHeadModel, vocab_size: int) -> None:
+    """model's logits are HF's: the plain model's, then (model swapped in place) on gpt1's CPU layers, every kind of
+    product on oneDNN where this CPU has it, as the commands run it on the CPU."""
     x = tokens(vocab_size)
     ref = hf(x).logits
+    assert ref.std() > 0.1  # the comparisons below are between non-trivial logits
     ours = model.eval().lm_logits(model(x))
     assert ours.shape == ref.shape == (*x.shape, vocab_size)
-    assert ref.std() > 0.1  # the comparison below is between non-trivial logits
     assert (ours - ref).abs().max().item() <= TOL
+    use_cpu_layers(model)
+    with contextlib.ExitStack() as onednn:
+        for kind in kernels.KINDS:
+            onednn.enter_context(kernels.using(kind, "onednn"))
+        assert (model.lm_logits(model(x)) - ref).abs().max().item() <= TOL
 
 
 @torch.no_grad()

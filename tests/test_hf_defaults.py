@@ -13,7 +13,7 @@ import torch
 
 from gpt1.checkpoints.format import save_checkpoint
 from gpt1.checkpoints.hf import HF_SAMPLING, export_hf
-from gpt1.model import GPT, GPTConfig
+from gpt1.model.decoder import GPT, GPTConfig
 from gpt1.text.tokenizer import Tokenizer, load_tokenizer, train_bpe
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # before transformers is imported: these tests never download

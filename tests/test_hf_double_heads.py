@@ -19,8 +19,9 @@ from gpt1.checkpoints.hf import (
     import_hf,
     is_double_heads,
 )
-from gpt1.model import GPT
-from gpt1.model.heads import MultipleChoiceHead, task_logits
+from gpt1.model.decoder import GPT
+from gpt1.model.heads import MultipleChoiceHead
+from gpt1.tasks.packing import task_logits
 from gpt1.tasks.spec import TASK_SPECIAL_TOKENS
 from gpt1.text.tokenizer import train_bpe
 

@@ -16,7 +16,7 @@ import torch
 from gpt1.checkpoints.format import load_checkpoint, save_checkpoint
 from gpt1.checkpoints.hf import export_hf
 from gpt1.checkpoints.hub import is_hub_name
-from gpt1.model import GPT, GPTConfig
+from gpt1.model.decoder import GPT, GPTConfig
 from gpt1.text.tokenizer import train_bpe
 
 NAME = "openai-community/openai-gpt"

@@ -1,20 +1,23 @@
-"""Importing gpt1 changes nothing in the process, and the model code is pure torch."""
+"""Importing gpt1 changes nothing in the process, the model code is pure torch, and the modules import each other
+without a circle, each name from the module that defines it."""
 
 import ast
+import runpy
 import subprocess
 import sys
 from pathlib import Path
 
-from tests.conftest import ENV_BEFORE_GPT1
+from tests.conftest import ENV_BEFORE_GPT1, REPO
 
 PURE = [
     "gpt1.model",
     "gpt1.model.decoder",
-    "gpt1.model.layers",
     "gpt1.model.lstm",
     "gpt1.model.heads",
-    "gpt1.model.token_step",
+    "gpt1.model.registry",
     "gpt1.cpu.kernels",
+    "gpt1.cpu.layers",
+    "gpt1.cpu.decoding",
 ]
 """The model code: it imports torch and nothing of the training stack."""
 BLOCKED = [
@@ -47,7 +50,7 @@ class Block(importlib.abc.MetaPathFinder):
 sys.meta_path.insert(0, Block())
 for module in {PURE!r}:
     importlib.import_module(module)
-from gpt1.model import GPT, PRESETS
+from gpt1.model.decoder import GPT, PRESETS
 GPT(PRESETS["tiny"])
 """
     proc = run(code)
@@ -55,24 +58,45 @@ GPT(PRESETS["tiny"])
 
 
 def test_importing_every_module_leaves_the_process_as_it_was():
-    """The environment, the warning filters, Hydra's config store and OmegaConf's resolvers, before and after
-    importing every gpt1 module (its dependencies imported first: what they do is theirs)."""
+    """The environment, the import system, the modules already imported, the signal handlers and the hooks of
+    uncaught exceptions, the warning filters, the loggers, torch's global settings, Hydra's config store and
+    OmegaConf's resolvers, before and after importing every gpt1 module (its dependencies imported first: what they do
+    is theirs); and each gpt1 module is in sys.modules under its own name only."""
     code = """
-import copy, importlib, os, pkgutil, warnings
+import copy, importlib, logging, os, pkgutil, signal, sys, threading, warnings
 import torch, lightning, hydra, datasets
 from hydra.core.config_store import ConfigStore
 from omegaconf.basecontainer import BaseContainer
-def state():
-    return (dict(os.environ), list(warnings.filters), copy.deepcopy(ConfigStore.instance().repo),
-            sorted(BaseContainer._resolvers))
-before = state()
+def state(loggers=None):
+    return {
+        "os.environ": dict(os.environ),
+        "the import system": (list(sys.meta_path), list(sys.path_hooks), list(sys.path)),
+        "signal handlers": {s: signal.getsignal(s) for s in signal.valid_signals()},
+        "uncaught exception hooks": (sys.excepthook, threading.excepthook),
+        "warnings.filters": list(warnings.filters),
+        "loggers": {name: (log.level, list(log.handlers), list(log.filters), log.propagate, log.disabled)
+                    for name, log in logging.root.manager.loggerDict.items()
+                    if isinstance(log, logging.Logger) and (loggers is None or name in loggers)} | {
+                    "root": (logging.root.level, list(logging.root.handlers))},
+        "torch": (torch.get_num_threads(), torch.get_default_dtype(), torch.is_grad_enabled(),
+                  torch.are_deterministic_algorithms_enabled(), torch.get_float32_matmul_precision(),
+                  torch.backends.cudnn.benchmark, torch.backends.cuda.matmul.allow_tf32, torch.backends.mkldnn.enabled,
+                  torch.is_anomaly_enabled()),
+        "ConfigStore": copy.deepcopy(ConfigStore.instance().repo),
+        "resolvers": sorted(BaseContainer._resolvers),
+    }
+before, modules = state(), dict(sys.modules)
 import gpt1
 names = [m.name for m in pkgutil.walk_packages(gpt1.__path__, "gpt1.") if not m.name.startswith("gpt1.conf")]
 for name in names:
     importlib.import_module(name)
-after = state()
-for what, b, a in zip(["os.environ", "warnings.filters", "ConfigStore", "resolvers"], before, after):
-    assert b == a, f"importing gpt1 changed {what}: {a if what != 'os.environ' else set(a.items()) ^ set(b.items())}"
+after = state(before["loggers"])
+for what in before:
+    assert before[what] == after[what], f"importing gpt1 changed {what}"
+replaced = [name for name, module in modules.items() if sys.modules.get(name) is not module]
+assert not replaced, f"importing gpt1 replaced modules: {replaced}"
+aliases = [k for k, m in sys.modules.items() if k.split(".")[0] == "gpt1" and getattr(m, "__name__", None) != k]
+assert not aliases, f"modules under another name: {aliases}"
 print(len(names))
 """
     proc = run(code)
@@ -109,10 +133,10 @@ class Block(importlib.abc.MetaPathFinder):
 sys.meta_path.insert(0, Block())
 for module in {LIGHT_COMMANDS!r}:
     importlib.import_module(module)
-from gpt1.app.config import register
+from gpt1.app.registration import register
 register()
 from gpt1.checkpoints.format import load_checkpoint, save_checkpoint
-from gpt1.model import GPT, GPTConfig
+from gpt1.model.decoder import GPT, GPTConfig
 from gpt1.text.tokenizer import train_bpe
 tok = train_bpe(["a tiny corpus of words, and of more words"] * 20, vocab_size=60)
 save_checkpoint({str(tmp_path / "tiny.ckpt")!r}, GPT(GPTConfig(vocab_size=tok.vocab_size, n_ctx=8, n_layer=1, n_head=2,
@@ -122,33 +146,6 @@ print(load_checkpoint({str(tmp_path / "tiny.ckpt")!r}).model.tokens_embed.weight
     proc = run(code)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["cpu"]
-
-
-def test_the_old_module_paths_are_the_modules_in_their_new_homes():
-    """Issue 38 moved every module into a room: each old path (``gpt1.tokenizer``, ``gpt1.data.tasks``, ...) still
-    imports, as the very module of its new home (one module, two names: a monkeypatch or an isinstance through either
-    sees the same objects), and old pickles find their classes."""
-    code = """
-import importlib, pickle, sys
-import gpt1
-for old, new in gpt1.MOVED.items():
-    assert importlib.import_module(old) is importlib.import_module(new), old
-    assert sys.modules[new].__spec__.name == new, new  # the alias left the module's own spec
-from gpt1.tokenizer import Tokenizer
-from gpt1.text.tokenizer import Tokenizer as T2
-from gpt1.data.config import Quoting
-assert Tokenizer is T2 and pickle.loads(pickle.dumps(Quoting.none)) is Quoting.none
-# the modules that became packages keep the old modules' names on the package
-from gpt1.model import GPT, PRESETS, GPTConfig, LayerCache
-from gpt1.cpu import configure, measure_matmuls, PROBES
-from gpt1.app import command, user_errors
-import gpt1.cpu.settings, gpt1.app.runner
-assert configure is gpt1.cpu.settings.configure and command is gpt1.app.runner.command
-print(len(gpt1.MOVED))
-"""
-    proc = run(code)
-    assert proc.returncode == 0, proc.stderr
-    assert int(proc.stdout) >= 24
 
 
 def test_each_room_says_what_it_holds():
@@ -173,76 +170,40 @@ def test_the_quick_tier_covers_every_room():
     assert all(QUICK.values())
 
 
-def test_the_layers_old_names_resolve_in_gpt1_model_layers():
-    """The model's layers left gpt1.cpu.kernels (gpt1.ops before the rooms) for gpt1.model.layers: old imports and
-    pickles that name them there still find them, and nothing else resolves there by accident."""
-    import pickle
-
-    import pytest
-
-    import gpt1.cpu.kernels
-    import gpt1.model.layers
-    import gpt1.ops
-
-    assert gpt1.cpu.kernels.LAYERS == ("linear", "Linear", "dropout", "Dropout", "embedding", "Embedding", "attention")
-    for name in gpt1.cpu.kernels.LAYERS:
-        assert getattr(gpt1.ops, name) is getattr(gpt1.cpu.kernels, name) is getattr(gpt1.model.layers, name)
-    from gpt1.ops import Linear
-
-    assert Linear is gpt1.model.layers.Linear
-    assert (
-        pickle.loads(b"cgpt1.ops\nDropout\n.")
-        is pickle.loads(b"cgpt1.cpu.kernels\nDropout\n.")
-        is gpt1.model.layers.Dropout
-    )
-    with pytest.raises(AttributeError, match="has no attribute 'Attention'"):
-        gpt1.cpu.kernels.Attention  # noqa: B018
+STRUCTURE = runpy.run_path(str(REPO / "tools" / "structure.py"))
+"""tools/structure.py's functions: the package's imports read from its source."""
 
 
-def test_the_old_paths_of_data_tasks_and_cluster_modules_are_the_moved_modules():
-    import importlib
+def test_no_two_modules_import_each_other_even_through_others():
+    """Counting every import: inside functions, under TYPE_CHECKING, and importlib's of a module named in the file."""
+    found = [{e.source for e in edges} for edges in STRUCTURE["circles"](REPO)]
+    assert found == []
 
+
+def test_every_import_names_the_module_that_defines_the_name():
+    """In gpt1/, tests/, experiments/ and tools/: no name imported from a module that only hands it on (``gpt1.api``
+    aside, the library's face), no path of a module that is gone."""
+    assert STRUCTURE["faces"](REPO) == []
+
+
+def test_no_module_is_over_600_lines():
+    """A file that grows past it does several jobs: split it along its seams."""
     import gpt1
 
-    olds = ["gpt1.tasks.base", "gpt1.zeroshot", "gpt1.metrics", "gpt1.data.tasks", "gpt1.data.pretrain"]
-    for old in [*olds, "gpt1.data.config", "gpt1.slurm", "gpt1.squeue"]:
-        assert importlib.import_module(old) is importlib.import_module(gpt1.MOVED[old]), old
-    from gpt1.tasks import TaskType
-    from gpt1.tasks.base import TaskType as old_type  # (tasks/base.py is tasks/task_type.py: data/ has a base.py)
-
-    assert old_type is TaskType
+    long = {p.name: n for p in Path(gpt1.__file__).parent.rglob("*.py") if (n := len(p.read_text().splitlines())) > 600}
+    assert long == {}
 
 
-CONFIG_NAMES = """Schedule Selection NonFinite WandbMode OptimConfig TrainerConfig WandbConfig LoggerConfig
-CheckpointConfig
-SamplesConfig CallbacksConfig PathsConfig PretrainConfig CheckpointModelConfig FinetuneConfig EvaluateConfig
-GenerateConfig ConvertConfig ZeroshotCommandConfig resolve_device group_choice task_name
-default_output_dir corpus_name register check_ranges""".split()
-"""What ``gpt1.config`` (later ``gpt1.app.config``) gave before it was split by job (issue 38)."""
-
-
-def test_the_old_config_paths_give_every_name_they_gave():
-    """``gpt1.config`` and ``gpt1.app.config`` give each name the one module gave, the very object of its new home."""
-    import importlib
-
-    import gpt1.app.config
-
-    old = importlib.import_module("gpt1.config")
-    for name in CONFIG_NAMES:
-        home = importlib.import_module(gpt1.app.config.MOVED.get(name, "gpt1.app.config"))
-        assert getattr(old, name) is getattr(gpt1.app.config, name) is getattr(home, name), name
-    assert not hasattr(old, "no_such_name")
-
-
-def test_the_callbacks_keep_their_old_paths():
-    """``gpt1.training.callbacks`` was one module: its names still import from it, and ``BestWeights`` from
-    ``gpt1.training.selection``, now that each callback has a module of its own."""
-    import gpt1.training.callbacks as callbacks
-    from gpt1.training.callbacks.best_weights import BestWeights
-    from gpt1.training.callbacks.safe_stop import SafeStop
-    from gpt1.training.selection import BestWeights as selected
-
-    names = ["AtomicCheckpointIO", "PeriodicCheckpoint", "SafeStop", "SampleText", "LogShortRuns", "BestWeights"]
-    assert all(isinstance(getattr(callbacks, name), type) for name in names)
-    assert callable(callbacks.build_callbacks) and callable(callbacks.print_above_bar)
-    assert callbacks.SafeStop is SafeStop and callbacks.BestWeights is BestWeights is selected
+def test_the_checks_of_the_structure_see_a_circle_and_a_face(tmp_path):
+    """The two checks above can fail: a circle through a function-level import and an importlib string, and a name
+    imported through a package's face, in a package of three files."""
+    package = tmp_path / "gpt1"
+    package.mkdir()
+    (package / "__init__.py").write_text("from gpt1.a import A\n")
+    (package / "a.py").write_text("A = 1\n\ndef f():\n    from gpt1.b import g\n")
+    (package / "b.py").write_text('import importlib\n\ndef g():\n    importlib.import_module("gpt1.a")\n')
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_x.py").write_text("from gpt1 import A\n")
+    circles = STRUCTURE["circles"](tmp_path)
+    assert [{e.source for e in edges} for edges in circles] == [{"gpt1.a", "gpt1.b"}]
+    assert STRUCTURE["faces"](tmp_path) == ["tests/test_x.py:1: from gpt1 import A"]

@@ -1,19 +1,21 @@
-"""The GPT-1 decoder: architecture facts, init, vocab growth and padding, KV-cache decoding; the LSTM baseline's
-decoding."""
+"""The GPT-1 decoder: architecture facts, plain torch layers, init, vocab growth and padding, KV-cache decoding and
+its token step (gpt1.cpu.decoding); the LSTM baseline's decoding."""
 
 from dataclasses import replace
 
 import pytest
 import torch
+from torch import nn
 
 import gpt1.cpu.kernels
 import gpt1.model.generation
+from gpt1.cpu.decoding import SteppedGPT, TokenStep, decode_in_steps, store_for_decoding
 from gpt1.cpu.kernels import KERNELS
-from gpt1.model import GPT, PRESETS, GPTConfig, LayerCache
-from gpt1.model.heads import pack_choices, pack_sequences
-from gpt1.model.layers import Embedding
+from gpt1.cpu.layers import CpuEmbedding, use_cpu_layers
+from gpt1.model.decoder import GPT, MLP, PRESETS, Attention, Block, GPTConfig, TiedHead
+from gpt1.model.kv_cache import LayerCache
 from gpt1.model.lstm import LSTM, LSTMConfig
-from gpt1.model.token_step import TokenStep, store_for_decoding
+from gpt1.tasks.packing import pack_choices, pack_sequences
 
 TINY = PRESETS["tiny"]
 
@@ -23,6 +25,14 @@ def test_paper_model_has_the_papers_parameter_count_and_flops():
     assert model.num_params() == 116_534_784  # 12 x 7,087,872 + 40,478 x 768 + 512 x 768
     assert round(model.flops_per_token() / 1e6) == 753  # 6 N + 12 L C T at T = 512
     assert not any("ln_f" in name for name, _ in model.named_parameters())  # GPT-1 has no final LayerNorm
+
+
+def test_the_decoder_is_built_of_torchs_own_layers():
+    """The model reads alone: every module of a GPT is torch's own layer or one of the decoder file's, whose only
+    non-module ops are F.scaled_dot_product_attention and the tied head's F.linear (gpt1.cpu swaps them from above)."""
+    own = {GPT, Block, Attention, MLP, TiedHead}
+    torchs = {nn.Linear, nn.Dropout, nn.Embedding, nn.LayerNorm, nn.ModuleList}
+    assert {type(m) for m in GPT(TINY).modules()} == own | torchs
 
 
 def test_init_is_normal_002_with_zero_biases_and_unit_gains():
@@ -83,16 +93,19 @@ def test_resize_token_embeddings_keeps_old_rows_and_draws_new_ones():
     assert abs(new[1000:].std().item() - 0.02) < 2e-3
     with pytest.raises(ValueError, match="shrink"):
         model.resize_token_embeddings(10)
-    # the grown table is still gpt1's Embedding: hidden states alone (no head) still leave it a dense gradient
-    (model(torch.tensor([[1200, 5]])) * torch.randn(1, 2, TINY.n_embd)).sum().backward()
-    assert isinstance(model.tokens_embed, Embedding) and model.tokens_embed.weight.grad.layout == torch.strided
-    assert model.tokens_embed.weight.grad[1200].abs().sum() > 0
+    # on gpt1's CPU layers the grown table is still theirs: hidden states alone (no head) leave it a dense gradient
+    use_cpu_layers(model)
+    model.resize_token_embeddings(1600)
+    (model(torch.tensor([[1500, 5]])) * torch.randn(1, 2, TINY.n_embd)).sum().backward()
+    assert type(model.tokens_embed) is CpuEmbedding and model.tokens_embed.weight.grad.layout == torch.strided
+    assert model.tokens_embed.weight.grad[1500].abs().sum() > 0
 
 
 def test_a_whole_model_pickles_and_its_table_gradient_stays_dense(tmp_path):
-    """torch.save of the module itself (not a state dict) round-trips; the loaded table lost its tensor hooks, and
-    hidden states alone (no LM head) still leave it a dense gradient."""
+    """torch.save of the module itself (not a state dict) round-trips, on gpt1's CPU layers too; the loaded table lost
+    its tensor hooks, and hidden states alone (no LM head) still leave it a dense gradient."""
     model = GPT(TINY)
+    use_cpu_layers(model)
     torch.save(model, tmp_path / "model.pt")
     loaded = torch.load(tmp_path / "model.pt", weights_only=False)
     x = torch.tensor([[1, 2, 3]])
@@ -111,10 +124,14 @@ def test_kv_cache_gives_the_same_hidden_states_as_a_full_pass():
     assert isinstance(cache[0], LayerCache) and cache[0].length == 12
 
 
-@pytest.mark.parametrize("batch", [3, 1])  # one sequence decodes through TokenStep
-def test_greedy_generation_is_identical_with_and_without_the_cache(batch):
+@pytest.mark.parametrize("stepped", [False, True], ids=["plain", "stepped"])
+@pytest.mark.parametrize("batch", [3, 1])  # one sequence of a stepped GPT decodes through TokenStep
+def test_greedy_generation_is_identical_with_and_without_the_cache(batch, stepped):
     torch.manual_seed(0)
     model = GPT(TINY).eval()
+    if stepped:
+        use_cpu_layers(model)
+        decode_in_steps(model)
     prompt = torch.randint(0, TINY.vocab_size, (batch, 5))
     # 40 new tokens run past n_ctx = 32, so the cached path must also switch to a sliding window correctly
     with_cache = model.generate(prompt, 40, temperature=0, use_cache=True)
@@ -134,12 +151,14 @@ def test_greedy_generation_is_identical_with_and_without_the_cache(batch):
     ids=["padded", "relu"],
 )
 def test_a_token_step_gives_the_forwards_hidden_states_to_the_bit(config, kernel, monkeypatch):
-    """TokenStep (one sequence's token without module calls) is GPT.forward with a cache, op for op: the hidden
-    states and the cache are equal to the last bit, on each of decoding's kernels, the weights stored for it."""
+    """TokenStep (one sequence's token without module calls) is GPT.forward with a cache on gpt1's CPU layers, op for
+    op: the hidden states and the cache are equal to the last bit, on each of decoding's kernels, the weights stored
+    for it."""
     monkeypatch.setitem(gpt1.cpu.kernels.CPU_MATMULS, "decode", kernel)
     monkeypatch.setattr(torch, "get_num_threads", lambda: 2)  # the row blocks run one block per thread
     torch.manual_seed(0)
     model = GPT(config).eval()
+    use_cpu_layers(model)
     store_for_decoding(model)
     assert model.h[0].mlp.c_fc.weight.is_contiguous() == (kernel != "column_blocks")
     ids = torch.randint(0, config.vocab_size, (1, 9))
@@ -155,14 +174,19 @@ def test_a_token_step_gives_the_forwards_hidden_states_to_the_bit(config, kernel
 
 
 def test_generate_takes_the_token_step_for_one_sequence_in_fp32_inference(monkeypatch):
-    """Only where TokenStep is the same math on the same kernels: one sequence, eval mode, fp32 on the CPU (or a
-    CUDA GPU: tests/test_gpu.py), no autocast; the prompt itself (and any batch) goes through the model."""
+    """A GPT given its stepped class (decode_in_steps, where a decode starts) decodes through TokenStep only where it
+    is the same math on the same kernels: one sequence, eval mode, fp32 on the CPU (or a CUDA GPU:
+    tests/test_gpu.py), no autocast; the prompt itself (and any batch) goes through the model. A plain GPT never."""
     steps = []
     monkeypatch.setattr(
         TokenStep, "__call__", lambda self, token, cache: steps.append(token.shape) or GPT.forward(model, token, cache)
     )
     model = GPT(TINY).eval()
     prompt = torch.randint(0, TINY.vocab_size, (1, 5))
+    model.generate(prompt, 4, temperature=0)
+    assert steps == []
+    decode_in_steps(model)
+    assert type(model) is SteppedGPT
     model.generate(prompt, 4, temperature=0)
     assert steps == [(1, 1)] * 3  # the first token comes from the prompt's pass
     for ids, mode, autocast, dtype in (
@@ -173,6 +197,7 @@ def test_generate_takes_the_token_step_for_one_sequence_in_fp32_inference(monkey
     ):
         steps.clear()
         model = GPT(TINY).to(dtype).train(mode == "train")
+        decode_in_steps(model)
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
             model.generate(ids, 4, temperature=0)
         assert steps == [], (ids.shape, mode, autocast, dtype)
@@ -229,10 +254,14 @@ def test_config_errors_name_the_field():
         GPTConfig(activation="swish")
 
 
+@pytest.mark.parametrize("cpu_layers", [False, True], ids=["plain", "cpu-layers"])
 @pytest.mark.parametrize("training", [True, False], ids=["train", "eval"])
-def test_the_model_compiles_whole_without_graph_breaks(training):
-    """torch.compile sees one graph for the forward and the tied head, dropout included (tracing only: no compiler)."""
+def test_the_model_compiles_whole_without_graph_breaks(training, cpu_layers):
+    """torch.compile sees one graph for the forward and the tied head, dropout included (tracing only: no compiler),
+    also on gpt1's CPU layers, which take torch's own ops in a graph being compiled."""
     model = GPT(PRESETS["tiny"]).train(training)
+    if cpu_layers:
+        use_cpu_layers(model)
     ids = torch.randint(0, model.config.vocab_size, (2, 16))
     explained = torch._dynamo.explain(lambda x: model.lm_logits(model(x)))(ids)
     assert (explained.graph_count, explained.graph_break_count) == (1, 0), explained.break_reasons

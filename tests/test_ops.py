@@ -1,5 +1,5 @@
-"""gpt1.model.layers and gpt1.cpu.kernels: the CPU paths of linear, dropout, embedding and attention compute what
-torch's own ops compute, each product on the kernel chosen for its kind."""
+"""gpt1.cpu.layers and gpt1.cpu.kernels: the CPU paths of linear, dropout, embedding and attention compute what
+torch's own ops compute, each product on the kernel chosen for its kind; use_cpu_layers swaps them into a model."""
 
 import math
 import os
@@ -7,15 +7,32 @@ import re
 import subprocess
 import sys
 from copy import deepcopy
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 import torch
 import torch.nn.functional as F
+from torch import nn
 
 import gpt1.cpu.kernels
-import gpt1.model.layers
-from gpt1.model.layers import Dropout, Embedding, attention, dropout, embedding, linear
+import gpt1.cpu.layers
+from gpt1.cpu.layers import (
+    CpuAttention,
+    CpuDropout,
+    CpuEmbedding,
+    CpuLinear,
+    CpuTiedHead,
+    attention,
+    dropout,
+    embedding,
+    linear,
+    on_cpu_layers,
+    use_cpu_layers,
+)
+from gpt1.model.decoder import GPT, PRESETS, Attention, TiedHead
+from gpt1.model.heads import ClassificationHead
+from gpt1.model.lstm import LSTM, LSTMConfig
 
 ONEDNN = dict.fromkeys(gpt1.cpu.kernels.KINDS, "onednn")
 BATCHED_ONLY = {**dict.fromkeys(gpt1.cpu.kernels.KINDS, "torch"), "batched": "onednn"}
@@ -239,8 +256,8 @@ def test_set_cpu_matmuls_refuses_unknown_kinds_and_kernels_and_keeps_torch_witho
 
 def test_without_post_accumulate_hooks_the_lookup_is_f_embeddings(monkeypatch):
     """The public fallback: where a tensor has no _post_accumulate_grad_hooks, the gradient is F.embedding's."""
-    monkeypatch.setattr(gpt1.model.layers, "_densified", lambda weight: False)
-    table = Embedding(9, 4)
+    monkeypatch.setattr(gpt1.cpu.layers, "_densified", lambda weight: False)
+    table = CpuEmbedding(9, 4)
     assert type(table(torch.tensor([1, 2])).grad_fn).__name__ == "EmbeddingBackward0"
 
 
@@ -280,7 +297,7 @@ def test_dropout_gradient_is_the_scaled_mask_and_seeded_masks_repeat():
     assert torch.equal(dropout(x, 0.3), y)  # the default generator: resumed runs draw the same masks
     assert dropout(x, 0.3, training=False) is x and dropout(x, 0.0) is x
     assert torch.count_nonzero(dropout(x, 1.0)) == 0
-    module = Dropout(0.3).eval()
+    module = CpuDropout(0.3).eval()
     assert module(x) is x
 
 
@@ -289,7 +306,7 @@ def test_embedding_gradient_is_sparse_and_the_tied_heads_dense_one_takes_it():
     F.embedding's; the sparse part alone (no head) is made dense as soon as it is accumulated, also across two
     backward passes (gradient accumulation); without autograd the lookup is F.embedding's own."""
     ids = torch.tensor([[3, 1, 3], [0, 7, 3]])  # repeated ids: their rows are summed
-    table = Embedding(9, 4)
+    table = CpuEmbedding(9, 4)
     reference = torch.nn.Parameter(table.weight.detach().clone())
     head = torch.randn(2, 3, 9)
 
@@ -364,3 +381,56 @@ def test_bf16_training_attention_matches_sdpa_in_value_and_gradients(masked, mon
     with torch.no_grad():
         attention(q, k, v, mask, is_causal=mask is None, dropout_p=0.0)
     assert calls == [1]  # inference keeps SDPA's fused kernel
+
+
+def test_use_cpu_layers_swaps_each_layer_in_place_and_the_heads_dropouts_only():
+    """Every linear layer, dropout, the attention and the tied head of a GPT, its token table (not the position
+    table: its gradient stays torch's dense one) and an LSTM's layers (not torch's LSTM); of the heads, the dropouts
+    (their products stay torch's). The same parameter objects and names, so optimizers and checkpoints see nothing;
+    a second call changes nothing."""
+    model, lstm = GPT(PRESETS["tiny"]), LSTM(LSTMConfig(vocab_size=50, n_ctx=16, n_embd=8, hidden_size=16))
+    heads = nn.ModuleDict({"classification": ClassificationHead(32, 3)})
+    before = [(name, id(p)) for m in (model, lstm, heads) for name, p in m.named_parameters()]
+    plain = {m: [type(x) for x in m.modules()] for m in (model, lstm, heads)}
+    assert not on_cpu_layers(model)
+    use_cpu_layers(model, heads)
+    use_cpu_layers(lstm)
+    swapped = {nn.Linear: CpuLinear, nn.Dropout: CpuDropout, TiedHead: CpuTiedHead, Attention: CpuAttention}
+    for m in (model, lstm):
+        assert [type(x) for x in m.modules()] == [
+            CpuEmbedding if x is m.tokens_embed else swapped.get(cls, cls) for x, cls in zip(m.modules(), plain[m])
+        ]
+    assert type(model.positions_embed) is nn.Embedding and type(lstm.lstm) is nn.LSTM
+    head = heads["classification"]
+    assert type(head.dropout) is CpuDropout and type(head.linear) is nn.Linear
+    assert [(name, id(p)) for m in (model, lstm, heads) for name, p in m.named_parameters()] == before
+    assert on_cpu_layers(model) and on_cpu_layers(lstm)
+    types = [type(x) for x in model.modules()]
+    use_cpu_layers(model, heads)
+    assert [type(x) for x in model.modules()] == types
+
+
+@pytest.mark.parametrize("matmuls", ["torch", "onednn"])
+def test_a_model_on_cpu_layers_computes_the_plain_models_function(matmuls, monkeypatch):
+    """Swapped in, gpt1's CPU layers compute what the plain model computes: in eval on torch's kernels the very same
+    logits; on oneDNN the same to fp32 rounding, in training too (no dropout: the masks are drawn otherwise), loss
+    and every gradient."""
+    if matmuls == "onednn" and not gpt1.cpu.kernels.onednn_available():
+        pytest.skip("no oneDNN on this CPU")
+    monkeypatch.setattr(gpt1.cpu.kernels, "CPU_MATMULS", dict.fromkeys(gpt1.cpu.kernels.KINDS, matmuls))
+    config = replace(PRESETS["tiny"], embd_pdrop=0.0, attn_pdrop=0.0, resid_pdrop=0.0)
+    torch.manual_seed(0)
+    plain = GPT(config)
+    fast = deepcopy(plain)
+    use_cpu_layers(fast)
+    ids = torch.randint(0, config.vocab_size, (2, 12))
+    with torch.no_grad():
+        ours, theirs = fast.eval().lm_logits(fast(ids)), plain.eval().lm_logits(plain(ids))
+    if matmuls == "torch":
+        assert torch.equal(ours, theirs)
+    torch.testing.assert_close(ours, theirs, rtol=1e-5, atol=1e-5)
+    for model in (fast.train(), plain.train()):
+        F.cross_entropy(model.lm_logits(model(ids)).flatten(0, 1), ids.roll(-1, 1).flatten()).backward()
+    for (name, a), b in zip(fast.named_parameters(), plain.parameters()):
+        assert a.grad.layout == torch.strided, name
+        torch.testing.assert_close(a.grad, b.grad, rtol=1e-4, atol=1e-6, msg=name)

@@ -177,7 +177,7 @@ def test_a_debug_overfit_finetune_prints_no_library_noise(small_run, tmp_path):
 
 
 def test_invalid_utf8_is_counted_exactly(tmp_path):
-    from gpt1.data.sources import invalid_utf8
+    from gpt1.data.read_errors import invalid_utf8
 
     path = tmp_path / "doc.txt"
     path.write_bytes("a real \ufffd stays; ".encode() + b"bad \xff\xfe and a cut \xe2\x82 end \xef")

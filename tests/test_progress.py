@@ -8,8 +8,7 @@ import lightning as L
 import pytest
 from lightning.pytorch.demos.boring_classes import BoringModel
 
-from gpt1.training.callbacks import print_above_bar
-from gpt1.training.console import StepProgress
+from gpt1.training.console import StepProgress, print_above_bar
 
 
 def fit(max_steps: int, bar: StepProgress) -> None:

@@ -26,7 +26,7 @@ from hydra.core.plugins import Plugins
 from omegaconf import DictConfig, OmegaConf
 
 from gpt1.app.cli import TOOLS
-from gpt1.app.config import check_ranges
+from gpt1.app.ranges import check_ranges
 from tests.conftest import FEW, FEW_FINETUNE
 
 README = Path(__file__).resolve().parents[1] / "README.md"

@@ -61,7 +61,7 @@ def stop_and_resume(make_cfg, monkeypatch, overrides, at_steps, before_resume=la
     return Path(make_cfg("pretrain", overrides).paths.output_dir)
 
 
-from gpt1.training.run import build_callbacks as _original_build_callbacks  # noqa: E402
+from gpt1.training.callbacks import build_callbacks as _original_build_callbacks  # noqa: E402
 
 
 @needs_onednn

@@ -19,7 +19,6 @@ from lightning.pytorch.callbacks import Callback
 
 import gpt1.commands.pretrain
 import gpt1.training.run
-from gpt1.app.config import OptimConfig
 from gpt1.app.runner import user_message
 from gpt1.checkpoints.format import load_checkpoint
 from gpt1.commands.evaluate import evaluate
@@ -27,9 +26,10 @@ from gpt1.commands.generate import generate
 from gpt1.commands.pretrain import train
 from gpt1.core.errors import ConfigError
 from gpt1.data.base import split_batch
-from gpt1.model import GPT, PRESETS
+from gpt1.model.decoder import GPT, PRESETS
 from gpt1.training.fsdp import FSDP2Strategy
 from gpt1.training.module import GPT1Module
+from gpt1.training.schema import OptimConfig
 from gpt1.training.trainer import build_strategy, build_trainer, check_accelerator, compile_model
 from tests.conftest import FEW, FEW_FINETUNE, TINY_RUN
 

@@ -20,7 +20,7 @@ import gpt1.training.run
 from gpt1.app.runner import user_message
 from gpt1.checkpoints.format import load_checkpoint
 from gpt1.commands.pretrain import train
-from gpt1.training.callbacks import SafeStop
+from gpt1.training.callbacks.safe_stop import SafeStop
 from gpt1.training.module import GPT1Module, NonFiniteLoss
 from tests.conftest import TINY_RUN
 

@@ -45,7 +45,7 @@ def test_a_class_never_in_the_training_split_is_named(tmp_path, tokenizer, caplo
         "text": "s",
         "label_names": ["neg", "neutral", "pos"],
     }
-    with caplog.at_level(logging.WARNING, logger="gpt1.data.task_data"):
+    with caplog.at_level(logging.WARNING, logger="gpt1.tasks.task_data"):
         module(task, tokenizer, None)
     assert [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING] == [
         f"task task: 'neutral' of task.label_names never occurs in the training split ({tmp_path / 'train.csv'}): "

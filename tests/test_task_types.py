@@ -16,9 +16,10 @@ from gpt1.commands.evaluate import evaluate
 from gpt1.commands.finetune import finetune
 from gpt1.core.errors import ConfigError
 from gpt1.model.heads import ClassificationHead
-from gpt1.tasks import TaskType, Transform, Truncation, get_task_type, kept_lengths, register, task_types
 from gpt1.tasks.metrics import MetricSpec, build_metric
+from gpt1.tasks.registry import get_task_type, register, task_types
 from gpt1.tasks.spec import task_from_dict
+from gpt1.tasks.task_type import TaskType, Transform, Truncation, kept_lengths
 from tests.conftest import FEW_FINETUNE
 
 
@@ -73,7 +74,7 @@ def test_a_new_task_type_fine_tunes_evaluates_and_predicts(make_cfg, tiny_ckpt, 
     assert (run / "predictions" / "test.tsv").read_text().splitlines()[0] == "index\tprediction"
 
     # the transformation is the type's: the hypothesis first
-    from gpt1.data.task_data import TaskDataModule
+    from gpt1.tasks.task_data import TaskDataModule
 
     data = TaskDataModule(
         loaded.task,
@@ -112,7 +113,7 @@ def test_a_task_yaml_names_a_type_by_its_import_path():
     assert task.kind is kind
     with pytest.raises(ConfigError, match="task.type=tests.nothere.Type: cannot import it"):
         get_task_type("tests.nothere.Type")
-    with pytest.raises(ConfigError, match="is not a gpt1.tasks.TaskType subclass"):
+    with pytest.raises(ConfigError, match="is not a gpt1.tasks.task_type.TaskType subclass"):
         get_task_type("tests.test_task_types.ClassificationHead")
 
 

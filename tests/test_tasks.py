@@ -18,10 +18,11 @@ import torch
 from omegaconf import OmegaConf
 
 from gpt1.core.errors import ConfigError, DataError
-from gpt1.data.task_batches import IGNORE_INDEX, PAD_ID, Collate, EpochSampler, real_tokens
-from gpt1.data.task_data import TaskDataModule
-from gpt1.tasks import Truncation, get_task_type, kept_lengths
+from gpt1.tasks.batches import IGNORE_INDEX, PAD_ID, Collate, EpochSampler, real_tokens
+from gpt1.tasks.registry import get_task_type
 from gpt1.tasks.spec import TASK_SPECIAL_TOKENS, TaskConfig, task_from_dict, task_to_dict
+from gpt1.tasks.task_data import TaskDataModule
+from gpt1.tasks.task_type import Truncation, kept_lengths
 from gpt1.text.tokenizer import Tokenizer, train_bpe
 
 REPO = Path(__file__).resolve().parents[1]
@@ -278,7 +279,7 @@ def test_classification_batch(tmp_path: Path, tokenizer: Tokenizer) -> None:
 
 
 def test_ignore_index_is_the_modules() -> None:
-    from gpt1.data.task_batches import IGNORE_INDEX as MODULE_IGNORE_INDEX
+    from gpt1.tasks.batches import IGNORE_INDEX as MODULE_IGNORE_INDEX
 
     assert IGNORE_INDEX == MODULE_IGNORE_INDEX
 
@@ -769,7 +770,7 @@ def test_cache_skips_reading_and_follows_the_files(
     first = module(task, tokenizer, tmp_path / "cache")
     assert len(list((tmp_path / "cache" / "tasks").glob("*.npz"))) == 1
 
-    from gpt1.data.task_rows import TaskSource
+    from gpt1.tasks.rows import TaskSource
 
     def no_reading(self: Any) -> None:
         raise AssertionError("read although cached")

@@ -15,16 +15,19 @@ import torch
 from torch import nn
 
 import gpt1.commands.evaluate as evaluate_command
+import gpt1.commands.generate as generate_command
 import gpt1.commands.pretrain as pretrain_command
 import gpt1.cpu.kernels
-from gpt1.app.config import Schedule
 from gpt1.checkpoints.format import load_checkpoint, save_checkpoint
 from gpt1.commands.generate import generate
 from gpt1.commands.pretrain import train
 from gpt1.core.errors import CheckpointError
-from gpt1.model import GPT, GPTConfig
+from gpt1.cpu.decoding import SteppedGPT, decode_in_steps
+from gpt1.cpu.layers import on_cpu_layers, use_cpu_layers
+from gpt1.model.decoder import GPT, GPTConfig
 from gpt1.text.tokenizer import Tokenizer, train_bpe
 from gpt1.training.module import lr_factor
+from gpt1.training.schema import Schedule
 from tests.conftest import TINY_RUN
 from tests.test_experiments import EXPERIMENTS
 
@@ -238,7 +241,8 @@ def test_a_checkpoint_loaded_for_decoding_holds_its_own_weights_laid_out_as_deco
 ):
     """load_checkpoint(decoding=True) (``gpt1 generate``'s, for one sequence on the CPU) copies the weights out of
     the mapped file, under column_blocks those no longer than tall stored transposed: the same values, nothing left
-    mapped (overwriting the file in place changes nothing), and the same greedy text."""
+    mapped (overwriting the file in place changes nothing), and the same greedy text, decoded token by token on
+    gpt1's CPU layers (as gpt1 generate applies them) as by the plain model."""
     monkeypatch.setitem(gpt1.cpu.kernels.CPU_MATMULS, "decode", "column_blocks")
     monkeypatch.setattr(torch, "get_num_threads", lambda: 2)
     ckpt = tmp_path / "copy.ckpt"
@@ -251,9 +255,16 @@ def test_a_checkpoint_loaded_for_decoding_holds_its_own_weights_laid_out_as_deco
         transposed = name != "positions_embed.weight" and 1 < inn <= out
         assert ours.stride() == ((1, out) if transposed else theirs.stride()), name
     prompt = torch.tensor([[1, 2, 3]])
+    use_cpu_layers(decoding)
+    decode_in_steps(decoding)
     assert torch.equal(decoding.generate(prompt, 12, temperature=0), plain.generate(prompt, 12, temperature=0))
     ckpt = f"ckpt={trained[0] / 'checkpoints' / 'last.ckpt'}"
+    applied = []  # what gpt1 generate decodes with
+    monkeypatch.setattr(
+        generate_command, "decode_in_steps", lambda m: decode_in_steps(m) or applied.append((on_cpu_layers(m), type(m)))
+    )
     texts = generate(make_cfg("generate", [ckpt, "prompt=it is a truth", "temperature=0", "max_new_tokens=12"]))
+    assert applied == [(True, SteppedGPT)]
     monkeypatch.setitem(gpt1.cpu.kernels.CPU_MATMULS, "decode", "torch")
     assert texts == generate(make_cfg("generate", [ckpt, "prompt=it is a truth", "temperature=0", "max_new_tokens=12"]))
 
@@ -309,8 +320,8 @@ def test_lr_schedule_warms_up_linearly_then_decays_to_zero():
 
 
 def test_decay_steps_puts_the_run_on_a_longer_schedule(small_tokenizer):
-    from gpt1.app.config import OptimConfig
     from gpt1.training.module import GPT1Module
+    from gpt1.training.schema import OptimConfig
 
     model = GPT(GPTConfig(vocab_size=small_tokenizer.vocab_size, n_ctx=8, n_layer=1, n_head=1, n_embd=8, n_inner=8))
     for decay_steps, end in ((None, 0.0), (30, lr_factor(10, 2, 30, Schedule.cosine))):
@@ -345,8 +356,8 @@ def test_auto_precision_is_bf16_where_the_cpu_multiplies_bf16(monkeypatch, bf16)
 
 
 def test_weight_decay_applies_to_matrices_only(trained, make_cfg):
-    from gpt1.app.config import OptimConfig
     from gpt1.training.module import GPT1Module
+    from gpt1.training.schema import OptimConfig
 
     run, _ = trained
     loaded = load_checkpoint(run / "checkpoints" / "last.ckpt")
@@ -472,7 +483,9 @@ def test_resuming_with_another_data_order_says_so(make_cfg, capsys):
 
 def test_every_callback_comes_from_build_callbacks(tmp_path):
     """Fine-tuning's model selection (BestWeights) too: last, after SafeStop, only when asked for."""
-    from gpt1.training.callbacks import BestWeights, SafeStop, build_callbacks
+    from gpt1.training.callbacks import build_callbacks
+    from gpt1.training.callbacks.best_weights import BestWeights
+    from gpt1.training.callbacks.safe_stop import SafeStop
     from gpt1.training.schema import CallbacksConfig
 
     plain = build_callbacks(CallbacksConfig(), tmp_path, with_loggers=True)

@@ -9,7 +9,7 @@ import torch
 from gpt1.app.config import CheckpointModelConfig
 from gpt1.checkpoints.transfer import transfer, transferred_state
 from gpt1.core.errors import ConfigError
-from gpt1.model import GPT, PRESETS
+from gpt1.model.decoder import GPT, PRESETS
 from gpt1.model.lstm import LSTM, LSTMConfig
 
 TINY = replace(PRESETS["tiny"], vocab_size=100)

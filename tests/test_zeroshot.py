@@ -16,12 +16,13 @@ from hydra import compose, initialize_config_module
 from torch import nn
 from torch.nn import functional as F
 
+import gpt1.commands.zeroshot as zeroshot_command
 from gpt1.checkpoints.format import load_checkpoint
 from gpt1.commands.pretrain import train
 from gpt1.commands.zeroshot import zeroshot
 from gpt1.core.errors import ConfigError
-from gpt1.model import GPT, PRESETS
-from gpt1.tasks import register
+from gpt1.cpu.layers import on_cpu_layers
+from gpt1.model.decoder import GPT, PRESETS
 from gpt1.tasks.heuristics import (
     Heuristic,
     choice_logprobs,
@@ -34,6 +35,7 @@ from gpt1.tasks.heuristics import (
     verbalizer,
 )
 from gpt1.tasks.multiple_choice import MultipleChoice
+from gpt1.tasks.registry import register
 from tests.conftest import TINY_RUN
 
 WORDS = ["_eod_", "a", "b", "c", "d", "very", "good", "bad", "x", "y"]
@@ -205,10 +207,13 @@ def run_zeroshot(make_cfg, overrides: list[str]) -> tuple[dict, dict]:
 
 
 def test_verbalizer_scores_every_checkpoint(
-    make_cfg, checkpoints: Path, classification_files: list[str], capsys
+    make_cfg, checkpoints: Path, classification_files: list[str], capsys, monkeypatch
 ) -> None:
     ckpts = f"ckpts=['{checkpoints}/step*.ckpt','{checkpoints}/last.ckpt']"  # a glob and a path
+    applied, real = [], zeroshot_command.use_cpu_layers
+    monkeypatch.setattr(zeroshot_command, "use_cpu_layers", lambda m: real(m) or applied.append(on_cpu_layers(m)))
     metrics, written = run_zeroshot(make_cfg, [*classification_files, ckpts])
+    assert applied == [True] * 3  # each checkpoint scored on gpt1's CPU layers
     assert written == metrics
     out, err = capsys.readouterr()  # progress on stderr: checkpoints, and sequences (7 texts x 2 words) per one
     assert "checkpoints: 100%" in err and "3/3" in err and "sequences:" in err and "/14 " in err

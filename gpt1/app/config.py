@@ -4,16 +4,13 @@ stores them in Hydra's ConfigStore (the commands call it).
 
 Each command's primary YAML (``conf/<command>.yaml``) lists its schema first in its defaults, so every config
 group and command-line override is merged into a typed node: a misspelt key or a wrong type fails at start-up
-with the offending key named. The ``model`` group's options are the presets of ``gpt1.model.PRESETS`` and, for
-``gpt1 finetune``, ``checkpoint`` (the starting checkpoint's architecture) and ``lstm`` (the LSTM baseline).
-
-This module was once all of the configuration (schemas, resolvers, range checks, device resolution): the names that
-moved out still resolve here (``MOVED``), so ``gpt1.app.config.X`` and ``gpt1.config.X`` keep working.
+with the offending key named. The ``model`` group's options are those of ``gpt1.model.registry.MODEL_TYPES`` (the GPT
+presets; ``lstm``, the LSTM baseline, for ``gpt1 finetune``) and ``checkpoint`` (the starting checkpoint's
+architecture, for ``gpt1 finetune``).
 """
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -21,7 +18,7 @@ from omegaconf import MISSING
 
 from gpt1.core.errors import ranged
 from gpt1.data.data_config import DataConfig
-from gpt1.model import GPTConfig
+from gpt1.model.decoder import GPTConfig
 from gpt1.tasks.spec import TaskConfig
 from gpt1.text.tokenizer import TokenizerConfig
 from gpt1.training.schema import (
@@ -88,7 +85,7 @@ class CheckpointModelConfig:
     resid_pdrop: Optional[float] = ranged(0.1, ge=0, lt=1)
     """Dropout on the residual branches: 0.1 (None: the checkpoint's)."""
     embd_dropout: Optional[str] = "table"
-    """How embedding dropout draws its masks (``gpt1.model.GPTConfig.embd_dropout``): ``table``, the original's
+    """How embedding dropout draws its masks (``gpt1.model.decoder.GPTConfig.embd_dropout``): ``table``, the original's
     (one mask per row of the token and position tables, the tied LM head reads the dropped table), or
     ``occurrence`` (per token occurrence, as Hugging Face's and pre-training's; None: the checkpoint's)."""
     pad_vocab_to_multiple: Optional[int] = ranged(None, ge=1)
@@ -234,35 +231,3 @@ class ZeroshotCommandConfig:
     device: str = "auto"
     """cpu, cuda, or auto (cuda when available)."""
     paths: PathsConfig = field(default_factory=PathsConfig)
-
-
-MOVED = {
-    **dict.fromkeys(
-        [
-            "Schedule",
-            "Selection",
-            "NonFinite",
-            "WandbMode",
-            "OptimConfig",
-            "TrainerConfig",
-            "WandbConfig",
-            "LoggerConfig",
-            "CheckpointConfig",
-            "SamplesConfig",
-            "CallbacksConfig",
-        ],
-        "gpt1.training.schema",
-    ),
-    "resolve_device": "gpt1.app.devices",
-    "group_choice": "gpt1.training.hydra_job",
-    "check_ranges": "gpt1.app.ranges",
-    **dict.fromkeys(["register", "task_name", "default_output_dir", "corpus_name"], "gpt1.app.registration"),
-}
-"""A name this module gave before the configuration was split by job -> the module that has it now."""
-
-
-def __getattr__(name: str) -> Any:
-    # (resolved when first asked for: registration imports this module's schemas)
-    if name not in MOVED:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(MOVED[name]), name)

@@ -30,8 +30,7 @@ from gpt1.app.config import (
 from gpt1.cluster.slurm import on_cpu
 from gpt1.core.errors import ConfigError
 from gpt1.data.sample import sample_data
-from gpt1.model import PRESETS
-from gpt1.model.lstm import LSTMConfig
+from gpt1.model.registry import MODEL_TYPES
 from gpt1.tasks.spec import TaskConfig
 from gpt1.training.hydra_job import group_choice
 
@@ -158,9 +157,9 @@ def register() -> None:
         ("zeroshot_schema", ZeroshotCommandConfig),
     ]:
         cs.store(name=name, node=schema)
-    for name, preset in PRESETS.items():
-        cs.store(group="model", name=name, node=preset)
-    cs.store(group="model", name="lstm", node=LSTMConfig)  # gpt1 finetune only, as model=checkpoint
+    for kind in MODEL_TYPES.values():  # the GPT presets; lstm (gpt1 finetune only, as model=checkpoint)
+        for name, preset in kind.options.items():
+            cs.store(group="model", name=name, node=preset)
     cs.store(group="model", name="checkpoint", node=CheckpointModelConfig)
     # conf/hydra/launcher/submitit_{slurm,local}.yaml are typed by the launcher plugin's schemas of the same names, by
     # Hydra's (deprecated, still kept) automatic schema matching: a defaults list cannot name them, the plugin stores

@@ -1,5 +1,5 @@
 """What to do about a configuration mistake that Hydra or OmegaConf reports in its own words: the one line
-``gpt1.core.errors.user_message`` prints instead, naming the culprit and the fix, with the closest valid name for a
+``gpt1.app.runner.user_message`` prints instead, naming the culprit and the fix, with the closest valid name for a
 misspelt one (a config key, a task YAML field, a config group, a task or experiment name).
 
     closest("lable", ["label", "label_names", "text"])    # -> "label"
@@ -98,7 +98,7 @@ def _swept(key: str) -> Optional[str]:
 
 def config_hint(e: BaseException) -> Optional[str]:
     """The one line for a configuration mistake Hydra or OmegaConf raised, or None when it is not one of those
-    this module knows (``gpt1.core.errors.user_message`` then says it its own way)."""
+    this module knows (``gpt1.app.runner.user_message`` then says it its own way)."""
     chain = _chain(e)
     omega = next((c for c in chain if isinstance(c, OmegaConfBaseException)), None)
     text = str(e)

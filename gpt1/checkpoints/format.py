@@ -31,18 +31,14 @@ from torch.overrides import TorchFunctionMode
 
 from gpt1.core.errors import CheckpointError
 from gpt1.core.files import atomic_file
-from gpt1.model import GPT, GPTConfig
-from gpt1.model.lstm import LSTM, LSTMConfig
-from gpt1.model.token_step import store_for_decoding
+from gpt1.cpu.decoding import store_for_decoding
+from gpt1.model.registry import MODEL_TYPES, model_type
 from gpt1.text.tokenizer import Tokenizer
 
 FORMAT = 2
 READABLE_FORMATS = (1, 2)
 MODEL_PREFIX = "model."
 HEADS_PREFIX = "heads."
-MODELS: dict[str, tuple[type[nn.Module], type]] = {"gpt": (GPT, GPTConfig), "lstm": (LSTM, LSTMConfig)}
-"""model_type -> (model class, its config dataclass). A model class takes its config as its only argument and
-keeps it as ``.config``."""
 
 
 class _NoInit(TorchFunctionMode):
@@ -60,17 +56,6 @@ def empty_model(cls: type[nn.Module], config: Any) -> nn.Module:
     (``load_state_dict(state, assign=True)``)."""
     with torch.device("meta"), _NoInit():
         return cls(config)
-
-
-def model_type(model: nn.Module) -> str:
-    """The ``MODELS`` name of ``model``'s class."""
-    kind = type(model)
-    if any(base.__name__ == "FSDPModule" for base in kind.__bases__):  # fully_shard's FSDP<cls>(FSDPModule, cls)
-        kind = kind.__bases__[-1]
-    for name, (cls, _) in MODELS.items():
-        if kind is cls:
-            return name
-    raise ValueError(f"{type(model).__name__} is not a registered model type ({list(MODELS)}): add it to MODELS")
 
 
 def metadata(model: nn.Module, tokenizer: Tokenizer, task: Any = None) -> dict[str, Any]:
@@ -124,9 +109,9 @@ def save_checkpoint(
     heads: Optional[nn.Module] = None,
     task: Any = None,
 ) -> None:
-    """Write a standalone gpt1 checkpoint of ``model`` (a ``MODELS`` class), its ``tokenizer`` and, for a
-    fine-tuned model, its ``heads`` (a module whose state dict is saved under "heads.", e.g. an ``nn.ModuleDict``)
-    and ``task`` spec."""
+    """Write a standalone gpt1 checkpoint of ``model`` (a ``gpt1.model.registry.MODEL_TYPES`` model), its
+    ``tokenizer`` and, for a fine-tuned model, its ``heads`` (a module whose state dict is saved under "heads.", e.g.
+    an ``nn.ModuleDict``) and ``task`` spec."""
     if tokenizer.vocab_size != model.config.vocab_size:
         raise ValueError(
             f"tokenizer has {tokenizer.vocab_size} tokens but the model {model.config.vocab_size}: "
@@ -143,7 +128,7 @@ class Loaded:
     """What a gpt1 checkpoint holds."""
 
     model: nn.Module
-    """The model (a ``MODELS`` class), weights loaded, in eval mode."""
+    """The model (a ``gpt1.model.registry.MODEL_TYPES`` model), weights loaded, in eval mode."""
     tokenizer: Tokenizer
     raw: dict[str, Any]
     """The whole checkpoint dict, for callers that need more (Lightning's ``global_step``, loop states)."""
@@ -207,7 +192,7 @@ def load_checkpoint(
 ) -> Loaded:
     """Load a gpt1 checkpoint (from ``gpt1 pretrain``, ``gpt1 finetune`` or ``gpt1 convert from-hf``). decoding: for
     a process that decodes on the CPU: the model's weights are copied out of the mapped file in the layout that
-    decoding's kernel reads fastest (``gpt1.model.token_step.store_for_decoding``), in the time that reading them takes.
+    decoding's kernel reads fastest (``gpt1.cpu.decoding.store_for_decoding``), in the time that reading them takes.
 
     Raises ``CheckpointError`` naming ``path`` if it is missing, unreadable, not a gpt1 checkpoint, of an unknown
     format or model type, or inconsistent (tokenizer and model vocabularies differ, weights do not fit).
@@ -226,13 +211,15 @@ def load_checkpoint(
             "update gpt1 to read it"
         )
     kind = meta.get("model_type", "gpt")  # format 1: always a GPT
-    if kind not in MODELS:
-        raise CheckpointError(f"{path}: unknown model_type {kind!r} (known: {list(MODELS)}): update gpt1 to read it")
+    if kind not in MODEL_TYPES:
+        raise CheckpointError(
+            f"{path}: unknown model_type {kind!r} (known: {list(MODEL_TYPES)}): update gpt1 to read it"
+        )
     try:
         tokenizer = Tokenizer.from_str(meta["tokenizer"])
     except Exception as e:
         raise CheckpointError(f"{path}: its tokenizer cannot be read ({_one_line(e)}): {DAMAGED}") from e
-    cls, config_cls = MODELS[kind]
+    cls, config_cls = MODEL_TYPES[kind].model, MODEL_TYPES[kind].config
     try:
         config = config_cls(**meta["model_config"])
     except (TypeError, ValueError) as e:

@@ -28,12 +28,11 @@ from gpt1.checkpoints.format import empty_model, load_checkpoint, read_checkpoin
 from gpt1.checkpoints.hub import hub_snapshot, is_hub_name
 from gpt1.core.errors import CheckpointError
 from gpt1.core.files import atomic_file
-from gpt1.model import GPT, GPTConfig
+from gpt1.model.decoder import GPT, GPTConfig
 from gpt1.model.heads import MultipleChoiceHead
-from gpt1.text.openai_text import approximate_in_tokenizers
+from gpt1.text.openai_text import END_OF_WORD, approximate_in_tokenizers
 from gpt1.text.tokenizer import (
     CLEANUP,
-    END_OF_WORD,
     HF_FILES,
     ORIGINAL_FILES,
     SPECIAL_TOKENS,

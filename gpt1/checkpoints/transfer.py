@@ -4,7 +4,8 @@
   always, its first ``n_transfer`` blocks (-1: all), the later blocks fresh from N(0, init_std), as the original's
   ``n_transfer``. Only the dropouts (the recipe's 0.1 by default, not the checkpoint's) and the vocabulary's padding
   (``pad_vocab_to_multiple``) can be changed.
-- ``model=lstm``: the LSTM baseline, with the checkpoint's token embeddings ("same embeddings") and width.
+- ``model=lstm`` (the LSTM baseline; any other model type of ``gpt1.model.registry.MODEL_TYPES``): a fresh model of
+  that type with the checkpoint's token embeddings ("same embeddings"), width and context.
 - ``init_from=random``: no weights at all; the checkpoint (``tokenizer_from``) only supplies the vocabulary and,
   with ``model=checkpoint``, the architecture; a GPT preset (``model=small``) sets another.
 """
@@ -19,8 +20,8 @@ import torch
 from torch import nn
 
 from gpt1.core.errors import ConfigError
-from gpt1.model import GPT, GPTConfig
-from gpt1.model.lstm import LSTM, LSTMConfig
+from gpt1.model.decoder import GPT, GPTConfig
+from gpt1.model.registry import MODEL_TYPES
 
 BLOCK = re.compile(r"h\.(\d+)\.")
 
@@ -28,14 +29,16 @@ BLOCK = re.compile(r"h\.(\d+)\.")
 def transfer(ref: nn.Module, model_cfg: Any, pretrained: bool, n_transfer: int = -1) -> nn.Module:
     """The model to fine-tune, built from the checkpoint's model ``ref`` (a GPT or an LSTM).
 
-    model_cfg: a ``CheckpointModelConfig`` (ref's architecture, dropouts overridden), an ``LSTMConfig`` or a
-    ``GPTConfig`` (init_from=random only). pretrained: take ref's weights (False: fresh ones, ref gives the vocab).
+    model_cfg: a ``CheckpointModelConfig`` (ref's architecture, dropouts overridden), a ``GPTConfig`` (init_from=random
+    only) or the config of another model type (an ``LSTMConfig``). pretrained: take ref's weights (False: fresh ones,
+    ref gives the vocab).
     """
     vocab = ref.config.vocab_size
-    if isinstance(model_cfg, LSTMConfig):
+    other = next((t.model for t in MODEL_TYPES.values() if type(model_cfg) is t.config and t.model is not GPT), None)
+    if other is not None:
         if pretrained:  # the checkpoint's embeddings, so its width and context
             model_cfg = replace(model_cfg, n_embd=ref.config.n_embd, n_ctx=ref.config.n_ctx)
-        model = LSTM(replace(model_cfg, vocab_size=vocab))
+        model = other(replace(model_cfg, vocab_size=vocab))
         if pretrained:
             with torch.no_grad():
                 model.tokens_embed.weight.copy_(ref.tokens_embed.weight[:vocab])
@@ -67,7 +70,11 @@ def transferred_state(ref: nn.Module, n_transfer: int) -> dict[str, torch.Tensor
     """ref's weights but those of blocks ``n_transfer`` and later (-1: all of them)."""
     n_layer = len(ref.h) if isinstance(ref, GPT) else 0
     if n_transfer != -1 and not (isinstance(ref, GPT) and 0 <= n_transfer <= n_layer):
-        what = f"0..{n_layer} (the checkpoint has {n_layer} blocks)" if n_layer else "-1 for an LSTM checkpoint"
+        what = (
+            f"0..{n_layer} (the checkpoint has {n_layer} blocks)"
+            if n_layer
+            else f"-1 (its {type(ref).__name__} has no blocks)"
+        )
         raise ConfigError(f"n_transfer={n_transfer}: choose -1 (all blocks) or {what}")
     keep = n_layer if n_transfer == -1 else n_transfer
     return {k: v for k, v in ref.state_dict().items() if not (m := BLOCK.match(k)) or int(m.group(1)) < keep}

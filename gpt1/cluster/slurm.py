@@ -3,10 +3,11 @@ follow the trainer, job states from ``squeue`` on a cluster that keeps no accoun
 which job of a sweep failed.
 
 Requeueing is submitit's: its handler of SLURM's warning signal (USR2, ``signal_delay_s`` before a job's time limit)
-requeues the job (up to ``max_num_timeout`` times) with the same overrides; ``gpt1.training.callbacks.SafeStop`` first
-finishes the update and saves ``last.ckpt``, from which the requeued job goes on with ``resume=auto``. Lightning's
-own SLURM requeue is off (``slurm_environment``): it saves an ``hpc_ckpt_*.ckpt`` that ``resume=auto`` does not read,
-on a signal (USR1) that submitit does not ask SLURM for, and it knows nothing of submitit's count of requeues.
+requeues the job (up to ``max_num_timeout`` times) with the same overrides; ``SafeStop``
+(``gpt1.training.callbacks.safe_stop``) first finishes the update and saves ``last.ckpt``, from which the requeued job
+goes on with ``resume=auto``. Lightning's own SLURM requeue is off (``slurm_environment``): it saves an
+``hpc_ckpt_*.ckpt`` that ``resume=auto`` does not read, on a signal (USR1) that submitit does not ask SLURM for, and it
+knows nothing of submitit's count of requeues.
 """
 
 from __future__ import annotations

@@ -22,8 +22,8 @@ from gpt1.app.runner import command
 from gpt1.checkpoints.format import Loaded, load_checkpoint
 from gpt1.core.errors import CheckpointError, ConfigError
 from gpt1.data.pretrain_data import PretrainDataModule
-from gpt1.data.task_data import TaskDataModule
 from gpt1.tasks.spec import task_from_dict
+from gpt1.tasks.task_data import TaskDataModule
 from gpt1.training.module import GPT1Module
 from gpt1.training.results import single_class_note, task_scores, write_metrics
 from gpt1.training.schema import OptimConfig

@@ -27,11 +27,12 @@ from torch import nn
 from gpt1.app.ranges import check_ranges
 from gpt1.app.registration import task_name
 from gpt1.app.runner import command
-from gpt1.checkpoints.format import load_checkpoint, model_type
+from gpt1.checkpoints.format import load_checkpoint
 from gpt1.checkpoints.transfer import transfer
 from gpt1.core.errors import ConfigError
-from gpt1.data.task_data import TaskDataModule
+from gpt1.model.registry import model_type
 from gpt1.tasks.spec import TASK_SPECIAL_TOKENS
+from gpt1.tasks.task_data import TaskDataModule
 from gpt1.text.tokenizer import Tokenizer
 from gpt1.training.loggers import wandb_job
 from gpt1.training.results import (

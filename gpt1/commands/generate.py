@@ -15,6 +15,8 @@ from gpt1.app.devices import resolve_device
 from gpt1.app.ranges import check_ranges
 from gpt1.app.runner import command
 from gpt1.checkpoints.format import load_checkpoint
+from gpt1.cpu.decoding import decode_in_steps
+from gpt1.cpu.layers import use_cpu_layers
 from gpt1.text.tokenizer import prompt_ids
 
 
@@ -26,6 +28,9 @@ def generate(cfg: DictConfig) -> list[str]:
     decoding = device.type == "cpu" and cfg.num_samples == 1 and cfg.use_cache
     loaded = load_checkpoint(cfg.ckpt, map_location=device, decoding=decoding)
     tokenizer, model = loaded.tokenizer, loaded.model.to(device)
+    if device.type == "cpu":
+        use_cpu_layers(model)
+    decode_in_steps(model)  # one fp32 sequence token by token, without module calls
     prompt = prompt_ids(tokenizer, cfg.prompt)  # an empty prompt: the eod token, as at a document's start
     generator = torch.Generator(device).manual_seed(cfg.seed)
     idx = torch.tensor([prompt] * cfg.num_samples, device=device)  # (num_samples, T)

@@ -19,7 +19,7 @@ from gpt1.app.ranges import check_ranges
 from gpt1.app.runner import command
 from gpt1.checkpoints.format import Loaded, load_checkpoint
 from gpt1.data.pretrain_data import PretrainDataModule, unigram_perplexity
-from gpt1.model import GPT
+from gpt1.model.decoder import GPT
 from gpt1.training.loggers import wandb_job
 from gpt1.training.module import GPT1Module
 from gpt1.training.resume import resolve_resume

@@ -23,10 +23,11 @@ from gpt1.app.runner import command
 from gpt1.checkpoints.format import load_checkpoint
 from gpt1.core.errors import CheckpointError, ConfigError, DataError
 from gpt1.core.progress import bar, write
+from gpt1.cpu.layers import use_cpu_layers
 from gpt1.data.sources import resolve_files
-from gpt1.data.task_data import TaskDataModule
 from gpt1.tasks.heuristics import get_heuristic, heuristic_of, metric_values
 from gpt1.tasks.spec import TaskConfig
+from gpt1.tasks.task_data import TaskDataModule
 from gpt1.training.results import single_class_note, write_metrics
 
 TEXT_ONLY = 5
@@ -83,6 +84,8 @@ def zeroshot(cfg: DictConfig) -> dict[str, Any]:
     for path in bar(paths, desc="checkpoints", unit="ckpt"):
         loaded = load_checkpoint(path, map_location=device)
         model = loaded.model.to(device).eval()
+        if device.type == "cpu":
+            use_cpu_layers(model)
         preds, extra = scorer.predict(model, loaded.tokenizer, task, val, fit, num_labels, cfg.batch_size)
         values = metric_values(task, num_labels, preds, labels)
         single = bool((preds == preds[0]).all())  # every example one class: the score is that class's share

@@ -28,7 +28,7 @@ def onednn_linear():
 def post_accumulate_grad_hooks(tensor):
     """The hooks ``Tensor.register_post_accumulate_grad_hook`` put on ``tensor`` (its private
     ``_post_accumulate_grad_hooks``: None before the first, then a dict of id -> hook), or False where this torch
-    does not expose them (``gpt1.model.layers.embedding`` then keeps ``F.embedding``'s dense gradient)."""
+    does not expose them (``gpt1.cpu.layers.embedding`` then keeps ``F.embedding``'s dense gradient)."""
     return getattr(tensor, "_post_accumulate_grad_hooks", False)
 
 

@@ -2,7 +2,7 @@
 
 Raise ``UserError`` (or a subclass) where the problem is known, with a message that names the file (and line),
 column, config key or checkpoint and says what to do. ``gpt1.app.runner`` reports them as one line, ``error: ...``, with
-exit status 2. ``ranged`` declares a config field's bounds, which ``gpt1.app.config.check_ranges`` enforces.
+exit status 2. ``ranged`` declares a config field's bounds, which ``gpt1.app.ranges.check_ranges`` enforces.
 """
 
 from __future__ import annotations

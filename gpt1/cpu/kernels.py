@@ -1,6 +1,6 @@
 """The CPU kernels of fp32 linear products and the table that picks one per kind of product (pure torch; the same
-math as ``F.linear``). The model meets them through its layers (``gpt1.model.layers``) and decoding's
-``row_linear``; ``gpt1.cpu.settings.configure()`` writes the table.
+math as ``F.linear``). A model meets them through gpt1's CPU layers (``gpt1.cpu.layers``) and decoding's
+``row_linear`` (``gpt1.cpu.decoding``); ``gpt1.cpu.settings.configure()`` writes the table.
 
 fp32 products on x86 CPUs can run on oneDNN instead of torch's matmuls (MKL's, whose fast kernels are Intel's only),
 and a single row without autograd can be split into one block of weight rows per thread, multiplied in one ``bmm``
@@ -20,7 +20,6 @@ Measured figures: experiments/benchmarks.md. oneDNN's linear is torch's private
 from __future__ import annotations
 
 import contextlib
-import importlib
 import platform
 from collections.abc import Callable, Iterator
 
@@ -267,7 +266,7 @@ def row_linear(weight: torch.Tensor, bias: torch.Tensor | None = None) -> Callab
 
 def cpu_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
     """x (..., in) @ weight (out, in).T + bias for fp32 CPU tensors in eager mode without autocast (the caller checks:
-    ``gpt1.model.layers.linear``), each product on the kernel ``CPU_MATMULS`` names for its kind (``KINDS``)."""
+    ``gpt1.cpu.layers.linear``), each product on the kernel ``CPU_MATMULS`` names for its kind (``KINDS``)."""
     if torch.is_grad_enabled():
         kind = "head" if _slice_rows(weight) else "train"
         kernels = tuple(CPU_MATMULS[f"{kind}.{product}"] for product in PRODUCTS)
@@ -281,15 +280,3 @@ def cpu_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None 
     elif CPU_MATMULS["batched"] == "onednn":
         return _onednn(x, weight, bias)
     return F.linear(x, weight, bias)
-
-
-LAYERS = ("linear", "Linear", "dropout", "Dropout", "embedding", "Embedding", "attention")
-"""The model's layers, in this module (then ``gpt1.ops``) until they moved to ``gpt1.model.layers``."""
-
-
-def __getattr__(name: str):
-    # `gpt1.ops.Linear`, `gpt1.cpu.kernels.dropout`, ... (old imports, pickled modules) resolve to the layers' home.
-    # Imported on first use, by name: the CPU room sits below the model's and imports nothing of it.
-    if name in LAYERS:
-        return getattr(importlib.import_module("gpt1.model.layers"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

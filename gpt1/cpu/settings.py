@@ -13,7 +13,7 @@ allocates anything; a Python user may call it too. Importing gpt1 changes nothin
   ``cache_path()``, one entry per CPU model and flags, torch version, thread count, ISA override and version of
   the probes (measured again where it was taken while every core was busy and the machine is quiet now); ``onednn``
   or ``torch`` forces one kernel for every kind. A training run keeps the kernels it started with, whatever a
-  resumed attempt's process chooses (``gpt1.training.resumable.RunKernels``).
+  resumed attempt's process chooses (``gpt1.training.callbacks.run_kernels.RunKernels``).
 """
 
 from __future__ import annotations
@@ -89,7 +89,7 @@ _APPLIED: CpuSettings | None = None
 
 def applied() -> CpuSettings | None:
     """What this process's last ``configure()`` applied (None: never called; every product then runs on torch's
-    kernels). A training run fixes its kernels at its start: ``gpt1.training.resumable.RunKernels``."""
+    kernels). A training run fixes its kernels at its start: ``gpt1.training.callbacks.run_kernels.RunKernels``."""
     return _APPLIED
 
 

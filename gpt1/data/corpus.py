@@ -39,7 +39,9 @@ from gpt1.core.files import atomic_file
 from gpt1.core.progress import Meter
 from gpt1.data.base import cache_key
 from gpt1.data.data_config import DataConfig
-from gpt1.data.sources import ArrowRows, FileSource, HubSource, Source, file_format, warn_invalid_utf8
+from gpt1.data.formats import file_format
+from gpt1.data.read_errors import warn_invalid_utf8
+from gpt1.data.sources import ArrowRows, FileSource, HubSource, Source
 from gpt1.text.tokenizer import Tokenizer
 
 PIECE_CHARS = 1 << 16

@@ -1,30 +1,3 @@
-"""The networks, in pure torch: the GPT-1 decoder, the LSTM baseline, the task heads, their layers (the seam to the
-CPU kernels), generation and one-token decoding."""
-
-from gpt1.model.decoder import (  # the decoder's names: `from gpt1.model import GPT` (gpt1.model was this module)
-    ACTIVATIONS,
-    EMBD_DROPOUT,
-    GPT,
-    MLP,
-    PRESETS,
-    Attention,
-    Block,
-    GPTConfig,
-    grown,
-)
-from gpt1.model.generation import sample_next
-from gpt1.model.kv_cache import LayerCache
-
-__all__ = [
-    "ACTIVATIONS",
-    "EMBD_DROPOUT",
-    "GPT",
-    "MLP",
-    "PRESETS",
-    "Attention",
-    "Block",
-    "GPTConfig",
-    "LayerCache",
-    "grown",
-    "sample_next",
-]
+"""The networks, in plain torch: the GPT-1 decoder (decoder.py), the LSTM baseline (lstm.py), the model types
+(registry.py), the task heads (heads.py), generation (generation.py) and the KV cache (kv_cache.py). Nothing here
+knows the CPU path: ``gpt1.cpu`` swaps a model's layers from above."""

@@ -5,8 +5,8 @@ checkpoints map one to one): post-LN blocks ``n = ln_1(x + attn(x)); h = ln_2(n 
 learned position embeddings, no final LayerNorm, an LM head tied to the token embedding, dropout on the
 embeddings, the attention probabilities and both residual branches, init N(0, 0.02).
 
-Shapes: B batch, T sequence length, C = n_embd, H = n_head, D = C // H, V = vocab_size. Linear layers, dropout and
-attention come from ``gpt1.model.layers`` (torch's own ops, with faster paths on CPU).
+Shapes: B batch, T sequence length, C = n_embd, H = n_head, D = C // H, V = vocab_size. Plain torch throughout; on
+the CPU, gpt1's commands swap its layers for faster ones computing the same function (``gpt1.cpu.layers``).
 """
 
 from __future__ import annotations
@@ -22,8 +22,6 @@ from torch.nn import functional as F
 from gpt1.core.errors import ConfigError, ranged
 from gpt1.model.generation import generate
 from gpt1.model.kv_cache import LayerCache
-from gpt1.model.layers import Dropout, Embedding, Linear, linear, self_attention
-from gpt1.model.token_step import TokenStep
 
 ACTIVATIONS = {
     "gelu_tanh": partial(F.gelu, approximate="tanh"),  # the paper's (and HF's "gelu"); a partial pickles, a lambda not
@@ -94,29 +92,65 @@ PRESETS: dict[str, GPTConfig] = {
 
 
 class Attention(nn.Module):
+    """Causal multi-head self-attention, scaled by 1/sqrt(D) as OpenAI's; with a cache, the new tokens' keys and
+    values are appended to it and their queries see the cached ones too."""
+
     def __init__(self, config: GPTConfig) -> None:
         super().__init__()
         self.n_head = config.n_head
-        self.c_attn = Linear(config.n_embd, 3 * config.n_embd)  # q, k, v in one matmul
-        self.c_proj = Linear(config.n_embd, config.n_embd)
+        self.c_attn = nn.Linear(config.n_embd, 3 * config.n_embd)  # q, k, v in one matmul
+        self.c_proj = nn.Linear(config.n_embd, config.n_embd)
         self.attn_pdrop = config.attn_pdrop
-        self.resid_dropout = Dropout(config.resid_pdrop)
+        self.resid_dropout = nn.Dropout(config.resid_pdrop)
 
     def forward(
         self, x: torch.Tensor, cache: LayerCache | None = None, attn_mask: torch.Tensor | None = None
     ) -> torch.Tensor:
+        return self.resid_dropout(self.c_proj(self.self_attention(self.c_attn(x), cache, attn_mask)))
+
+    def self_attention(
+        self, qkv: torch.Tensor, cache: LayerCache | None = None, attn_mask: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """The heads' attention of T new tokens from their fused query, key and value projections qkv (B, T, 3C) ->
+        (B, T, C). attn_mask (B, T, T) (True: attend) replaces the causal mask (packed sequences; not with a cache)."""
+        B, T, C3 = qkv.shape
+        C = C3 // 3
+        q, k, v = qkv.view(B, T, 3, self.n_head, C // self.n_head).permute(2, 0, 3, 1, 4).unbind(0)  # 3 x (B, H, T, D)
+        past = 0
+        if cache is not None:
+            past = cache.length
+            k, v = cache.update(k, v)  # (B, H, past + T, D)
+        # Causal mask: plain when nothing is cached; a single new token sees everything; T > 1 new tokens after a
+        # cached prefix need the mask shifted right by the prefix (SDPA's is_causal aligns it top-left).
+        mask = attn_mask[:, None] if attn_mask is not None else None  # (B, 1, T, T)
+        if past and T > 1:
+            mask = torch.ones(T, past + T, dtype=torch.bool, device=qkv.device).tril(diagonal=past)
         dropout_p = self.attn_pdrop if self.training else 0.0
-        y = self_attention(self.c_attn(x), self.n_head, cache, attn_mask, dropout_p)  # (B, T, C)
-        return self.resid_dropout(self.c_proj(y))
+        y = self.attention(q, k, v, mask, is_causal=past == 0 and mask is None, dropout_p=dropout_p)  # (B, H, T, D)
+        # one token's heads are already in order: the transpose, an op of its own, is a share of a decoded token's time
+        return y.reshape(B, T, C) if T == 1 else y.transpose(1, 2).reshape(B, T, C)
+
+    def attention(
+        self,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        mask: torch.Tensor | None,
+        is_causal: bool,
+        dropout_p: float,
+    ) -> torch.Tensor:
+        """softmax(q k^T / sqrt(D), masked) v, dropout on the probabilities: q (B, H, T, D), k and v (B, H, S, D) ->
+        (B, H, T, D); mask broadcasts to (B, H, T, S) (True: attend)."""
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal, dropout_p=dropout_p)
 
 
 class MLP(nn.Module):
     def __init__(self, config: GPTConfig) -> None:
         super().__init__()
-        self.c_fc = Linear(config.n_embd, config.n_inner)
-        self.c_proj = Linear(config.n_inner, config.n_embd)
+        self.c_fc = nn.Linear(config.n_embd, config.n_inner)
+        self.c_proj = nn.Linear(config.n_inner, config.n_embd)
         self.act = ACTIVATIONS[config.activation]
-        self.dropout = Dropout(config.resid_pdrop)
+        self.dropout = nn.Dropout(config.resid_pdrop)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.dropout(self.c_proj(self.act(self.c_fc(x))))
@@ -139,17 +173,27 @@ class Block(nn.Module):
         return self.ln_2(n + self.mlp(n))
 
 
+class TiedHead(nn.Module):
+    """The LM head tied to the token table: hidden (..., C) @ table (V, C).T -> logits (..., V). It holds no weight of
+    its own (the table is the embedding's, passed in); a module of its own like every other layer, so that a model's
+    layers can be swapped as one (``gpt1.cpu.layers``)."""
+
+    def forward(self, hidden: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
+        return F.linear(hidden, table)
+
+
 class GPT(nn.Module):
     """GPT-1 decoder: ``forward`` gives the final hidden states, ``lm_logits`` the tied LM head on top of them."""
 
     def __init__(self, config: GPTConfig) -> None:
         super().__init__()
         self.config = config
-        self.tokens_embed = Embedding(config.padded_vocab_size, config.n_embd)  # shared with the LM head
+        self.tokens_embed = nn.Embedding(config.padded_vocab_size, config.n_embd)  # shared with the LM head
         self.positions_embed = nn.Embedding(config.n_ctx, config.n_embd)
-        self.drop = Dropout(config.embd_pdrop)
+        self.drop = nn.Dropout(config.embd_pdrop)
         self._dropped_table: torch.Tensor | None = None  # embd_dropout=table: the last training forward's (V, C)
         self.h = nn.ModuleList(Block(config) for _ in range(config.n_layer))
+        self.lm_head = TiedHead()  # reads tokens_embed's table: no weight of its own
         self.apply(self._init_weights)
 
     def _init_weights(self, module: nn.Module) -> None:
@@ -171,8 +215,8 @@ class GPT(nn.Module):
     ) -> torch.Tensor:
         """Token ids (B, T) -> final hidden states (B, T, C). With a cache, idx holds only the new tokens.
 
-        Several sequences packed into each row (``gpt1.model.heads.pack_choices``) give each token's position (B, T) and
-        which tokens it may attend to, attn_mask (B, T, T) (True: attend), instead of 0..T-1 and the causal mask."""
+        Several sequences packed into each row (``gpt1.tasks.packing.pack_choices``) give each token's position (B, T)
+        and which tokens it may attend to, attn_mask (B, T, T) (True: attend), instead of 0..T-1 and the causal mask."""
         B, T = idx.shape
         past = cache[0].length if cache is not None else 0
         if positions is None:
@@ -196,7 +240,7 @@ class GPT(nn.Module):
         """Tied LM head: hidden (..., C) -> logits (..., V); rows added by vocab padding are dropped. In training with
         ``embd_dropout=table`` it reads the table as the last ``forward`` dropped it (the original's tied head)."""
         table = self._dropped_table if self.training and self._dropped_table is not None else self.tokens_embed.weight
-        logits = linear(hidden, table)
+        logits = self.lm_head(hidden, table)
         # slice only when padded: even a no-op slice costs its backward a zeroed (..., V) copy
         return (
             logits[..., : self.config.vocab_size] if self.config.padded_vocab_size > self.config.vocab_size else logits
@@ -243,14 +287,11 @@ class GPT(nn.Module):
 
 
 class CachedReader:
-    """``GPT.reader`` with a KV cache: each call reads the tokens not read yet (B, t) after the cached ones. A single
-    fp32 sequence on the CPU or a CUDA GPU reads its tokens after the prompt through
-    ``gpt1.model.token_step.TokenStep`` (the same math, fewer ops). Past n_ctx tokens the positions no longer fit:
-    the last n_ctx are read whole, uncached."""
+    """``GPT.reader`` with a KV cache: each call reads the tokens not read yet (B, t) after the cached ones
+    (``read``). Past n_ctx tokens the positions no longer fit: the last n_ctx are read whole, uncached."""
 
     def __init__(self, model: GPT, idx: torch.Tensor) -> None:
         self.model, self.cache, self.cached = model, model.new_cache(), 0  # cached: how many tokens the cache holds
-        self.step = TokenStep(model) if TokenStep.applies(model, idx) else None
 
     def __call__(self, idx: torch.Tensor) -> torch.Tensor:
         n_ctx = self.model.config.n_ctx
@@ -259,8 +300,10 @@ class CachedReader:
         if self.cache is None:
             return self.model(idx[:, -n_ctx:])
         new, self.cached = idx[:, self.cached :], idx.size(1)
-        if self.step is not None and new.size(1) == 1:
-            return self.step(new, self.cache)
+        return self.read(new)
+
+    def read(self, new: torch.Tensor) -> torch.Tensor:
+        """The new tokens (B, t) after the cached ones -> their hidden states (B, t, C), the cache extended."""
         return self.model(new, self.cache)
 
 

@@ -16,9 +16,8 @@ import torch
 from torch import nn
 
 from gpt1.core.errors import ranged
-from gpt1.model.decoder import grown
+from gpt1.model.decoder import TiedHead, grown
 from gpt1.model.generation import generate
-from gpt1.model.layers import Dropout, Embedding, Linear, linear
 
 
 @dataclass
@@ -51,11 +50,12 @@ class LSTM(nn.Module):
     def __init__(self, config: LSTMConfig) -> None:
         super().__init__()
         self.config = config
-        self.tokens_embed = Embedding(config.vocab_size, config.n_embd)  # shared with the LM head
-        self.drop = Dropout(config.embd_pdrop)
+        self.tokens_embed = nn.Embedding(config.vocab_size, config.n_embd)  # shared with the LM head
+        self.drop = nn.Dropout(config.embd_pdrop)
         self.lstm = nn.LSTM(config.n_embd, config.hidden_size, num_layers=config.n_layer, batch_first=True)
-        self.proj = Linear(config.hidden_size, config.n_embd)
-        self.out_drop = Dropout(config.resid_pdrop)
+        self.proj = nn.Linear(config.hidden_size, config.n_embd)
+        self.out_drop = nn.Dropout(config.resid_pdrop)
+        self.lm_head = TiedHead()  # reads tokens_embed's table
         nn.init.normal_(self.tokens_embed.weight, std=config.init_std)
         nn.init.normal_(self.proj.weight, std=config.init_std)
         nn.init.zeros_(self.proj.bias)
@@ -74,7 +74,7 @@ class LSTM(nn.Module):
 
     def lm_logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """Tied LM head: hidden (..., C) -> logits (..., V)."""
-        return linear(hidden, self.tokens_embed.weight)
+        return self.lm_head(hidden, self.tokens_embed.weight)
 
     def generate(
         self,

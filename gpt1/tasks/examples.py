@@ -1,4 +1,4 @@
-"""A task split's examples as text: what a source reads (``gpt1.data.task_rows``), what fine-tuning encodes and what
+"""A task split's examples as text: what a source reads (``gpt1.tasks.rows``), what fine-tuning encodes and what
 zero-shot scores."""
 
 from __future__ import annotations

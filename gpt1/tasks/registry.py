@@ -40,7 +40,7 @@ def get_task_type(name: str | TaskType) -> TaskType:
         except (ImportError, AttributeError) as e:
             raise ConfigError(f"task.type={name}: cannot import it ({e})") from None
         if not (isinstance(kind, type) and issubclass(kind, TaskType)):
-            raise ConfigError(f"task.type={name} is not a gpt1.tasks.TaskType subclass")
+            raise ConfigError(f"task.type={name} is not a gpt1.tasks.task_type.TaskType subclass")
         task_type = kind()
         task_type.name = str(name)  # registered under its path: checkpoints then name it as the spec does
         return register(task_type)

@@ -61,7 +61,7 @@ class Transform:
 
 
 class Ragged(Protocol):
-    """Variable-length id sequences (``gpt1.data.task_encoding.Ragged``): ``seqs[i]`` and ``seqs.lengths`` (n,)."""
+    """Variable-length id sequences (``gpt1.tasks.encoding.Ragged``): ``seqs[i]`` and ``seqs.lengths`` (n,)."""
 
     lengths: np.ndarray
 
@@ -69,7 +69,7 @@ class Ragged(Protocol):
 
 
 class Texts(Protocol):
-    """A split's encoded texts (``gpt1.data.task_encoding.EncodedSplit``), as a task type reads them."""
+    """A split's encoded texts (``gpt1.tasks.encoding.EncodedSplit``), as a task type reads them."""
 
     text: Ragged
     """(N, ·) the text, premise or context."""
@@ -82,7 +82,7 @@ class Texts(Protocol):
 
 
 class TaskType:
-    """One kind of task, registered by ``name`` (``gpt1.tasks.register``): a task spec's ``type`` picks it.
+    """One kind of task, registered by ``name`` (``gpt1.tasks.registry.register``): a task spec's ``type`` picks it.
 
     Subclasses set the class attributes and implement ``sequences`` and ``truncated``; the rest has defaults for a
     classifier of one or more sequences per example, whose head reads the extract token's final state.
@@ -161,7 +161,7 @@ class TaskType:
         return {"input_ids": input_ids, "extract": extract, "targets": targets}
 
     def pack(self, training: bool, share_context: bool) -> str:
-        """How the decoder runs a batch (``gpt1.model.heads.task_logits``'s pack): in training, packed rows without
+        """How the decoder runs a batch (``gpt1.tasks.packing.task_logits``'s pack): in training, packed rows without
         padding; in evaluation padded rows."""
         return "sequences" if training else "none"
 

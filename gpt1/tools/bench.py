@@ -18,16 +18,16 @@ Each phase says on stderr when it starts.
 - Peak: on GPUs the dense (no sparsity) rate of ``DENSE_PEAK_TFLOPS`` for the device and precision (``--peak-tflops``
   overrides); on CPU the matmul rate measured here in the step's compute precision (fp32, or autocast's bf16 or
   fp16) on the model's own GEMM products (each weight's forward, input gradient and weight gradient at M = B T
-  rows), each by the fastest of torch's matmul and, in fp32, oneDNN's (``gemm_peak``), before and after the training
-  steps: the higher counts.
+  rows), each by the fastest of torch's matmul and, in fp32, oneDNN's (``bench_measure.gemm_peak``), before and
+  after the training steps: the higher counts.
 - Decoding one token reads every weight once, so its ceiling is (weight bytes) / (memory bandwidth), the bandwidth
   measured here by summing a 512 MiB tensor (on GPUs too), or the matrix-vector products' rate below where that is
   higher (memory that streamed the weights that fast can). A second, reachable ceiling: the same bytes at the rate
-  the faster of torch's and gpt1's matrix-vector products (``F.linear``, ``gpt1.model.layers.linear``) streams the
-  weights (``gemv_bandwidth``); on CPUs where no GEMV kernel saturates memory it says how much of the gap is the
-  kernel's. Both rates are measured right before and right after the generation timings; the higher counts. On CPU one
-  sequence decodes from the weights laid out as ``gpt1 generate`` loads them for it
-  (``gpt1.model.token_step.store_for_decoding``), and both rates are measured on that copy.
+  the faster of torch's and gpt1's matrix-vector products (``F.linear``, ``gpt1.cpu.layers.linear``) streams the
+  weights (``bench_measure.gemv_bandwidth``); on CPUs where no GEMV kernel saturates memory it says how much of the
+  gap is the kernel's. Both rates are measured right before and right after the generation timings; the higher
+  counts. On CPU one sequence decodes from the weights laid out as ``gpt1 generate`` loads them for it
+  (``gpt1.cpu.decoding.store_for_decoding``), and both rates are measured on that copy.
 - Training losses are what each library's users run: gpt1's is ``gpt1.training.module.next_token_loss`` (targets shifted
   in the data, no copy of the logits), HF's is ``model(ids, labels=ids).loss``. Both step a fused AdamW.
 - The multiple-choice step runs as ``gpt1 finetune`` trains by default (each choice decoded on its own, the
@@ -50,10 +50,8 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
-import statistics
 import sys
 import time
-from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass, replace
 from functools import partial
@@ -64,30 +62,30 @@ import torch
 from omegaconf import OmegaConf
 from torch.nn import functional as F
 
-import gpt1.cpu.kernels
-from gpt1.app.config import resolve_device
+from gpt1.app.devices import resolve_device
 from gpt1.app.runner import user_errors
 from gpt1.checkpoints.format import empty_model
 from gpt1.core.errors import ConfigError
+from gpt1.cpu.decoding import decode_in_steps, store_for_decoding
 from gpt1.cpu.kernels import onednn_available
+from gpt1.cpu.layers import use_cpu_layers
 from gpt1.cpu.settings import configure, cpu_flags, cpu_model, measure_matmuls
-from gpt1.data.task_batches import IGNORE_INDEX, real_tokens
-from gpt1.model import GPT, PRESETS, GPTConfig
-from gpt1.model.layers import linear
-from gpt1.model.token_step import decoded_weights, store_for_decoding
+from gpt1.model.decoder import GPT, PRESETS, GPTConfig
+from gpt1.tasks.batches import IGNORE_INDEX, real_tokens
+from gpt1.tools.bench_hf import hf_generation, hf_multiple_choice_step, hf_twin
+from gpt1.tools.bench_measure import (
+    device_peak,
+    gemm_peak,
+    gemv_bandwidth,
+    interleaved_times,
+    memory_bandwidth,
+    peak_rss_gib,
+    reset_peak_rss,
+    summary,
+    train_step,
+)
 from gpt1.tools.bench_report import report
 from gpt1.training.module import next_token_loss
-
-DENSE_PEAK_TFLOPS: dict[str, dict[str, float]] = {
-    # dense tensor-core TFLOP/s from the vendors' data sheets (the sparsity figures are twice these)
-    "A100": {"bf16": 312.0, "fp16": 312.0, "tf32": 156.0, "fp32": 19.5},
-    "H100 SXM": {"bf16": 989.0, "fp16": 989.0, "tf32": 495.0, "fp32": 67.0},
-    "H100 PCIe": {"bf16": 756.0, "fp16": 756.0, "tf32": 378.0, "fp32": 51.0},
-    "H100 NVL": {"bf16": 835.0, "fp16": 835.0, "tf32": 418.0, "fp32": 60.0},
-    "H200": {"bf16": 989.0, "fp16": 989.0, "tf32": 495.0, "fp32": 67.0},
-}
-"""Device name (as a substring of torch.cuda.get_device_name) -> precision -> dense peak TFLOP/s. An H100 whose name
-says neither PCIe nor NVL (torch names the SXM part "NVIDIA H100 80GB HBM3") is the SXM part."""
 
 PROMPT = 16
 """Tokens of the random prompt that generation continues."""
@@ -95,162 +93,9 @@ OPENAI_VOCAB = Path(__file__).resolve().parents[3] / "shared" / "reference" / "o
 """OpenAI's vocab, which the multiple-choice step encodes with: ../shared/reference beside the checkout."""
 
 
-def median_seconds(fn: Callable[[], Any], warmup: int, iters: int, device: torch.device) -> float:
-    """Median wall time of ``fn()`` over ``iters`` runs after ``warmup`` runs, the device synchronised each time."""
-    return statistics.median(interleaved_times({"": fn}, warmup, iters, device)[""])
-
-
-def interleaved_times(
-    fns: dict[str, Callable[[], Any]], warmup: int, iters: int, device: torch.device
-) -> dict[str, list[float]]:
-    """Wall times of ``iters`` runs of each of ``fns`` after ``warmup`` untimed ones, their runs taken in turn (a, b,
-    a, b, ...): a ratio of two medians is then measured under the same conditions, even where the machine's speed
-    drifts over minutes."""
-    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
-    times: dict[str, list[float]] = {name: [] for name in fns}
-    for i in range(warmup + iters):
-        for name, fn in fns.items():
-            sync()
-            t = time.perf_counter()
-            fn()
-            sync()
-            if i >= warmup:
-                times[name].append(time.perf_counter() - t)
-    return times
-
-
-def summary(times: list[float], scale: float = 1.0) -> tuple[float, list[float]]:
-    """The median of ``times`` and their range [fastest, slowest], each multiplied by ``scale``."""
-    return statistics.median(times) * scale, [min(times) * scale, max(times) * scale]
-
-
 def progress(message: str) -> None:
     """One line on stderr as a phase starts: the bench runs for minutes."""
     print(f"gpt1 bench: {message} ...", file=sys.stderr, flush=True)
-
-
-def gemm_peak(config: GPTConfig, tokens: int, device: torch.device, dtype: torch.dtype) -> float:
-    """FLOP/s of plain matmuls on the products a training step multiplies: for each weight (out, in) of the model's
-    shapes ((3C, C), (C, C), (4C, C), (C, 4C) and the (V, C) head), its forward x @ W.T, input gradient g @ W and
-    weight gradient g.T @ x at M = ``tokens`` rows, each by the fastest of torch's matmul (on contiguous operands
-    and on the layouts autograd hands it) and, in fp32 on CPUs that have it, oneDNN's (``gpt1.cpu.kernels``); the
-    FLOP-weighted rate."""
-    C, V = config.n_embd, config.vocab_size
-    onednn = device.type == "cpu" and dtype == torch.float32 and onednn_available()
-    flops = secs = 0.0
-    for n, k in [(3 * C, C), (C, C), (config.n_inner, C), (C, config.n_inner), (V, C)]:
-        x, w, g = (torch.randn(*shape, device=device, dtype=dtype) for shape in ((tokens, k), (n, k), (tokens, n)))
-        products = _matmul_ways(x, w, g, onednn)
-        with torch.no_grad():
-            secs += sum(min(median_seconds(f, warmup=1, iters=3, device=device) for f in ways) for ways in products)
-        flops += 3 * 2.0 * tokens * k * n
-    return flops / secs
-
-
-def _matmul_ways(x: torch.Tensor, w: torch.Tensor, g: torch.Tensor, onednn: bool) -> list[list[Callable]]:
-    """Forward, input gradient and weight gradient of one layer shape: the ways to compute each."""
-    w_t, g_t = w.t().contiguous(), g.t().contiguous()
-    ways = [
-        [lambda: torch.mm(x, w_t), lambda: F.linear(x, w)],
-        [lambda: torch.mm(g, w)],
-        [lambda: torch.mm(g_t, x), lambda: torch.mm(g.t(), x)],
-    ]
-    if onednn:
-        ways[0].append(lambda: gpt1.cpu.kernels.linear_forward(x, w, None, "onednn"))
-        ways[1].append(lambda: gpt1.cpu.kernels.linear_input_grad(g, w, "onednn"))
-        ways[2].append(lambda: gpt1.cpu.kernels.linear_weight_grad(g, x, w, "onednn"))
-    return ways
-
-
-def gemv_bandwidth(model: GPT) -> float:
-    """Bytes/s of the matrix-vector products of one decoded token, without the rest of the model: every block's four
-    weight matrices and the tied head, multiplied by a (1, in) vector in model order (so they stream from memory as
-    in decoding, not from cache), by the fastest of ``F.linear`` and gpt1's ``linear`` on each of decoding's other
-    kernels this CPU has (oneDNN, the row or column blocks)."""
-    matrices = decoded_weights(model)
-    inputs = {w.size(1): torch.randn(1, w.size(1), device=w.device, dtype=w.dtype) for w in matrices}
-
-    def products(fn: Callable[..., torch.Tensor]) -> Callable[[], None]:
-        return lambda: [fn(inputs[w.size(1)], w) for w in matrices]
-
-    def on(kernel: str) -> Callable[[], None]:  # gpt1's products on ``kernel``, whatever gpt1.cpu.settings chose
-        def run() -> None:
-            with gpt1.cpu.kernels.using("decode", kernel):
-                products(linear)()
-
-        return run
-
-    nbytes = sum(w.numel() * w.element_size() for w in matrices)
-    others = [on(k) for k in gpt1.cpu.kernels.available_kernels("decode") if k != "torch"]
-    with torch.no_grad():
-        secs = min(median_seconds(f, warmup=2, iters=7, device=matrices[0].device)
-                   for f in (products(F.linear), *others))  # fmt: skip
-    return nbytes / secs
-
-
-def memory_bandwidth(device: torch.device, mib: int = 512) -> float:
-    """Bytes/s read by summing a ``mib`` MiB fp32 tensor (a read-only sweep, as decoding reads the weights)."""
-    x = torch.ones(mib * 2**20 // 4, device=device)
-    return x.numel() * 4 / median_seconds(lambda: x.sum(), warmup=2, iters=7, device=device)
-
-
-def reset_peak_rss() -> bool:
-    """Reset this process's peak resident set (Linux: ``VmHWM``); False where the kernel offers no reset."""
-    try:
-        Path("/proc/self/clear_refs").write_text("5")
-        return True
-    except OSError:
-        return False
-
-
-def peak_rss_gib() -> float | None:
-    """This process's peak resident set since its start or the last ``reset_peak_rss``, in GiB (Linux; None where
-    the kernel does not say)."""
-    status = Path("/proc/self/status").read_text()
-    kib = [int(line.split()[1]) for line in status.splitlines() if line.startswith("VmHWM:")]
-    return kib[0] / 2**20 if kib else None
-
-
-def device_peak(device: torch.device, precision: str, override: float | None) -> tuple[float | None, str]:
-    """Dense peak FLOP/s of a GPU from the table (or ``override`` TFLOP/s) and where it came from."""
-    if override:
-        return override * 1e12, "--peak-tflops"
-    name = torch.cuda.get_device_name(device)
-    kind = {"bf16-mixed": "bf16", "16-mixed": "fp16", "32-true": "tf32"}[precision]
-    gpu = next((gpu for gpu in DENSE_PEAK_TFLOPS if gpu in name), "H100 SXM" if "H100" in name else None)
-    if gpu is None:
-        return None, f"unknown GPU {name!r}: pass --peak-tflops"
-    return DENSE_PEAK_TFLOPS[gpu][kind] * 1e12, f"{gpu} dense {kind} (data sheet)"
-
-
-def train_step(module: torch.nn.Module, loss_fn: Callable[[], torch.Tensor], autocast: Any) -> Callable[[], None]:
-    """One update (forward, backward, AdamW step) as a closure; fused AdamW where this torch has it."""
-    optimizer = torch.optim.AdamW(module.parameters(), lr=1e-5, fused=True)
-
-    def step() -> None:
-        with autocast:
-            loss = loss_fn()
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-
-    return step
-
-
-def hf_twin(model: GPT, double_heads: bool = False) -> torch.nn.Module:
-    """HF's OpenAIGPT(LMHead|DoubleHeads)Model holding exactly ``model``'s weights."""
-    import transformers
-
-    from gpt1.checkpoints.hf import config_to_hf, to_hf_state_dict
-
-    cls = transformers.OpenAIGPTDoubleHeadsModel if double_heads else transformers.OpenAIGPTLMHeadModel
-    hf = cls(transformers.OpenAIGPTConfig(**config_to_hf(model.config)))
-    # the loss HF falls back to for this class, named so that it does not warn on every run
-    hf.loss_type = "ForCausalLM"
-    state = to_hf_state_dict(model.state_dict(), model.config)
-    missing, unexpected = hf.load_state_dict(state, strict=False)
-    assert not unexpected and all(k.startswith(("lm_head", "multiple_choice_head")) for k in missing), missing
-    return hf.to(next(model.parameters()).device)
 
 
 def multiple_choice_batch(
@@ -261,9 +106,9 @@ def multiple_choice_batch(
     import datasets
     from hydra import compose, initialize_config_module
 
-    from gpt1.app.config import register
-    from gpt1.data.task_data import TaskDataModule
+    from gpt1.app.registration import register
     from gpt1.tasks.spec import TASK_SPECIAL_TOKENS
+    from gpt1.tasks.task_data import TaskDataModule
     from gpt1.text.tokenizer import load_tokenizer
 
     tokenizer = load_tokenizer(OPENAI_VOCAB)
@@ -331,6 +176,9 @@ def setup(args: argparse.Namespace) -> Run:
     pad_vocab = args.pad_vocab or (64 if device.type == "cuda" else 1)
     config = replace(PRESETS[args.model], vocab_size=args.vocab, pad_vocab_to_multiple=pad_vocab)
     model = GPT(config).to(device)
+    if device.type == "cpu":
+        use_cpu_layers(model)  # as every gpt1 command runs a model on the CPU
+    decode_in_steps(model)  # as gpt1 generate decodes one sequence
     B, T = args.batch, args.seq
     compute_dtype = {"32-true": torch.float32, "bf16-mixed": torch.bfloat16, "16-mixed": torch.float16}[args.precision]
     autocast = torch.autocast(device.type, dtype=compute_dtype) if compute_dtype != torch.float32 else nullcontext()
@@ -418,6 +266,8 @@ def time_generation(run: Run) -> None:
         decoder = empty_model(GPT, run.config)
         decoder.load_state_dict(model.state_dict(), assign=True)
         store_for_decoding(decoder.eval())
+        use_cpu_layers(decoder)
+        decode_in_steps(decoder)
     bandwidth, gemv = memory_bandwidth(device), gemv_bandwidth(decoder)  # right before decoding, and right after
     prompts = {gb: torch.randint(0, run.config.vocab_size, (gb, PROMPT), device=device) for gb in (1, args.gen_batch)}
     decode = {
@@ -428,7 +278,7 @@ def time_generation(run: Run) -> None:
     times = {gb: interleaved_times({"": generate}, 1, runs, device)[""] for gb, generate in decode.items()}
     if hf is not None:  # HF's between two more of gpt1's batch-1 runs, all of which make gpt1's one figure
         hf.eval()
-        out["hf"] = hf_generation(hf, args, device)
+        out["hf"] = hf_generation(hf, PROMPT, args.new_tokens, device)
         times[1] += interleaved_times({"": decode[1]}, 1, runs, device)[""]
     out["generate"] = {}
     for gb, ts in times.items():
@@ -460,7 +310,7 @@ def time_multiple_choice(run: Run) -> None:
         print(f"gpt1 bench: {note}", file=sys.stderr, flush=True)
     if note or not args.mc_batch:
         return
-    from gpt1.app.config import OptimConfig
+    from gpt1.training.schema import OptimConfig
     from gpt1.training.task_module import TaskModule
 
     progress(
@@ -472,6 +322,8 @@ def time_multiple_choice(run: Run) -> None:
     if tokenizer.vocab_size != run.config.vocab_size:
         mc_model = GPT(replace(run.config, vocab_size=tokenizer.vocab_size)).to(device)
     mc = TaskModule(mc_model, tokenizer, OptimConfig(), task).to(device).train()
+    if device.type == "cpu":
+        use_cpu_layers(mc.model, mc.heads)  # as a run on the CPU does (GPT1Module.configure_model)
     mc_forward = torch.compile(mc) if args.compile else mc
 
     def mc_loss(share_context: bool) -> torch.Tensor:
@@ -505,33 +357,6 @@ def compare_training_with_hf(run: Run, train_times: dict[str, list[float]]) -> N
     hf_step, hf_range = summary(train_times["hf"])
     run.out["hf"].update(train_step_s=hf_step, train_step_s_range=hf_range, train_tokens_per_s=B * T / hf_step,
                          speedup_train=hf_step / run.out["train"]["step_s"])  # fmt: skip
-
-
-def hf_multiple_choice_step(mc_model: GPT, batch: dict[str, torch.Tensor], autocast: Any) -> Callable[[], None]:
-    """HF's multiple-choice training step, as its users run it: OpenAIGPTDoubleHeadsModel with identical weights on
-    the same padded (B, K, T) batch, mc loss + 0.5 x its LM loss (HF scores the LM head at every position, padding
-    included, then masks the loss)."""
-    dh = hf_twin(mc_model, double_heads=True).train()
-    lm_labels = torch.where(batch["choice_mask"][..., None], batch["input_ids"], -100)
-    lm_labels[..., 1:] = lm_labels[..., 1:].masked_fill(batch["targets"][..., :-1] == -100, -100)
-
-    def dh_loss() -> torch.Tensor:
-        ids, extract, labels = batch["input_ids"], batch["extract"], batch["labels"]
-        out = dh(input_ids=ids, mc_token_ids=extract, labels=lm_labels, mc_labels=labels)
-        return out.mc_loss + 0.5 * out.loss
-
-    return train_step(dh, dh_loss, autocast)
-
-
-def hf_generation(hf: torch.nn.Module, args: argparse.Namespace, device: torch.device) -> dict[str, Any]:
-    """HF ``generate``'s greedy ms/token at batch 1, the same prompt length and new tokens as gpt1's, one timed run
-    after a short untimed one: HF's openai-gpt has no KV cache, so each token re-runs the whole prefix and one long
-    generation takes a minute on a CPU."""
-    prompt = torch.randint(0, hf.config.vocab_size, (1, PROMPT), device=device)
-    generate = lambda n: hf.generate(prompt, max_new_tokens=n, min_new_tokens=n, do_sample=False, pad_token_id=0)  # noqa: E731
-    generate(2)
-    hf_s = median_seconds(lambda: generate(args.new_tokens), 0, 1, device)
-    return {"generate_batch1_ms_per_token": 1e3 * hf_s / args.new_tokens}
 
 
 def check_args(args: argparse.Namespace) -> None:

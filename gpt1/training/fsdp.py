@@ -67,18 +67,23 @@ def shard_module(module: nn.Module, mesh: DeviceMesh) -> None:
 
 
 def full_copy(model: nn.Module) -> nn.Module | None:
-    """A plain, unsharded copy of the sharded decoder ``model`` (a ``gpt1.checkpoints.format.MODELS`` class), on rank
-    0's device; None on the other ranks. Gathering the weights is a collective: every rank calls it. For what reads the
-    weights outside a forward (``GPT.generate``'s decoding step) or runs on rank 0 alone."""
+    """An unsharded copy of the sharded decoder ``model`` (a ``gpt1.model.registry.MODEL_TYPES`` model), on rank 0's
+    device and on gpt1's CPU layers where model is (``gpt1.cpu.layers``); None on the other ranks. Gathering the
+    weights is a collective: every rank calls it. For what reads the weights outside a forward (``GPT.generate``'s
+    decoding) or runs on rank 0 alone."""
     import torch
     from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 
-    from gpt1.checkpoints.format import MODELS, empty_model, model_type
+    from gpt1.checkpoints.format import empty_model
+    from gpt1.cpu.layers import on_cpu_layers, use_cpu_layers
+    from gpt1.model.registry import MODEL_TYPES, model_type
 
     device = next(model.parameters()).device
     state = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
     if torch.distributed.get_rank() != 0:
         return None
-    copy = empty_model(MODELS[model_type(model)][0], model.config)  # the plain class, not fully_shard's FSDP<class>
+    copy = empty_model(MODEL_TYPES[model_type(model)].model, model.config)  # not fully_shard's FSDP<class>
     copy.load_state_dict(state, assign=True)
+    if on_cpu_layers(model):
+        use_cpu_layers(copy)
     return copy.to(device)

@@ -21,7 +21,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from gpt1.core.errors import ConfigError, UserError
 from gpt1.core.files import atomic_file
-from gpt1.training.resumable import ResumableCSVLogger
+from gpt1.training.csv_log import ResumableCSVLogger
 from gpt1.training.schema import LoggerConfig, WandbConfig, WandbMode
 
 

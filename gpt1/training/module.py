@@ -25,9 +25,8 @@ from torchmetrics import MeanMetric
 from gpt1.checkpoints.format import metadata
 from gpt1.core.compat import attached_trainer
 from gpt1.core.errors import EXIT_USER_ERROR, UserError
-from gpt1.data.task_batches import IGNORE_INDEX, real_tokens  # IGNORE_INDEX: targets not scored (padding)
-from gpt1.model import GPT
-from gpt1.model.lstm import LSTM
+from gpt1.cpu.layers import use_cpu_layers
+from gpt1.tasks.batches import IGNORE_INDEX, real_tokens  # IGNORE_INDEX: targets not scored (padding)
 from gpt1.tasks.spec import TaskConfig
 from gpt1.text.tokenizer import Tokenizer
 from gpt1.training.schema import NonFinite, OptimConfig, Schedule
@@ -59,7 +58,7 @@ def warmup_linear(x: float, warmup: float) -> float:
 
 
 def next_token_loss(
-    model: GPT | LSTM, input_ids: torch.Tensor, targets: torch.Tensor
+    model: nn.Module, input_ids: torch.Tensor, targets: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Mean cross-entropy of the model's next-token logits for ids (B, T) against targets (B, T), IGNORE_INDEX where
     not scored, and the number of scored positions. The data shifts the targets, so the logits are never copied."""
@@ -70,10 +69,10 @@ def next_token_loss(
 
 
 class GPT1Module(L.LightningModule):
-    """A decoder (``model``: GPT-1, or the LSTM baseline), task heads (``heads``) and the tokenizer that
-    checkpoints carry."""
+    """A decoder (``model``: GPT-1, the LSTM baseline or another of ``gpt1.model.registry.MODEL_TYPES``), task heads
+    (``heads``) and the tokenizer that checkpoints carry."""
 
-    def __init__(self, model: GPT | LSTM, tokenizer: Tokenizer, optim: OptimConfig) -> None:
+    def __init__(self, model: nn.Module, tokenizer: Tokenizer, optim: OptimConfig) -> None:
         super().__init__()
         if tokenizer.vocab_size != model.config.vocab_size:
             raise ValueError(
@@ -96,8 +95,11 @@ class GPT1Module(L.LightningModule):
         self._skip_update = False
 
     def configure_model(self) -> None:
-        """Under trainer=fsdp (FSDP2, a device mesh set by the strategy): shard the decoder block by block, then its
-        root and the heads (``gpt1.training.fsdp.shard_module``); under any other strategy nothing."""
+        """On the CPU: gpt1's CPU layers in place of the model's and the heads' own (``gpt1.cpu.layers``; the same
+        function, faster). Under trainer=fsdp (FSDP2, a device mesh set by the strategy): shard the decoder block by
+        block, then its root and the heads (``gpt1.training.fsdp.shard_module``)."""
+        if self.trainer.strategy.root_device.type == "cpu":
+            use_cpu_layers(self.model, self.heads)
         if self.device_mesh is not None:
             from gpt1.training.fsdp import shard_module
 

@@ -12,9 +12,9 @@ import torch
 
 from gpt1.core.files import atomic_file
 from gpt1.core.memory import peak_memory
-from gpt1.data.task_batches import Collate
-from gpt1.data.task_data import TaskDataModule
+from gpt1.tasks.batches import Collate
 from gpt1.tasks.metrics import METRICS, build_metric
+from gpt1.tasks.task_data import TaskDataModule
 from gpt1.training.module import GPT1Module
 from gpt1.training.task_module import SINGLE_CLASS, TaskModule
 

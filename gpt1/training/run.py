@@ -13,13 +13,14 @@ from typing import Any, Optional
 from omegaconf import DictConfig
 
 from gpt1.data.base import DataModule
-from gpt1.training.callbacks import BestWeights, SampleText, build_callbacks
+from gpt1.training.callbacks import build_callbacks
+from gpt1.training.callbacks.best_weights import BestWeights, select_weights
+from gpt1.training.callbacks.sample_text import SampleText
 from gpt1.training.loggers import build_loggers, log_config, log_summary, start_wandb
 from gpt1.training.module import GPT1Module
 from gpt1.training.results import final_validation, finished_metrics, val_metric_prefixes, write_metrics
 from gpt1.training.resume import check_resume_fits
 from gpt1.training.schema import CallbacksConfig, Selection
-from gpt1.training.selection import select_weights
 from gpt1.training.task_module import TaskModule
 from gpt1.training.trainer import build_trainer
 
@@ -87,7 +88,7 @@ class TrainingRun:
         """Train, resuming from ``resume`` (``gpt1.training.resume.resolve_resume``'s) once it fits the module, then
         the validation metrics of the weights the run ends with: the last ones (their validation in fit, else a new
         one); with ``selection``, those it selects (loaded into the module), the last ones' as val_last/..., and
-        selected_step (``gpt1.training.selection.select_weights``)."""
+        selected_step (``gpt1.training.callbacks.best_weights.select_weights``)."""
         ckpt_path = check_resume_fits(resume, self.module)
         self.trainer.fit(self.module, datamodule=self.data, ckpt_path=ckpt_path, weights_only=True)
         if ckpt_path is not None and self.selection is None:  # (global rank 0 decides: a validation is collective)

@@ -10,11 +10,10 @@ from torch import nn
 from torch.nn import functional as F
 from torchmetrics import MaxMetric, MeanMetric, MinMetric
 
-from gpt1.data.task_batches import IGNORE_INDEX
-from gpt1.model import GPT
-from gpt1.model.heads import TaskOutput, task_logits
-from gpt1.model.lstm import LSTM
+from gpt1.model.decoder import GPT
+from gpt1.tasks.batches import IGNORE_INDEX
 from gpt1.tasks.metrics import build_metric
+from gpt1.tasks.packing import TaskOutput, task_logits
 from gpt1.tasks.spec import TaskConfig
 from gpt1.text.tokenizer import Tokenizer
 from gpt1.training.module import GPT1Module
@@ -39,7 +38,7 @@ class TaskModule(GPT1Module):
 
     def __init__(
         self,
-        model: GPT | LSTM,
+        model: nn.Module,
         tokenizer: Tokenizer,
         optim: OptimConfig,
         task: TaskConfig,

@@ -1,8 +1,8 @@
 """The callbacks of a gpt1 run, one per module, all built by ``build_callbacks``: periodic checkpoints
 (``periodic_checkpoint``, written atomically by ``atomic_io``'s plugin), a checkpoint on SIGTERM, Ctrl-C or a SLURM
 job's time-limit warning (``safe_stop``), text samples (``sample_text``), the metrics of a short run
-(``short_runs``), the weights of the best validation (``best_weights``); and, from ``gpt1.training.resumable``, the
-run's CPU kernels and its continued CSV log. Every name is importable from here, as when this was one module."""
+(``short_runs``), the weights of the best validation and their selection after training (``best_weights``), the run's
+CPU kernels (``run_kernels``); and the CSV log's start over (``gpt1.training.csv_log``)."""
 
 from __future__ import annotations
 
@@ -11,26 +11,14 @@ from typing import Optional
 
 from lightning.pytorch.callbacks import Callback, LearningRateMonitor, ThroughputMonitor
 
-from gpt1.training.callbacks.atomic_io import AtomicCheckpointIO
 from gpt1.training.callbacks.best_weights import BestWeights
 from gpt1.training.callbacks.periodic_checkpoint import PeriodicCheckpoint
+from gpt1.training.callbacks.run_kernels import RunKernels
 from gpt1.training.callbacks.safe_stop import SafeStop
 from gpt1.training.callbacks.sample_text import SampleText
 from gpt1.training.callbacks.short_runs import LogShortRuns
-from gpt1.training.console import print_above_bar
-from gpt1.training.resumable import ForgetLogsOfAFreshStart, RunKernels
+from gpt1.training.csv_log import ForgetLogsOfAFreshStart
 from gpt1.training.schema import CallbacksConfig
-
-__all__ = [
-    "AtomicCheckpointIO",
-    "BestWeights",
-    "LogShortRuns",
-    "PeriodicCheckpoint",
-    "SafeStop",
-    "SampleText",
-    "build_callbacks",
-    "print_above_bar",
-]
 
 
 def build_callbacks(

@@ -25,11 +25,11 @@ from torch.utils.data import DataLoader
 
 from gpt1.core.errors import ConfigError, DataError
 from gpt1.data.base import DataModule, cache_key
-from gpt1.data.sources import row_location
-from gpt1.data.task_batches import Collate, EpochSampler, LongestFirst, TaskDataset
-from gpt1.data.task_encoding import CACHE_VERSION, EncodedSplit
-from gpt1.data.task_rows import TaskSource
+from gpt1.data.formats import row_location
+from gpt1.tasks.batches import Collate, EpochSampler, LongestFirst, TaskDataset
+from gpt1.tasks.encoding import CACHE_VERSION, EncodedSplit
 from gpt1.tasks.examples import Examples
+from gpt1.tasks.rows import TaskSource
 from gpt1.tasks.spec import ROLES, TASK_SPECIAL_TOKENS, SplitSpec, TaskConfig, split_specs, task_from_dict
 from gpt1.tasks.task_type import Transform
 

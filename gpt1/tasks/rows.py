@@ -22,7 +22,8 @@ import numpy as np
 from gpt1.core.errors import DataError
 from gpt1.core.quoting import Quoting
 from gpt1.data.base import cache_key
-from gpt1.data.sources import FileSource, HubSource, Source, file_format, line_without, row_location
+from gpt1.data.formats import file_format, line_without, row_location
+from gpt1.data.sources import FileSource, HubSource, Source
 from gpt1.tasks.examples import Examples
 from gpt1.tasks.spec import SplitSpec, TaskConfig, as_columns
 
@@ -51,12 +52,13 @@ class TaskSource:
             )
             self.files = self.source.files
             self.where = str(self.files[0]) if len(self.files) == 1 else f"task.data_files.{spec.name}"
-            self.has_label = self._check_files()
         else:
             self.where = f"{task.dataset} ({task.dataset_config}) split {spec.name}"
             where = f"{self.where} (task.splits.{spec.role})"
             self.source = HubSource(task.dataset, task.dataset_config, spec.name, where, datasets_cache, task.data_dir)
-            self.has_label = self._check(self.where, self.source.dataset.column_names)
+        self.has_label = (
+            self._check_files() if self.files is not None else self._check(self.where, self.source.dataset.column_names)
+        )
 
     def _check(self, where: str, have: Sequence[str]) -> bool:
         """Raise for a missing text/choice column, or a missing label column outside a test split; return whether

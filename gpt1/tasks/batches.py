@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset, DistributedSampler, Sampler
 
-from gpt1.data.task_encoding import EncodedSplit
+from gpt1.tasks.encoding import EncodedSplit
 from gpt1.tasks.task_type import TaskType, Transform
 
 PAD_ID = 0

@@ -1,39 +1,43 @@
-"""One token of one sequence through the decoder with a KV cache, without module calls (pure torch).
+"""Decoding one sequence token by token without module calls, applied to a GPT from above: ``decode_in_steps(model)``.
 
-``GPT.generate`` decodes a single sequence in fp32 on the CPU or a CUDA GPU through ``TokenStep``: the same math as
-``GPT.forward`` with a cache in eval mode (tests check its hidden states equal to the bit on both), with each weight's
-product set up once per ``generate`` (``gpt1.cpu.kernels.row_linear``) and no module, dropout or kernel-choice overhead
-between the ops: on a small CPU a sizeable part of a token, on a GPU most of it (one token is a few hundred kernel
-launches; experiments/benchmarks.md). Forward hooks of the blocks do not run in it. ``store_for_decoding`` lays a
-model's weights out for the CPU decoding kernel that ``gpt1.cpu.settings`` chose, for a process that only decodes.
+A GPT that ``decode_in_steps`` gave its ``SteppedGPT`` class generates a single fp32 sequence (in eval mode, on the
+CPU or a CUDA GPU) through ``TokenStep``: the same math as ``GPT.forward`` with a cache (tests check its hidden
+states equal to the bit on both), with each weight's product set up once per ``generate``
+(``gpt1.cpu.kernels.row_linear``) and no module, dropout or kernel-choice overhead between the ops: on a small CPU a
+sizeable part of a token, on a GPU most of it (one token is a few hundred kernel launches;
+experiments/benchmarks.md). Forward hooks of the blocks do not run in it. ``store_for_decoding`` lays a model's
+weights out for the CPU decoding kernel that ``gpt1.cpu.settings`` chose, for a process that only decodes.
 
-Shapes as in ``gpt1.model``: C = n_embd, H = n_head, D = C // H.
+Shapes as in ``gpt1.model.decoder``: C = n_embd, H = n_head, D = C // H.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import torch
 from torch import nn
 from torch.nn import functional as F
 
 from gpt1.cpu.kernels import decoding_layout, row_linear
+from gpt1.model.decoder import GPT, CachedReader
 from gpt1.model.kv_cache import LayerCache
-from gpt1.model.layers import self_attention
 
 
 class TokenStep:
-    """``model(token, cache)`` for one token (1, 1) of one sequence in eval mode, for a ``gpt1.model.GPT`` model (or
-    a module of its parameter names): the hidden state (1, 1, C) after the last block, the token's keys and values
-    appended to ``cache``. Build it after the model's weights are final (it keeps views of them)."""
+    """``model(token, cache)`` for one token (1, 1) of one sequence in eval mode, for a ``GPT`` (or a module of its
+    parameter names): the hidden state (1, 1, C) after the last block, the token's keys and values appended to
+    ``cache``. Build it after the model's weights are final (it keeps views of them)."""
 
     def __init__(self, model: nn.Module) -> None:
         config = model.config
-        self.C, self.H, self.eps = config.n_embd, config.n_head, config.layer_norm_eps
+        self.C, self.eps = config.n_embd, config.layer_norm_eps
         self.act = model.h[0].mlp.act
         self.tokens, self.positions = model.tokens_embed.weight, model.positions_embed.weight
         self.blocks = [
             (
                 row_linear(b.attn.c_attn.weight, b.attn.c_attn.bias),
+                b.attn.self_attention,
                 row_linear(b.attn.c_proj.weight, b.attn.c_proj.bias),
                 row_linear(b.mlp.c_fc.weight, b.mlp.c_fc.bias),
                 row_linear(b.mlp.c_proj.weight, b.mlp.c_proj.bias),
@@ -58,15 +62,43 @@ class TokenStep:
         )
 
     def __call__(self, token: torch.Tensor, cache: list[LayerCache]) -> torch.Tensor:
-        C, H = self.C, self.H
+        C = self.C
         x = F.embedding(token, self.tokens) + self.positions[cache[0].length]  # (1, 1, C); no sync on a GPU
-        for (qkv, proj, fc, out, ln_1, ln_2), layer_cache in zip(self.blocks, cache):
+        for (qkv, attend, proj, fc, out, ln_1, ln_2), layer_cache in zip(self.blocks, cache):
             # Block.forward's math in eval mode (no dropout), on plain functions: the attention is the decoder's own
-            # function; the post-LN residuals and the MLP are its two lines (its modules' calls are what this
-            # step saves)
-            n = F.layer_norm(x + proj(self_attention(qkv(x), H, layer_cache)), (C,), *ln_1, self.eps)
+            # (Attention.self_attention); the post-LN residuals and the MLP are its two lines (its modules' calls are
+            # what this step saves)
+            n = F.layer_norm(x + proj(attend(qkv(x), layer_cache)), (C,), *ln_1, self.eps)
             x = F.layer_norm(n + out(self.act(fc(n))), (C,), *ln_2, self.eps)
         return x
+
+
+class SteppedReader(CachedReader):
+    """``CachedReader`` whose single new tokens go through a ``TokenStep``."""
+
+    def __init__(self, model: GPT, idx: torch.Tensor) -> None:
+        super().__init__(model, idx)
+        self.step = TokenStep(model)
+
+    def read(self, new: torch.Tensor) -> torch.Tensor:
+        return self.step(new, self.cache) if new.size(1) == 1 else super().read(new)
+
+
+class SteppedGPT(GPT):
+    """A ``GPT`` whose ``generate`` reads one fp32 sequence in eval mode token by token through a ``TokenStep``
+    (``SteppedReader``) where ``TokenStep.applies``; everything else is the GPT's own."""
+
+    def reader(self, idx: torch.Tensor, use_cache: bool) -> Callable[[torch.Tensor], torch.Tensor]:
+        if use_cache and TokenStep.applies(self, idx):
+            return SteppedReader(self, idx)
+        return super().reader(idx, use_cache)
+
+
+def decode_in_steps(model: nn.Module) -> None:
+    """Give a ``GPT`` (exactly: not a subclass) the class ``SteppedGPT`` in place, where a decode starts (``gpt1
+    generate``, ``gpt1 bench``): the same parameters and function. Other models are left as they are."""
+    if type(model) is GPT:
+        model.__class__ = SteppedGPT
 
 
 def decoded_weights(model: nn.Module) -> list[torch.Tensor]:

@@ -1,18 +1,19 @@
-"""The layers the model is built of, the same math as torch's own ops: ``linear``, ``dropout``, ``embedding`` and
-``attention`` (with ``self_attention``, the decoder's heads over it), and the modules ``Linear``, ``Dropout`` and
-``Embedding`` (pure torch). The model's one seam to the CPU path: on the CPU, in eager mode, they take faster paths
-than torch's ops.
+"""gpt1's CPU layers, applied to a model from above: ``use_cpu_layers(model, *heads)`` swaps the class of each of the
+model's layers for a subclass that computes the same function as torch's op, faster on the CPU in eager mode:
 
-- ``linear``: fp32 products without autocast run on the kernel that ``gpt1.cpu.kernels`` chose for their kind
-  (oneDNN, torch's matmuls, decoding's row or column blocks).
-- ``dropout``: masks from 16-bit integers cut from 64-bit draws (P(drop) = p to within 2^-17), written as floats by
-  the comparison itself; ``bernoulli_`` draws a float per element.
-- ``embedding``: with autograd, the token table's gradient is sparse (one row per id), which the tied LM head's dense
-  gradient takes in, instead of a zeroed (V, C) table; where no head adds to it, a hook makes ``.grad`` dense.
-- ``attention``: with dropout (and for bf16 training) the math path with ``dropout``'s masks and the mask as an
-  added bias, where SDPA's CPU kernels take no dropout and its fused bf16 backward is slow.
+- ``CpuLinear`` (every ``nn.Linear`` of the model) and ``CpuTiedHead`` (its LM head): fp32 products without
+  autocast run on the kernel that ``gpt1.cpu.kernels`` chose for their kind (oneDNN, torch's matmuls, decoding's row
+  or column blocks).
+- ``CpuDropout`` (every ``nn.Dropout``, the heads' too): masks from 16-bit integers cut from 64-bit draws (P(drop) =
+  p to within 2^-17), written as floats by the comparison itself; ``bernoulli_`` draws a float per element.
+- ``CpuEmbedding`` (the token table, ``tokens_embed``, which the LM head reads): with autograd, its gradient is
+  sparse (one row per id), which the tied head's dense gradient takes in, instead of a zeroed (V, C) table; where no
+  head adds to it, a hook makes ``.grad`` dense.
+- ``CpuAttention`` (the decoder's attention): with dropout (and for bf16 training) the math path with ``dropout``'s
+  masks and the mask as an added bias, where SDPA's CPU kernels take no dropout and its fused bf16 backward is slow.
 
-Compiled graphs and other devices keep torch's own ops (and so their kernels and fusions). Measured figures:
+A subclass adds no state: the parameters, their names and hooks, and so the checkpoints, stay as they were. Off the
+CPU and inside a graph being compiled each takes torch's own op (and so its kernels and fusions). Measured figures:
 experiments/benchmarks.md. The embedding's hook is found through torch's private
 ``Tensor._post_accumulate_grad_hooks`` (``gpt1.core.compat.post_accumulate_grad_hooks``): without it the table's
 gradient is dense.
@@ -28,7 +29,7 @@ from torch.nn import functional as F
 
 from gpt1.core import compat
 from gpt1.cpu.kernels import cpu_linear, eager_cpu
-from gpt1.model.kv_cache import LayerCache
+from gpt1.model.decoder import Attention, TiedHead
 
 
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
@@ -37,13 +38,6 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
     if x.dtype == weight.dtype == torch.float32 and eager_cpu(x) and not torch.is_autocast_enabled("cpu"):
         return cpu_linear(x, weight, bias)
     return F.linear(x, weight, bias)
-
-
-class Linear(nn.Linear):
-    """``nn.Linear`` through ``linear``."""
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return linear(x, self.weight, self.bias)
 
 
 def dropout(x: torch.Tensor, p: float, training: bool = True) -> torch.Tensor:
@@ -106,20 +100,6 @@ def _densified(weight: torch.Tensor) -> bool:
     return True
 
 
-class Embedding(nn.Embedding):
-    """``nn.Embedding`` through ``embedding``, for a table that an LM head shares: its ``.grad`` is always dense."""
-
-    def forward(self, ids: torch.Tensor) -> torch.Tensor:
-        return embedding(ids, self.weight)
-
-
-class Dropout(nn.Dropout):
-    """``nn.Dropout`` through ``dropout``."""
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return dropout(x, self.p, self.training)
-
-
 def attention(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, is_causal: bool, dropout_p: float
 ) -> torch.Tensor:
@@ -140,29 +120,75 @@ def attention(
     return dropout(att.softmax(dim=-1), dropout_p) @ v
 
 
-def self_attention(
-    qkv: torch.Tensor,
-    n_head: int,
-    cache: LayerCache | None = None,
-    attn_mask: torch.Tensor | None = None,
-    dropout_p: float = 0.0,
-) -> torch.Tensor:
-    """Causal multi-head self-attention of T new tokens from their fused query, key and value projections qkv
-    (B, T, 3C) -> (B, T, C), scaled by 1/sqrt(D) as OpenAI's: with a cache, their keys and values are appended to it
-    and their queries see the cached ones too. attn_mask (B, T, T) (True: attend) replaces the causal mask (packed
-    sequences; not with a cache). The decoder's ``Attention`` and decoding's ``TokenStep`` both attend through it."""
-    B, T, C3 = qkv.shape
-    C = C3 // 3
-    q, k, v = qkv.view(B, T, 3, n_head, C // n_head).permute(2, 0, 3, 1, 4).unbind(0)  # 3 x (B, H, T, D)
-    past = 0
-    if cache is not None:
-        past = cache.length
-        k, v = cache.update(k, v)  # (B, H, past + T, D)
-    # Causal mask: plain when nothing is cached; a single new token sees everything; T > 1 new tokens after a
-    # cached prefix need the mask shifted right by the prefix (SDPA's is_causal aligns it top-left).
-    mask = attn_mask[:, None] if attn_mask is not None else None  # (B, 1, T, T)
-    if past and T > 1:
-        mask = torch.ones(T, past + T, dtype=torch.bool, device=qkv.device).tril(diagonal=past)
-    y = attention(q, k, v, mask, is_causal=past == 0 and mask is None, dropout_p=dropout_p)  # (B, H, T, D)
-    # one token's heads are already in order: the transpose, an op of its own, is a share of a decoded token's time
-    return y.reshape(B, T, C) if T == 1 else y.transpose(1, 2).reshape(B, T, C)
+class CpuLinear(nn.Linear):
+    """``nn.Linear`` through ``linear``."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return linear(x, self.weight, self.bias)
+
+
+class CpuTiedHead(TiedHead):
+    """The tied LM head through ``linear``."""
+
+    def forward(self, hidden: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
+        return linear(hidden, table)
+
+
+class CpuDropout(nn.Dropout):
+    """``nn.Dropout`` through ``dropout``."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return dropout(x, self.p, self.training)
+
+
+class CpuEmbedding(nn.Embedding):
+    """``nn.Embedding`` through ``embedding``, for a table that an LM head shares: its ``.grad`` is always dense."""
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return embedding(ids, self.weight)
+
+
+class CpuAttention(Attention):
+    """The decoder's ``Attention`` with its probabilities through ``attention``."""
+
+    def attention(
+        self,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        mask: torch.Tensor | None,
+        is_causal: bool,
+        dropout_p: float,
+    ) -> torch.Tensor:
+        return attention(q, k, v, mask, is_causal, dropout_p)
+
+
+SWAPS: dict[type[nn.Module], type[nn.Module]] = {
+    nn.Linear: CpuLinear,
+    nn.Dropout: CpuDropout,
+    TiedHead: CpuTiedHead,
+    Attention: CpuAttention,
+}
+"""A model's layer class -> its CPU layer, for every layer of exactly that class."""
+
+
+def use_cpu_layers(model: nn.Module, *heads: nn.Module) -> None:
+    """Swap model's layers for gpt1's CPU layers in place (``SWAPS``, and its token table ``tokens_embed`` for a
+    ``CpuEmbedding``), and the dropouts of ``heads`` (their products are too small to gain: torch's). For a model
+    that runs on the CPU: every gpt1 command calls it where a run, an evaluation or a decode starts there. The same
+    function, the same parameters; a layer swapped already is left as it is."""
+    for module in model.modules():
+        if type(module) in SWAPS:
+            module.__class__ = SWAPS[type(module)]
+    table = getattr(model, "tokens_embed", None)
+    if type(table) is nn.Embedding:
+        table.__class__ = CpuEmbedding
+    for head in heads:
+        for module in head.modules():
+            if type(module) is nn.Dropout:
+                module.__class__ = CpuDropout
+
+
+def on_cpu_layers(model: nn.Module) -> bool:
+    """Whether ``use_cpu_layers`` swapped model's layers (the run's line about its kernels says so)."""
+    return any(isinstance(module, CpuLinear) for module in model.modules())
