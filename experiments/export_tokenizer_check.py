@@ -9,7 +9,7 @@ Texts: OpenAI's golden lines (golden.jsonl, the ids of the original code), then 
 (paragraphs of four novels, sentiment reviews, movie dialogue, wikiHow steps, stories, Wikipedia sentences,
 entailment premises) encoded by gpt1's "openai" pipeline (which reproduces every golden line). Prints, per set, the
 texts whose ids are all equal and the tokens that differ (difflib's alignment), with the most common differences.
-Needs ``gpt1[openai]`` (ftfy, spaCy) and transformers. Results: experiments/export_tokenizers.md.
+Needs ``gpt1[openai]`` (ftfy, spaCy) and transformers. Results: experiments/results/export_tokenizers.md.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 25's before/after table: the quickstart checkpoint fine-tuned on every sample task at experiments/README.md's
+# Issue 25's before/after table: the quickstart checkpoint fine-tuned on every sample task at sample_tasks.sh's
 # budgets by the code before issue 25 (commit 9263b2c, in a git worktree with its own venv), by this checkout, and by
 # this checkout with each of the original code's defaults reverted alone; seeds 1234 (the default), 1 and 2. Then the
 # zero-shot curve of the four heuristics over the checkpoint's steps, and its report. About 2 hours on 2 cores.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU checks of a lent machine in one call (experiments/benchmarks.md, "GPU"): the full GPT-1 bench at 64 x 512,
+# The GPU checks of a lent machine in one call (experiments/results/benchmarks.md, "GPU"): the full GPT-1 bench at 64 x 512,
 # bf16-mixed, compiled and eager, this checkout against a baseline commit in turn, then the GPU tests.
 #
 #   bash experiments/gpu_check.sh prepare [BASELINE]   # here, with pip's registry: fills .gpu/ (git-excluded)

@@ -1,6 +1,6 @@
 """Batch-1 greedy decoding of the full GPT-1 as `gpt1 bench` times it (eager, fp32, 256 tokens after a 16-token
 prompt, five runs): ms/token, and torch's ops per token counted by its profiler. To compare two trees op for op, run
-it once per tree, alternating (experiments/benchmarks.md, "GPU"):
+it once per tree, alternating (experiments/results/benchmarks.md, "GPU"):
 
     PYTHONPATH=<tree> python experiments/gpu_decode_probe.py NAME [--configure] [--datasets]
 

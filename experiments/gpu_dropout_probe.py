@@ -1,6 +1,6 @@
 """What the paper's dropout costs the compiled GPT-1 step on a GPU: `gpt1 bench` at 64 x 512, bf16-mixed, compiled,
-for the preset NAME (gpt1, or gpt1-no-dropout: every dropout 0), its JSON written to PATH (experiments/benchmarks.md,
-"GPU"). On the GPU machine, after `bash experiments/gpu_check.sh setup`:
+for the preset NAME (gpt1, or gpt1-no-dropout: every dropout 0), its JSON written to PATH
+(experiments/results/benchmarks.md, "GPU"). On the GPU machine, after `bash experiments/gpu_check.sh setup`:
 
     PYTHONPATH=/tmp/site python experiments/gpu_dropout_probe.py NAME PATH"""
 

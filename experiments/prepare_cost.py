@@ -8,7 +8,8 @@
     python experiments/prepare_cost.py rounds --files 'DIR/*.txt' --tokenizer bpe8192.json --rounds 6
     python experiments/prepare_cost.py worker --files 'DIR/*.txt' --tokenizer bpe8192.json
 
-(experiments/prepare_bench.py writes such a corpus and tokenizer; experiments/benchmarks.md records the figures.)
+(experiments/prepare_bench.py writes such a corpus and tokenizer; experiments/results/benchmarks.md records the
+figures.)
 """
 
 from __future__ import annotations

@@ -2,11 +2,11 @@
 # The paper's findings at small scale, on the sample data, on a CPU: the ablations of Table 5, the layers-transferred
 # curve and the zero-shot curve of Figure 2, each one multirun of conf/experiment/, then `gpt1 report` on each sweep.
 # The pre-trained model is the quickstart's (`gpt1 pretrain`: 2 layers, 256 wide, ~0.8M tokens of the sample
-# novels; the results recorded in experiments/README.md used the earlier 4-layer recipe), far from the paper's 117M
-# model and 1B tokens: what a laptop can show in half an hour.
+# novels; the results recorded in experiments/results/finetuning.md used the earlier 4-layer recipe), far from the
+# paper's 117M model and 1B tokens: what a laptop can show in half an hour.
 #   bash experiments/reproduction.sh                                    # pre-trains first if RUN has no checkpoint
 #   RUN=outputs/exp/quickstart TASK=sentiment STEPS=150 VAL=1000 SEEDS=1,2,3 LAYER_SEEDS=1,2 bash experiments/reproduction.sh
-# Writes the sweeps under OUT (outputs/reproduction) and the reports under experiments/reproduction/<sweep>/.
+# Writes the sweeps under OUT (outputs/reproduction) and the reports under experiments/results/reproduction/<sweep>/.
 set -euo pipefail
 run=${RUN:-outputs/reproduction/quickstart}
 out=${OUT:-outputs/reproduction}
@@ -35,5 +35,5 @@ gpt1 zeroshot -m --config-dir experiments/conf experiment=zero_shot_curve "ckpts
   task=sentiment,multiple_choice,story,winograd_sample "hydra.sweep.dir=$out/zero_shot_curve"
 
 for sweep in ablation_aux_lm ablation_pretraining ablation_lstm layers_transferred zero_shot_curve; do
-  gpt1 report "$out/$sweep" --out "experiments/reproduction/$sweep"
+  gpt1 report "$out/$sweep" --out "experiments/results/reproduction/$sweep"
 done

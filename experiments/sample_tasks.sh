@@ -2,7 +2,7 @@
 # Fine-tune each sample task from the quickstart checkpoint and, at the same budget, from random weights
 # (init_from=random: the quickstart's tokenizer and architecture, no pre-trained weights); then the zero-shot
 # heuristics over the quickstart's saved steps. Results: OUT/<task>/{pretrained,random}/metrics.json and
-# OUT/zeroshot_<task>/metrics.json (OUT: outputs/exp); experiments/README.md records them.
+# OUT/zeroshot_<task>/metrics.json (OUT: outputs/exp); experiments/results/finetuning.md records them.
 #   bash experiments/sample_tasks.sh outputs/exp/quickstart       # the run directory of `gpt1 pretrain`
 #   TASKS="entailment nli" ZEROSHOT=0 bash experiments/sample_tasks.sh outputs/exp/quickstart
 #   OUT=outputs/exp_occurrence RANDOM_INIT=0 ZEROSHOT=0 EXTRA="model.embd_dropout=occurrence" \

@@ -73,7 +73,7 @@ def test_autotokenizer_gives_the_trained_bpes_ids_and_text(trained, trained_expo
 def test_autotokenizer_gives_the_original_pipelines_ids_on_the_golden_lines(openai_vocab, tmp_path):
     """OpenAI's vocab: gpt1 runs the original ftfy + spaCy pipeline, which transformers cannot; the export's rules
     (approximate_in_tokenizers) give the original's ids on every golden line and on TEXTS (measured on more text:
-    experiments/export_tokenizers.md)."""
+    experiments/results/export_tokenizers.md)."""
     pytest.importorskip("spacy", reason="the original pipeline needs gpt1[openai]")
     openai = load_tokenizer(openai_vocab)
     hf_dir = tmp_path / "hf"

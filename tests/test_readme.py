@@ -1,12 +1,13 @@
-"""Every ``gpt1 ...`` command of README.md and docs/*.md (their fenced bash blocks and inline code) runs as written:
-split into arguments as bash splits them (``shlex``: quotes removed, as the shell gives them to gpt1), each goes through
-its command's whole Hydra path, sweeps and launchers included, every job's config composed, interpolations resolved and
-values range-checked, with the job's work replaced by a recorder (no training, no data: ``--cfg job`` does the same
-but refuses ``-m``). Rewritten: only budgets (an Optuna search runs 2 trials, not 20), and the files a command names
-are made (docs/finetuning.md's task YAML, fake sweep directories for ``gpt1 report``). SLURM jobs run in this process
-instead of being submitted; ``<run>`` and ``<time>`` become a run directory's timestamp (bash would read ``<run>`` as
-a redirection). ``gpt1 bench`` (plain flags, timings) is tested by tests/test_bench.py. The paper's sweeps (6 to 39
-jobs each) are marked slow. The pages' Python blocks run too, in order, on a tiny model."""
+"""Every ``gpt1 ...`` command of README.md, docs/*.md and experiments/README.md (what reproduces today's figures): their
+fenced bash blocks and inline code run as written, split into arguments as bash splits them (``shlex``: quotes removed,
+as the shell gives them to gpt1), each goes through its command's whole Hydra path, sweeps and launchers included, every
+job's config composed, interpolations resolved and values range-checked, with the job's work replaced by a recorder (no
+training, no data: ``--cfg job`` does the same but refuses ``-m``). Rewritten: only budgets (an Optuna search runs 2
+trials, not 20), and the files a command names are made (docs/finetuning.md's task YAML, fake sweep directories for
+``gpt1 report``). SLURM jobs run in this process instead of being submitted; ``<run>`` and ``<time>`` become a run
+directory's timestamp (bash would read ``<run>`` as a redirection). ``gpt1 bench`` (plain flags, timings) is tested by
+tests/test_bench.py. The paper's sweeps (6 to 39 jobs each) are marked slow. The pages' Python blocks run too, in order,
+on a tiny model."""
 
 import collections
 import importlib
@@ -30,8 +31,8 @@ from gpt1.app.ranges import check_ranges
 from tests.conftest import FEW, FEW_FINETUNE
 
 README = Path(__file__).resolve().parents[1] / "README.md"
-PAGES = [README, *sorted((README.parent / "docs").glob("*.md"))]
-"""The README and the docs/ pages: every command and Python block in them runs."""
+PAGES = [README, *sorted((README.parent / "docs").glob("*.md")), README.parent / "experiments" / "README.md"]
+"""The README, the docs/ pages and the table of today's figures: every command and Python block in them runs."""
 BODIES = {
     "pretrain": "train",
     "prepare": "prepare",

@@ -116,9 +116,9 @@ class FinetuneConfig:
     """Dropout before the task head's linear layer."""
     share_context: bool = False
     """Multiple choice in training: decode the context an example's choices share once for all of them, padding
-    dropped (faster: experiments/benchmarks.md; its dropout masks are then the same for every choice). false: each
-    choice decoded on its own, with its own masks, as the original. Evaluation always decodes it once (no dropout: the
-    same states, so the same scores)."""
+    dropped (faster: experiments/results/benchmarks.md; its dropout masks are then the same for every choice). false:
+    each choice decoded on its own, with its own masks, as the original. Evaluation always decodes it once (no dropout:
+    the same states, so the same scores)."""
     model_selection: Selection = Selection.best
     """Which weights give the test metrics, the predictions and the fine-tuned checkpoint: best, those of the
     validation (every epoch, trainer.check_val_every_n_epoch) that scored best on the task's main metric, written to

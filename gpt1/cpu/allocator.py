@@ -6,7 +6,7 @@
 - torch backs its CPU tensors of 2 MB and up with transparent huge pages (``THP_MEM_ALLOC_ENABLE=1``): decoding
   streams the weights without a TLB miss every 4 KB. torch reads the variable once, at its first CPU allocation.
 
-``GPT1_SYSTEM_MALLOC=1`` opts out of both. Figures: experiments/benchmarks.md (the speed changes).
+``GPT1_SYSTEM_MALLOC=1`` opts out of both. Figures: experiments/results/benchmarks.md (the speed changes).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ CPU or a CUDA GPU) through ``TokenStep``: the same math as ``GPT.forward`` with 
 states equal to the bit on both), with each weight's product set up once per ``generate``
 (``gpt1.cpu.kernels.row_linear``) and no module, dropout or kernel-choice overhead between the ops: on a small CPU a
 sizeable part of a token, on a GPU most of it (one token is a few hundred kernel launches;
-experiments/benchmarks.md). Forward hooks of the blocks do not run in it. ``store_for_decoding`` lays a model's
+experiments/results/benchmarks.md). Forward hooks of the blocks do not run in it. ``store_for_decoding`` lays a model's
 weights out for the CPU decoding kernel that ``gpt1.cpu.settings`` chose, for a process that only decodes.
 
 Shapes as in ``gpt1.model.decoder``: C = n_embd, H = n_head, D = C // H.

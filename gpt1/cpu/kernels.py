@@ -13,7 +13,7 @@ oneDNN, the tied head's input gradient is summed over slices of its rows. ``row_
 function of the row, its weight's views made once.
 
 Compiled graphs and other devices keep torch's own ops (and so their kernels and fusions), as under autocast.
-Measured figures: experiments/benchmarks.md. oneDNN's linear is torch's private
+Measured figures: experiments/results/benchmarks.md. oneDNN's linear is torch's private
 ``torch.ops.mkldnn._linear_pointwise`` (``gpt1.core.compat.onednn_linear``): without it every product is torch's.
 """
 
@@ -236,7 +236,7 @@ def decoding_layout(weight: torch.Tensor) -> torch.Tensor:
     weight no longer than it is tall (in <= out: all of GPT-1's but the MLP's output projection, whose row blocks
     are already one stream per thread), a copy stored as its transpose (strides (1, out); same shape and values);
     otherwise weight itself. Decoding reads each weight once per token, so its layout sets the speed the memory
-    streams at (experiments/benchmarks.md)."""
+    streams at (experiments/results/benchmarks.md)."""
     column_blocks = CPU_MATMULS["decode"] == "column_blocks" and weight.is_cpu
     if column_blocks and weight.dim() == 2 and 1 < weight.size(1) <= weight.size(0) and not _transposed(weight):
         stored = torch.empty_strided(weight.shape, (1, weight.size(0)), dtype=weight.dtype, device=weight.device)

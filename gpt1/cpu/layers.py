@@ -14,7 +14,7 @@ model's layers for a subclass that computes the same function as torch's op, fas
 
 A subclass adds no state: the parameters, their names and hooks, and so the checkpoints, stay as they were. Off the
 CPU and inside a graph being compiled each takes torch's own op (and so its kernels and fusions). Measured figures:
-experiments/benchmarks.md. The embedding's hook is found through torch's private
+experiments/results/benchmarks.md. The embedding's hook is found through torch's private
 ``Tensor._post_accumulate_grad_hooks`` (``gpt1.core.compat.post_accumulate_grad_hooks``): without it the table's
 gradient is dense.
 """

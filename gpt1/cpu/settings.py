@@ -231,10 +231,10 @@ def measure_matmuls(rounds: int = 3) -> dict[str, dict[str, float]]:
     conditions) after one untimed round: ``rounds`` rounds of the training products, five times as many of the inference
     ones (a few milliseconds each, whose near-ties fewer rounds decide by chance). Probes: "train.*", the MLP's two
     weights (3,072 x 768 and 768 x 3,072) at 512 rows (at fewer, oneDNN's forward wins a probe that it loses in real
-    steps: experiments/benchmarks.md); "head.*", a 24,576-row weight (75 MB, more than a cache holds, as the tied
-    head's; a shorter one leaves the forward's choice to chance: experiments/benchmarks.md) at 128 rows; "batched", two
-    blocks' eight weight matrices (57 MB, more than a cache holds) times 8 rows, and "decode", the same and the
-    head's weight (its quarter of a GPT-1 token's bytes) times 1 row, each stored as decoding stores it on the
+    steps: experiments/results/benchmarks.md); "head.*", a 24,576-row weight (75 MB, more than a cache holds, as the
+    tied head's; a shorter one leaves the forward's choice to chance: experiments/results/benchmarks.md) at 128 rows;
+    "batched", two blocks' eight weight matrices (57 MB, more than a cache holds) times 8 rows, and "decode", the same
+    and the head's weight (its quarter of a GPT-1 token's bytes) times 1 row, each stored as decoding stores it on the
     kernel timed (``gpt1.cpu.kernels.decoding_layout``), all through ``gpt1.cpu.kernels.cpu_linear``."""
     C, M, V = 768, 512, 24576  # V: the head probe's rows
     gen = torch.Generator().manual_seed(0)

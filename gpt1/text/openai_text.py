@@ -135,7 +135,7 @@ def approximate_in_tokenizers(bpe: Any) -> Any:
     Against the original (``OpenAIText``) it gives the same ids on every golden line of
     ``shared/reference/openai-vocab`` and on almost every text of the sample data; the rest are spaCy's exceptions
     (dialect contractions, tags, currency signs) and ftfy's repairs of broken encodings (mojibake), which no rule
-    here reproduces: experiments/export_tokenizers.md."""
+    here reproduces: experiments/results/export_tokenizers.md."""
     bpe.normalizer = normalizers.Sequence(
         [
             normalizers.Replace(Regex("[\u201c\u201d\u201e\u201f\u2033\x93\x94]"), '"'),  # ftfy uncurls quotes

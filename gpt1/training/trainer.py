@@ -157,7 +157,7 @@ def compile_model(module: L.LightningModule, enabled: bool) -> None:
     """``compile=true``: compile ``module.model`` in place (``nn.Module.compile``), so that its ``state_dict``, and so
     the checkpoints, keep plain parameter names (no ``_orig_mod.``) that every gpt1 command loads; and the module's
     ``next_token_loss`` as one graph with it. Left eager, the tied head's (B T, V) logits and their fp32
-    cross-entropy took a third of a compiled GPT-1 step on an H100 (experiments/benchmarks.md)."""
+    cross-entropy took a third of a compiled GPT-1 step on an H100 (experiments/results/benchmarks.md)."""
     if enabled:
         module.model.compile()
         module.next_token_loss = torch.compile(module.next_token_loss)
