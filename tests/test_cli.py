@@ -32,6 +32,22 @@ def test_help_lists_the_commands(tmp_path):
     assert gpt1("nonsense", cwd=tmp_path, check=False).returncode == 2
 
 
+def test_a_ctrl_c_while_a_command_starts_ends_it_in_one_line(monkeypatch, capsys):
+    """A Ctrl-C during the imports (a second or more under load) ended in a KeyboardInterrupt traceback."""
+    import gpt1.app.cli
+
+    def interrupted(name):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(sys, "argv", ["gpt1", "pretrain"])
+    monkeypatch.setattr(sys.modules["__main__"], "__spec__", sys.modules["__main__"].__spec__)  # (main sets it)
+    monkeypatch.setattr(gpt1.app.cli.importlib, "import_module", interrupted)
+    with pytest.raises(SystemExit) as stop:
+        gpt1.app.cli.main()
+    assert stop.value.code == 130
+    assert capsys.readouterr().err == "stopped by Ctrl-C before gpt1 pretrain had anything to save (exit status 130)\n"
+
+
 def test_cfg_job_prints_the_composed_config_of_an_experiment(tmp_path):
     out = gpt1("pretrain", "experiment=paper", "--cfg", "job", cwd=tmp_path).stdout
     assert "n_layer: 12" in out and "lr: 0.00025" in out and "warmup_steps: 2000" in out

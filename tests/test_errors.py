@@ -642,3 +642,43 @@ def test_lightnings_srun_warning_is_silenced(tmp_path, monkeypatch):
         quiet_library_noise()
         SLURMEnvironment._validate_srun_used()
     assert not caught, [str(w.message) for w in caught]
+
+
+def test_a_gpt1_folder_in_the_working_directory_imported_in_place_of_gpt1_is_named_in_one_line(tmp_path):
+    """``python -m`` puts the working directory first on Python's path: a clone of the repository there, a folder
+    named gpt1 without __init__.py, is imported as gpt1 (a namespace package) where the install is editable (the
+    installed gpt1 is found by a finder after the path's). The config then failed to resolve, naming no cause
+    (``paths.sample_data: TypeError ... NoneType``)."""
+    (tmp_path / "gpt1" / "gpt1").mkdir(parents=True)
+    env = {k: v for k, v in ENV.items() if k != "PYTHONSAFEPATH"}  # (a command run in this process sets it)
+    probe = subprocess.run(
+        [sys.executable, "-c", "import gpt1; print(gpt1.__file__)"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    if probe.stdout.strip() != "None":
+        pytest.skip("the installed gpt1 comes before the working directory's folder here (not an editable install)")
+    proc = gpt1_subprocess("generate", "ckpt=x.ckpt", cwd=tmp_path, env=env)
+    assert proc.returncode == 2 and proc.stderr == (
+        f"error: gpt1 was imported from {tmp_path / 'gpt1'}, a folder without __init__.py, not from the installed gpt1 "
+        "package: `python -m` and `python -c` put the working directory first on Python's path; run the gpt1 command "
+        "instead, or start from another directory\n"
+    )
+
+
+def test_a_value_that_cannot_be_resolved_names_the_resolvers_own_error():
+    from omegaconf import OmegaConf
+
+    from gpt1.app.runner import user_message
+    from gpt1.core.errors import DataError
+
+    def missing() -> str:
+        raise DataError("the sample data is not at /nowhere: set GPT1_SAMPLE_DATA")
+
+    OmegaConf.register_new_resolver("test_missing", missing)
+    cfg = OmegaConf.create({"paths": {"sample_data": "${test_missing:}"}})
+    with pytest.raises(Exception) as error:
+        OmegaConf.to_container(cfg, resolve=True)
+    assert user_message(error.value) == "paths.sample_data: the sample data is not at /nowhere: set GPT1_SAMPLE_DATA"

@@ -125,9 +125,18 @@ def test_pretrain_batch_size_is_per_update_and_tokens_seen_count_it(make_cfg, mo
 # -- DDP on CPU, from the command line ---------------------------------------------------------------------------
 
 
+def clone_beside(directory: Path) -> None:
+    """A clone of the repository in ``directory``, a folder named gpt1 without __init__.py, as one works beside it."""
+    (directory / "gpt1" / "gpt1").mkdir(parents=True)
+    (directory / "gpt1" / "pyproject.toml").write_text('[project]\nname = "gpt1"\n')
+
+
 def test_ddp_pretrain_on_cpu_writes_one_run_directory(tmp_path, cache_dir, make_cfg):
     """The issue's `gpt1 pretrain experiment=quickstart trainer=ddp ...`: Lightning starts rank 1 again from the
-    command line (`python -m gpt1.commands.pretrain`), into rank 0's run directory."""
+    command line (`python -m gpt1.commands.pretrain`), into rank 0's run directory; started beside a clone of the
+    repository (issue 48: `python -m` put the working directory first on rank 1's path, which imported the clone's
+    folder as gpt1, and failed)."""
+    clone_beside(tmp_path)
     run_gpt1("pretrain", "experiment=quickstart", *CPU_DDP, *FEW, f"paths.cache_dir={cache_dir}", cwd=tmp_path)
     (run,) = (tmp_path / "outputs" / "quickstart").iterdir()
     metrics = json.loads((run / "metrics.json").read_text())
@@ -157,6 +166,9 @@ def tiny_checkpoint(tmp_path_factory, cache_dir) -> Path:
 
 
 def test_ddp_finetune_on_cpu_writes_one_run_directory(tmp_path, cache_dir, make_cfg, tiny_checkpoint):
+    """Started from a directory with a package named gpt1 in it: rank 1 runs the installed gpt1 all the same."""
+    (tmp_path / "gpt1").mkdir()
+    (tmp_path / "gpt1" / "__init__.py").write_text("raise ImportError('the gpt1 of the working directory')\n")
     run_gpt1(
         "finetune",
         "task=sentiment",

@@ -2,6 +2,7 @@
 periodic checkpoint, a NaN loss stops (or skips), and every interrupted run resumes to the uninterrupted run's
 weights, bit for bit; also under 2-process DDP on CPU."""
 
+import csv
 import json
 import os
 import signal
@@ -158,7 +159,7 @@ def test_an_ignored_sigint_stays_ignored_and_sigterm_is_still_taken(tmp_path):
         assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
         assert signal.getsignal(signal.SIGTERM) == stop._handle
     finally:
-        stop.on_train_end(trainer, None)
+        stop.release()
     assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN and signal.getsignal(signal.SIGTERM) == term
 
 
@@ -387,6 +388,105 @@ def test_a_stopped_finetune_resumes_exactly(make_cfg, monkeypatch, tmp_path):
     expected = load_checkpoint(tmp_path / "whole" / "checkpoints" / "last.ckpt")
     got = load_checkpoint(run / "checkpoints" / "last.ckpt")
     assert_same_weights({**expected.model.state_dict(), **expected.heads}, {**got.model.state_dict(), **got.heads})
+
+
+class SignalOn(Callback):
+    """Send this process a real signal, once, when the hook ``hook`` is called after the run's last update (when
+    ``hook`` is on_validation_batch_start: fit's last validation, after the last update)."""
+
+    def __init__(self, hook: str, signum: int, last: int) -> None:
+        self.signum, self.last, self.sent = signum, last, False
+        setattr(self, hook, self.send)
+
+    def send(self, trainer, *args) -> None:
+        if trainer.global_step == self.last and not self.sent:
+            self.sent = True
+            os.kill(os.getpid(), self.signum)
+
+
+AFTER_TRAINING = [
+    "++task.splits.train='train[:32]'",
+    "++task.splits.validation='validation[:8]'",
+    "++task.splits.test='test[:8]'",
+    "batch_size=8",
+    "trainer.max_epochs=2",
+    "trainer.max_steps=-1",
+    "logger=csv",
+    "trainer.enable_progress_bar=false",
+    "trainer.num_sanity_val_steps=0",
+]
+"""Fine-tuning of 2 epochs of 4 updates, validated after each (the second validation after the last update), the
+weights of the best kept (model_selection=best), the auxiliary LM on, then tested."""
+
+
+def comparable(run: Path) -> tuple[dict, list[dict]]:
+    """metrics.json and the CSV log of a fine-tuning run, without what differs between two runs of one config (times,
+    memory, paths)."""
+    apart = ("time", "memory", "checkpoint")
+    metrics = {
+        k: v for k, v in json.loads((run / "metrics.json").read_text()).items() if not any(a in k for a in apart)
+    }
+    with open(run / "csv" / "metrics.csv") as f:
+        rows = [{k: v for k, v in r.items() if v and "time" not in k} for r in csv.DictReader(f)]
+    return metrics, rows
+
+
+@pytest.fixture(scope="module")
+def uninterrupted_finetune(tmp_path_factory, cache_dir, tiny_ckpt):
+    from hydra import compose, initialize_config_module
+
+    from gpt1.commands.finetune import finetune
+
+    run = tmp_path_factory.mktemp("finetune")
+    overrides = [f"paths.output_dir={run}", f"paths.cache_dir={cache_dir}", "task=sentiment", f"init_from={tiny_ckpt}"]
+    with initialize_config_module(config_module="gpt1.conf", version_base="1.3"):
+        finetune(compose(config_name="finetune", overrides=[*overrides, *AFTER_TRAINING]))
+    return run
+
+
+@pytest.mark.parametrize(
+    ("hook", "signum"),
+    [
+        ("on_validation_batch_start", signal.SIGINT),  # fit's last validation: training stops at its end
+        ("on_test_batch_start", signal.SIGTERM),  # the test, after training
+        ("on_test_end", signal.SIGINT),  # the test done, metrics.json not yet written
+    ],
+)
+def test_a_signal_after_the_last_update_stops_the_evaluation_and_resume_does_it_once(
+    make_cfg, monkeypatch, capsys, tmp_path, tiny_ckpt, uninterrupted_finetune, hook, signum
+):
+    """Ctrl-C after a fine-tune's last update was swallowed (the run went on and exited 0); resume=auto of a finished
+    fine-tune validated and tested it again, adding rows to the CSV and rewriting metrics.json."""
+    from gpt1.commands.finetune import finetune
+
+    overrides = ["task=sentiment", f"init_from={tiny_ckpt}", *AFTER_TRAINING, "resume=auto"]
+    run = Path(make_cfg("finetune", overrides).paths.output_dir)
+    handlers = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
+    with_callback(monkeypatch, SignalOn(hook, signum, last=8))
+    with pytest.raises(SystemExit) as stop:
+        finetune(make_cfg("finetune", overrides))
+    assert stop.value.code == 128 + signum
+    last = run / "checkpoints" / "last.ckpt"
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        f"stopped by {signal.Signals(signum).name} after the last update (step 8): {last} holds the trained weights; "
+        "the evaluation after training (validation, test, metrics.json) was skipped; do it with resume=auto "
+        f"hydra.run.dir={run} (exit status {128 + signum})"
+    )
+    assert (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)) == handlers  # put back
+    assert step_of(last) == 8 and not (run / "metrics.json").exists()
+
+    monkeypatch.undo()
+    finetune(make_cfg("finetune", overrides))  # does the evaluation
+    assert comparable(run) == comparable(uninterrupted_finetune)
+    assert_same_weights(
+        load_checkpoint(uninterrupted_finetune / "checkpoints" / "best.ckpt").heads,
+        load_checkpoint(run / "checkpoints" / "best.ckpt").heads,
+    )
+    if hook == "on_validation_batch_start":
+        written = (run / "metrics.json").read_bytes(), (run / "csv" / "metrics.csv").read_bytes()
+        finetune(make_cfg("finetune", overrides))  # a finished fine-tune: evaluated no more
+        assert "the run had finished at step 8: its metrics.json is kept as it was" in capsys.readouterr().out
+        assert ((run / "metrics.json").read_bytes(), (run / "csv" / "metrics.csv").read_bytes()) == written
 
 
 # -- DDP: 2 processes on CPU (gloo) -------------------------------------------------------------------------------

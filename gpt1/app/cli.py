@@ -33,10 +33,14 @@ def main() -> None:
     # Lightning's DDP launcher starts the other ranks as `python -m <__main__.__spec__.name> ARGS` (or as `python
     # <argv[0]>`, no file here): they run `python -m gpt1.commands.<command>`, which is this command.
     sys.modules["__main__"].__spec__ = importlib.util.find_spec(module)
-    importlib.import_module(
-        "gpt1.cpu.settings"
-    ).configure()  # before the command's imports can allocate (torch reads THP once)
-    importlib.import_module(module).main()
+    try:
+        importlib.import_module(
+            "gpt1.cpu.settings"
+        ).configure()  # before the command's imports can allocate (torch reads THP once)
+        importlib.import_module(module).main()
+    except KeyboardInterrupt:  # a Ctrl-C where no run takes it (its imports, its data): one line, not a traceback
+        print(f"stopped by Ctrl-C before gpt1 {command} had anything to save (exit status 130)", file=sys.stderr)
+        sys.exit(130)
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ traceback.
 
 from __future__ import annotations
 
+import atexit
 import functools
 import os
 import sys
@@ -18,14 +19,17 @@ from typing import Any
 
 import hydra
 from hydra.errors import HydraException
+from hydra.experimental.callback import Callback
 from omegaconf.errors import OmegaConfBaseException
 
+import gpt1
 from gpt1.app.registration import register
 from gpt1.app.suggest import config_hint
 from gpt1.core.compat import hydra_reports_through
 from gpt1.core.errors import EXIT_USER_ERROR, UserError
 from gpt1.core.files import WriteError, write_error
 from gpt1.core.memory import memory_line, peak_memory
+from gpt1.core.run_lock import hold, let_go, run_lock
 from gpt1.cpu.settings import configure as configure_cpu
 
 _LIBRARY_USER_ERRORS = {
@@ -63,12 +67,24 @@ def user_message(e: BaseException) -> str | None:
     cause = e.__cause__ if isinstance(e.__cause__, OmegaConfBaseException) else e
     if isinstance(cause, OmegaConfBaseException):  # e.g. Key 'n_layr' not in 'GPTConfig' / cannot convert 'abc'
         first = str(cause).splitlines()[0] if str(cause) else type(cause).__name__
+        raised = _raised_within(cause)  # a resolver's own error: its line, not OmegaConf's wrapping of it
+        if isinstance(raised, UserError):
+            first = " ".join(str(raised).split())
         key = getattr(cause, "full_key", None)
         hint = " (`--cfg job` prints every key)" if "not in" in first else ""
         return f"{key}: {first}{hint}" if key and key not in first else first + hint
     if isinstance(e, HydraException):  # an unknown config group option, a malformed override
         return _one_line(str(e).split("Config search path")[0])
     return None
+
+
+def _raised_within(e: BaseException) -> BaseException:
+    """The first exception ``e`` came from (through ``__cause__`` and ``__context__``)."""
+    seen = {id(e)}
+    while (inner := e.__cause__ or e.__context__) is not None and id(inner) not in seen:
+        seen.add(id(inner))
+        e = inner
+    return e
 
 
 def _one_line(text: str) -> str:
@@ -118,6 +134,54 @@ def _memory_line_after(fn: Callable[[Any], Any]) -> Callable[[Any], Any]:
     return job
 
 
+def holds_run_dir(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """A command's function, ``fn(cfg, ...)``, run holding its run directory ``cfg.paths.output_dir``
+    (``gpt1.core.run_lock``: one writer per run directory), from the command line and from Python (``gpt1.api``)."""
+    name = f"gpt1 {fn.__module__.rsplit('.', 1)[-1]}"
+
+    @functools.wraps(fn)
+    def holding(cfg: Any, *args: Any, **kwargs: Any) -> Any:
+        with run_lock(cfg.paths.output_dir, name):
+            return fn(cfg, *args, **kwargs)
+
+    return holding
+
+
+class HoldRunDir(Callback):
+    """Hydra callback of every gpt1 command (conf/hydra/default.yaml): a run (not a ``-m`` sweep's jobs, which
+    ``holds_run_dir`` alone holds) holds its run directory (``gpt1.core.run_lock``) from before Hydra writes there
+    (.hydra/, the job's log) to its end, so that a second process on it stops having written nothing; a refused one
+    says why in one line (Hydra takes a callback's exception for a warning)."""
+
+    def on_run_start(self, config: Any, **kwargs: Any) -> None:
+        self.directory = config.hydra.run.dir
+        user_errors(hold)(self.directory, f"gpt1 {config.hydra.job.name}")  # a user error exits, in one line
+        atexit.register(self._let_go)  # a stop by signal exits past on_run_end
+
+    def on_run_end(self, config: Any, **kwargs: Any) -> None:
+        atexit.unregister(self._let_go)
+        self._let_go()
+
+    def _let_go(self) -> None:
+        let_go(self.directory)
+
+
+def from_the_installed_package() -> None:
+    """Make this command's processes run the installed gpt1 whatever folders sit in the working directory. Lightning
+    starts DDP's other ranks as ``python -m gpt1.commands.<command>``, and ``python -m`` (and ``-c``) put the working
+    directory first on ``sys.path``: a folder named gpt1 there (a clone of the repository, beside which one works) was
+    imported in their place, as a namespace package (rank 1 failed, rank 0 was killed). ``PYTHONSAFEPATH`` (Python
+    3.11+) leaves the working directory out in every process the command starts (DDP's ranks, a launcher's jobs); a
+    process that imported gpt1 from such a folder all the same stops here, in one line that says so."""
+    os.environ["PYTHONSAFEPATH"] = "1"
+    if gpt1.__file__ is None:  # a namespace package: a folder named gpt1 without __init__.py
+        raise UserError(
+            f"gpt1 was imported from {', '.join(gpt1.__path__)}, a folder without __init__.py, not from the "
+            "installed gpt1 package: `python -m` and `python -c` put the working directory first on Python's path; "
+            "run the gpt1 command instead, or start from another directory"
+        )
+
+
 def command(config_name: str) -> Callable[[Callable[[Any], Any]], Callable[[], None]]:
     """``@hydra.main`` for a gpt1 command: its config ``conf/<config_name>.yaml`` from the installed package, the
     schemas registered, user errors (in the configuration or raised by the command) reported as one line, its peak
@@ -128,7 +192,8 @@ def command(config_name: str) -> Callable[[Callable[[Any], Any]], Callable[[], N
     def decorate(fn: Callable[[Any], Any]) -> Callable[[], None]:
         @functools.wraps(fn)
         def job(cfg: Any) -> Any:
-            configure_cpu()  # (idempotent: a no-op where main below ran; a launcher's job process has not)
+            from_the_installed_package()  # (a launcher's job process has not run main below)
+            configure_cpu()  # (idempotent: a no-op where main below ran)
             return fn(cfg)
 
         hydra_main = hydra.main(version_base="1.3", config_path="pkg://gpt1.conf", config_name=config_name)(
@@ -137,6 +202,7 @@ def command(config_name: str) -> Callable[[Callable[[Any], Any]], Callable[[], N
 
         @functools.wraps(fn)
         def main() -> None:
+            user_errors(from_the_installed_package)()
             configure_cpu()  # before the first large allocation
             register()
             with hydra_reports_through(user_errors):  # Hydra's own errors (composing the config) in one line too

@@ -18,7 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from gpt1.app.ranges import check_ranges
 from gpt1.app.registration import task_name
-from gpt1.app.runner import command
+from gpt1.app.runner import command, holds_run_dir
 from gpt1.checkpoints.format import Loaded, load_checkpoint
 from gpt1.core.errors import CheckpointError, ConfigError
 from gpt1.data.pretrain_data import PretrainDataModule
@@ -31,6 +31,7 @@ from gpt1.training.task_module import TaskModule
 from gpt1.training.trainer import build_trainer, check_accelerator
 
 
+@holds_run_dir
 def evaluate(cfg: DictConfig) -> dict[str, Any]:
     """Score ``cfg.ckpt``: on a task if it carries one or ``cfg.task`` is set (unless ``cfg.perplexity``), else by
     perplexity on ``cfg.data``; the metrics are also written to <run dir>/metrics.json."""

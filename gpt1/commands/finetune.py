@@ -26,7 +26,7 @@ from torch import nn
 
 from gpt1.app.ranges import check_ranges
 from gpt1.app.registration import task_name
-from gpt1.app.runner import command
+from gpt1.app.runner import command, holds_run_dir
 from gpt1.checkpoints.format import load_checkpoint
 from gpt1.checkpoints.transfer import transfer
 from gpt1.core.errors import ConfigError
@@ -71,6 +71,30 @@ def start_from(cfg: DictConfig) -> tuple[nn.Module, Tokenizer]:
     return model, ref.tokenizer
 
 
+def results(
+    cfg: DictConfig, run: TrainingRun, data: TaskDataModule, selection: dict[str, Any], start: float
+) -> dict[str, Any]:
+    """What metrics.json holds of the fine-tuned weights (``run.fit``'s ``selection``): their test metrics (and with
+    predict=true their predictions), the baseline's, the counts."""
+    module, selected_step = run.module, selection.pop("selected_step")
+    metrics = {
+        "task": module.task.name,
+        "init_from": cfg.init_from,
+        "model": model_type(module.model),
+        # test and predictions: the selected weights'
+        **task_scores(run.trainer, module, data, validation=selection),
+        **baseline_metrics(data),
+        "model_selection": cfg.model_selection,
+        "selected_step": selected_step,
+        **run.counts(start),
+        "checkpoint": str(run.checkpoint),  # the fine-tuned checkpoint: the selected weights
+    }
+    if cfg.predict:
+        write_predictions(run.trainer, module, data, Path(cfg.paths.output_dir) / "predictions")
+    return metrics
+
+
+@holds_run_dir
 def finetune(cfg: DictConfig) -> dict[str, Any]:
     """Fine-tune as ``cfg`` (a ``FinetuneConfig``) says; return the metrics, also in <run dir>/metrics.json."""
     check_ranges(cfg)
@@ -108,7 +132,7 @@ def finetune(cfg: DictConfig) -> dict[str, Any]:
     )
     compile_model(module, cfg.compile)
 
-    run = TrainingRun(
+    with TrainingRun(
         cfg,
         module,
         data,
@@ -116,36 +140,23 @@ def finetune(cfg: DictConfig) -> dict[str, Any]:
         callbacks=OmegaConf.to_object(cfg.callbacks),
         selection=Selection(cfg.model_selection),  # best: the weights of the best validation, as the original
         accumulate=1,  # batch_size is global: the passes per update follow from micro_batch_size and the devices
-    )
-    print(
-        f"model: {model_type(model)}, {model.num_params():,} parameters; task {task.name} ({task.type}), "
-        f"{run.trainer.accumulate_grad_batches} x {data.device_batch_size} examples per update per device"
-    )
-    selection = run.fit(resume)
-    selected_step = selection.pop("selected_step")
-    metrics = {
-        "task": task.name,
-        "init_from": cfg.init_from,
-        "model": model_type(model),
-        # test and predictions: the selected weights'
-        **task_scores(run.trainer, module, data, validation=selection),
-        **baseline_metrics(data),
-        "model_selection": cfg.model_selection,
-        "selected_step": selected_step,
-        **run.counts(start),
-        "checkpoint": str(run.checkpoint),  # the fine-tuned checkpoint: the selected weights
-    }
-    if cfg.predict:
-        write_predictions(run.trainer, module, data, output_dir / "predictions")
-    table = (lambda: sample_predictions(module, data)) if cfg.logger.wandb.enabled else None
-    path = run.finish(metrics, table)
-    if path is not None:
-        main, selected = f"val/{task.metrics[0]}", Selection(cfg.model_selection).value
+    ) as run:
         print(
-            f"{main} {metrics[main]:.4f} (baseline {metrics[f'baseline/{task.metrics[0]}']:.4f})"
-            f"{single_class_note(metrics['single_class_prediction'])}\ncheckpoint: {metrics['checkpoint']} "
-            f"(model_selection={selected})\nmetrics: {path}"
+            f"model: {model_type(model)}, {model.num_params():,} parameters; task {task.name} ({task.type}), "
+            f"{run.trainer.accumulate_grad_batches} x {data.device_batch_size} examples per update per device"
         )
+        selection = run.fit(resume)
+        # a finished run resumed is evaluated no more: run.finish gives it its metrics.json's figures
+        metrics = {} if run.finished is not None else results(cfg, run, data, selection, start)
+        table = (lambda: sample_predictions(module, data)) if cfg.logger.wandb.enabled else None
+        path = run.finish(metrics, table)
+        if path is not None:
+            main, selected = f"val/{task.metrics[0]}", Selection(cfg.model_selection).value
+            print(
+                f"{main} {metrics[main]:.4f} (baseline {metrics[f'baseline/{task.metrics[0]}']:.4f})"
+                f"{single_class_note(metrics['single_class_prediction'])}\ncheckpoint: {metrics['checkpoint']} "
+                f"(model_selection={selected})\nmetrics: {path}"
+            )
     return metrics
 
 

@@ -13,13 +13,14 @@ from omegaconf import DictConfig
 
 from gpt1.app.devices import resolve_device
 from gpt1.app.ranges import check_ranges
-from gpt1.app.runner import command
+from gpt1.app.runner import command, holds_run_dir
 from gpt1.checkpoints.format import load_checkpoint
 from gpt1.cpu.decoding import decode_in_steps
 from gpt1.cpu.layers import use_cpu_layers
 from gpt1.text.tokenizer import prompt_ids
 
 
+@holds_run_dir
 def generate(cfg: DictConfig) -> list[str]:
     """``cfg.num_samples`` continuations of ``cfg.prompt``, printed and written to <run dir>/samples.txt."""
     check_ranges(cfg)

@@ -15,11 +15,12 @@ from typing import Any
 from omegaconf import DictConfig
 
 from gpt1.app.ranges import check_ranges
-from gpt1.app.runner import command
+from gpt1.app.runner import command, holds_run_dir
 from gpt1.commands.pretrain import data_module, load_init
 from gpt1.training.results import write_metrics
 
 
+@holds_run_dir
 def prepare(cfg: DictConfig) -> dict[str, Any]:
     """Prepare the corpus of ``cfg`` (a ``PretrainConfig``) in ``paths.cache_dir``; return where everything is
     (also in <run dir>/metrics.json): the tokenizer, each split's packed stream and its tokens."""

@@ -16,7 +16,7 @@ import lightning as L
 from omegaconf import DictConfig, OmegaConf
 
 from gpt1.app.ranges import check_ranges
-from gpt1.app.runner import command
+from gpt1.app.runner import command, holds_run_dir
 from gpt1.checkpoints.format import Loaded, load_checkpoint
 from gpt1.data.pretrain_data import PretrainDataModule, unigram_perplexity
 from gpt1.model.decoder import GPT
@@ -55,6 +55,7 @@ def corpus_prompt(data: PretrainDataModule, words: int = 6) -> str:
     return " ".join(text.split()[:words])
 
 
+@holds_run_dir
 def train(cfg: DictConfig) -> dict[str, Any]:
     """Pre-train as ``cfg`` (a ``PretrainConfig``) says; return the final metrics, also in <run dir>/metrics.json."""
     check_ranges(cfg)
@@ -78,30 +79,31 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     callbacks = OmegaConf.to_object(cfg.callbacks)
     if callbacks.samples.prompt is None:  # a corpus of one's own: samples start from its own words
         callbacks.samples.prompt = corpus_prompt(data)
-    run = TrainingRun(cfg, module, data, run_name=f"{cfg.run_name}-{output_dir.name}", callbacks=callbacks)
-    print(f"model: {model.num_params():,} parameters, vocab {vocab_size}, context {model.config.n_ctx}")
-    valid = run.fit(resume)  # the whole (capped) validation set
+    with TrainingRun(cfg, module, data, run_name=f"{cfg.run_name}-{output_dir.name}", callbacks=callbacks) as run:
+        print(f"model: {model.num_params():,} parameters, vocab {vocab_size}, context {model.config.n_ctx}")
+        valid = run.fit(resume)  # the whole (capped) validation set
 
-    train = run.train_metrics
-    metrics = {
-        "train/loss": train.get("train/loss"),
-        "train/ppl": train.get("train/ppl"),
-        "val/loss": valid["val/loss"],
-        "val/ppl": valid["val/ppl"],
-        "train_loss": train.get("train/loss"),  # the keys of earlier versions, kept for their readers
-        "train_ppl": train.get("train/ppl"),
-        "val_loss": valid["val/loss"],
-        "val_ppl": valid["val/ppl"],
-        "val_unigram_ppl": unigram_perplexity(data.train_tokens, data.valid_tokens, vocab_size),
-        "tokens_seen": run.trainer.global_step * cfg.data.batch_size * model.config.n_ctx,  # a global batch an update
-        "params": model.num_params(),
-        **run.counts(start),
-        "sample": run.sample,
-    }
-    path = run.finish(metrics)  # (SampleText logs the generations)
-    if path is not None:
-        print(f"validation perplexity {metrics['val_ppl']:.1f} (unigram baseline {metrics['val_unigram_ppl']:.1f})")
-        print(f"checkpoint: {metrics['last_checkpoint']}\nmetrics: {path}")
+        train = run.train_metrics
+        metrics = {
+            "train/loss": train.get("train/loss"),
+            "train/ppl": train.get("train/ppl"),
+            "val/loss": valid["val/loss"],
+            "val/ppl": valid["val/ppl"],
+            "train_loss": train.get("train/loss"),  # the keys of earlier versions, kept for their readers
+            "train_ppl": train.get("train/ppl"),
+            "val_loss": valid["val/loss"],
+            "val_ppl": valid["val/ppl"],
+            "val_unigram_ppl": unigram_perplexity(data.train_tokens, data.valid_tokens, vocab_size),
+            # a global batch an update
+            "tokens_seen": run.trainer.global_step * cfg.data.batch_size * model.config.n_ctx,
+            "params": model.num_params(),
+            **run.counts(start),
+            "sample": run.sample,
+        }
+        path = run.finish(metrics)  # (SampleText logs the generations)
+        if path is not None:
+            print(f"validation perplexity {metrics['val_ppl']:.1f} (unigram baseline {metrics['val_unigram_ppl']:.1f})")
+            print(f"checkpoint: {metrics['last_checkpoint']}\nmetrics: {path}")
     return metrics
 
 

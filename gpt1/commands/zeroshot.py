@@ -19,7 +19,7 @@ from omegaconf import DictConfig, OmegaConf
 from gpt1.app.devices import resolve_device
 from gpt1.app.ranges import check_ranges
 from gpt1.app.registration import task_name
-from gpt1.app.runner import command
+from gpt1.app.runner import command, holds_run_dir
 from gpt1.checkpoints.format import load_checkpoint
 from gpt1.core.errors import CheckpointError, ConfigError, DataError
 from gpt1.core.progress import bar, write
@@ -34,6 +34,7 @@ TEXT_ONLY = 5
 """The context given to the ``TaskDataModule`` that only reads texts (``read`` needs neither tokenizer nor context)."""
 
 
+@holds_run_dir
 def zeroshot(cfg: DictConfig) -> dict[str, Any]:
     """Score every checkpoint of ``cfg.ckpts`` (paths or globs) on ``cfg.task``'s first validation split with the
     task's heuristic; the metrics, also in <run dir>/metrics.json."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -40,6 +41,12 @@ def new_file_mode() -> int:
     return 0o666 & ~umask()
 
 
+PARTIAL = re.compile(r"\..+\.[a-z0-9_]{8}\.tmp")
+"""The name of ``atomic_file``'s temporary file (``tempfile.mkstemp``'s): ``.<name>.<8 characters>.tmp``."""
+NOT_OURS = ("wandb", "tensorboard")
+"""The folders of a run directory that other libraries write (their temporary files are theirs)."""
+
+
 @contextmanager
 def atomic_file(path: str | os.PathLike, mode: str = "wb", needed: Optional[int] = None) -> Iterator[IO]:
     """Open a temporary file beside ``path`` for writing; on success fsync it, give it ``new_file_mode()`` and
@@ -63,6 +70,22 @@ def atomic_file(path: str | os.PathLike, mode: str = "wb", needed: Optional[int]
         if isinstance(e, Exception) and _errno(e) is not None:
             raise write_error(path, e, max(needed or 0, written)) from e
         raise
+
+
+def remove_partial_writes(directory: Path) -> list[Path]:
+    """Remove, under ``directory``, the temporary files of ``atomic_file`` that a killed process left (a checkpoint
+    up to its size): only gpt1's own, by name (``PARTIAL``), not in other libraries' folders (``NOT_OURS``) or in
+    hidden ones; the paths removed. Only the directory's one writer may call it (``gpt1.core.run_lock``): another
+    writer's file under way would go."""
+    removed = []
+    for root, folders, names in os.walk(directory):
+        folders[:] = [f for f in folders if not f.startswith(".") and f not in NOT_OURS]
+        for name in names:
+            if PARTIAL.fullmatch(name):
+                path = Path(root) / name
+                path.unlink(missing_ok=True)
+                removed.append(path)
+    return sorted(removed)
 
 
 def _errno(e: BaseException) -> Optional[int]:

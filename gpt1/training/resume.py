@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import re
+import sys
 from pathlib import Path
+from typing import Any
 
 import lightning as L
 
@@ -11,20 +14,28 @@ from gpt1.core.errors import CheckpointError, ConfigError
 
 
 def resolve_resume(resume: str | None, output_dir: Path) -> str | None:
-    """The checkpoint to resume from: a path, or "auto" for this run directory's last.ckpt when there is one; checked
-    before any data work: readable and a gpt1 training checkpoint (weights and training state), a ``CheckpointError``
-    that names it otherwise. ``check_resume_fits`` checks it against the model once there is one."""
+    """The checkpoint to resume from: a path, or "auto" for this run directory's (``newest_complete``) when there is
+    one; checked before any data work: readable and a gpt1 training checkpoint (weights and training state), a
+    ``CheckpointError`` that names it otherwise. ``check_resume_fits`` checks it against the model once there is
+    one."""
     if resume is None:
         return None
     if resume == "auto":
-        last = output_dir / "checkpoints" / "last.ckpt"
-        if not last.is_file():
+        path = newest_complete(output_dir / "checkpoints")
+        if path is None:
             return None
-        path, resume = last, f"auto ({last})"
-    else:
-        path = Path(resume)
-        if not path.is_file():
-            raise ConfigError(f"resume={resume}: no such checkpoint (give a .ckpt path, or resume=auto)")
+        training_state(path, f"auto ({path})")
+        return str(path)
+    path = Path(resume)
+    if not path.is_file():
+        raise ConfigError(f"resume={resume}: no such checkpoint (give a .ckpt path, or resume=auto)")
+    training_state(path, resume)
+    return str(path)
+
+
+def training_state(path: Path, resume: str) -> dict[str, Any]:
+    """The checkpoint ``path`` (given as resume=``resume``), read as data; a ``CheckpointError`` unless it is a gpt1
+    training checkpoint, with the weights and the training state."""
     raw = read_checkpoint(path, mmap=True)
     if not isinstance(raw, dict) or not isinstance(raw.get("gpt1"), dict) or "state_dict" not in raw:
         raise CheckpointError(
@@ -36,7 +47,41 @@ def resolve_resume(resume: str | None, output_dir: Path) -> str | None:
             f"resume={resume} holds weights but no training state (it was not saved by a "
             f"training run): start from its weights with init_from={path} instead"
         )
-    return str(path)
+    return raw
+
+
+PERIODIC = re.compile(r"step(\d+)\.ckpt")
+"""The name of a periodic checkpoint (``gpt1.training.callbacks.build_callbacks``: step{step:07d}.ckpt)."""
+
+
+def newest_complete(checkpoints: Path) -> Path | None:
+    """The checkpoint ``resume=auto`` continues from in a run's ``checkpoints`` folder: ``last.ckpt``; if it is
+    missing (a kill during its first write) or cannot be read, the newest periodic checkpoint that can, said in a
+    line; None if the run saved none. A ``CheckpointError`` if ``last.ckpt`` cannot be read and no other can."""
+    last = checkpoints / "last.ckpt"
+    problem = None
+    if last.is_file():
+        try:
+            training_state(last, f"auto ({last})")
+            return last
+        except CheckpointError as e:
+            problem = e
+    periodic = sorted((int(m.group(1)), p) for p in checkpoints.glob("step*.ckpt") if (m := PERIODIC.fullmatch(p.name)))
+    for step, path in reversed(periodic):
+        try:
+            training_state(path, f"auto ({path})")
+        except CheckpointError:
+            continue
+        why = "is missing" if problem is None else f"cannot be read ({problem})"
+        print(
+            f"resume=auto: {last} {why}: resuming from {path}, the newest complete checkpoint of the run (step {step})",
+            file=sys.stderr,
+            flush=True,
+        )
+        return path
+    if problem is not None:
+        raise problem
+    return None
 
 
 def check_resume_fits(path: str | None, module: L.LightningModule) -> str | None:

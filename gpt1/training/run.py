@@ -15,6 +15,7 @@ from omegaconf import DictConfig
 from gpt1.data.base import DataModule
 from gpt1.training.callbacks import build_callbacks
 from gpt1.training.callbacks.best_weights import BestWeights, select_weights
+from gpt1.training.callbacks.safe_stop import SafeStop
 from gpt1.training.callbacks.sample_text import SampleText
 from gpt1.training.loggers import build_loggers, log_config, log_summary, start_wandb
 from gpt1.training.module import GPT1Module
@@ -31,7 +32,9 @@ class TrainingRun:
     ``selection`` (fine-tuning's model_selection), model selection by the task's main validation metric, and the
     Trainer. The data module splits its global batch over the Trainer's devices (``DataModule.connect``) as the Trainer
     is built, the one place that knows how many there are; its passes per update start from ``accumulate`` (None: the
-    trainer config's). The resolved config is logged and the run directory printed."""
+    trainer config's). The resolved config is logged and the run directory printed. A command uses it in a ``with``
+    block: from the start of training to the block's end a signal stops the run (``SafeStop``), and after it the
+    signals' handlers are as they were before."""
 
     def __init__(
         self,
@@ -64,10 +67,21 @@ class TrainingRun:
         log_config(self.trainer, cfg)
         print(f"run directory: {self.output_dir.resolve()}")
 
+    def __enter__(self) -> TrainingRun:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop.release()  # whatever ended the run: the signals' handlers as they were before it
+
     @property
     def best(self) -> Optional[BestWeights]:
         """The callback that keeps the best validation's weights (model_selection=best), else None."""
         return next((c for c in self.callbacks if isinstance(c, BestWeights)), None)
+
+    @property
+    def stop(self) -> SafeStop:
+        """The callback that stops the run on a signal, after training too, until ``finish`` has written the results."""
+        return next(c for c in self.callbacks if isinstance(c, SafeStop))
 
     @property
     def sample(self) -> Optional[str]:
@@ -91,7 +105,7 @@ class TrainingRun:
         selected_step (``gpt1.training.callbacks.best_weights.select_weights``)."""
         ckpt_path = check_resume_fits(resume, self.module)
         self.trainer.fit(self.module, datamodule=self.data, ckpt_path=ckpt_path, weights_only=True)
-        if ckpt_path is not None and self.selection is None:  # (global rank 0 decides: a validation is collective)
+        if ckpt_path is not None:  # (global rank 0 decides: a validation is collective)
             finished = (
                 finished_metrics(self.output_dir, self.trainer.global_step) if self.trainer.is_global_zero else None
             )
@@ -119,7 +133,11 @@ class TrainingRun:
     def finish(self, metrics: dict[str, Any], table: Optional[Callable[[], Any]] = None) -> Optional[Path]:
         """On global rank 0, write ``metrics`` to metrics.json and give them to W&B as its summary, with the table
         ``table()`` makes (``gpt1.training.results.sample_predictions``); metrics.json's path, or None on the other
-        ranks. A finished run resumed keeps its metrics.json as it was, and ``metrics`` become its figures."""
+        ranks. A finished run resumed keeps its metrics.json as it was, and ``metrics`` become its figures. A signal
+        that came after the last update stops the run before (``SafeStop.check``); the signals' handlers are given
+        back after."""
+        self.stop.check(self.trainer)
+        self.stop.release()
         if self.finished is not None:  # a finished run resumed: its metrics.json as it was
             metrics.clear()
             metrics.update(self.finished)

@@ -14,6 +14,7 @@ from typing import Any, Optional
 
 import lightning as L
 from lightning.pytorch.callbacks import Callback
+from lightning.pytorch.trainer.states import TrainerFn
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from gpt1.core.compat import log_train_step_metrics
@@ -29,9 +30,15 @@ class SafeStop(Callback):
 
     The stop is taken at the end of a batch's callbacks, where periodic checkpoints are saved: the saved state is the
     one a periodic checkpoint of that step would hold, and resumes the same way (a validation due at that very step
-    is skipped on resume, as after a periodic checkpoint). With gradient accumulation it waits for the update.
-    A SIGTERM before training starts, or after it ends (the final validation), ends the run with 143 too, saving
-    nothing.
+    is skipped on resume, as after a periodic checkpoint). With gradient accumulation it waits for the update; a
+    validation under way finishes first.
+
+    After the last update the signal stops the command too, at the end of training or at the next batch of the
+    evaluation that follows it (the final validation, the test splits, the predictions), or before metrics.json is
+    written (``check``): ``last.ckpt`` holds the trained weights, the rest of the evaluation is skipped, and
+    ``resume=auto`` does it. The handlers stay until the run's results are written or an exception ends it
+    (``release``, which ``gpt1.training.run.TrainingRun`` calls as its ``with`` block ends), and are then those from
+    before the run. A SIGTERM before training starts ends the run with 143 too, saving nothing.
 
     In a SLURM job submitted by submitit (hydra/launcher=submitit_slurm), SLURM's warning before the time limit
     (USR2, ``signal_delay_s`` before it) stops training the same way (exit status 140), and then, as the process
@@ -46,19 +53,27 @@ class SafeStop(Callback):
         self.received: Optional[int] = None
         """The first signal received during training (set by the handler)."""
         self.stopped: Optional[int] = None
-        """The signal training stopped on."""
-        self._previous: dict[int, Any] = {}
+        """The signal the run stopped on."""
+        self.trained = False
+        """Whether the stop came after the last update (the evaluation that follows it skipped)."""
+        self.armed = False
+        """Whether this run trained and has not released the signals yet: a signal stops it (every rank alike)."""
+        self._before = {signum: signal.getsignal(signum) for signum in (*self.SIGNALS, *_requeue_signal())}
+        """The signals' handlers before the run (made before any trainer call: Lightning's come and go with each)."""
+        self._taken: list[int] = []
         self._step = -1
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self.received = self.stopped = None
+        self.trained, self.armed = False, True
         self._step = trainer.global_step
         if trainer.global_step:
             say(trainer, f"resumed from {trainer.ckpt_path} at step {trainer.global_step}")
         if threading.current_thread() is threading.main_thread():  # Python handles signals there only
-            for signum in (*self.SIGNALS, *_requeue_signal()):
-                if signal.getsignal(signum) is not signal.SIG_IGN:  # e.g. SIGINT in a background job stays ignored
-                    self._previous[signum] = signal.signal(signum, self._handle)
+            # (SIGINT in a background job stays ignored)
+            self._taken = [s for s, handler in self._before.items() if handler is not signal.SIG_IGN]
+            for signum in self._taken:
+                signal.signal(signum, self._handle)
 
     def _handle(self, signum: int, frame: Optional[FrameType]) -> None:
         """Note the signal: training stops after the current update (no printing here: a handler may interrupt a
@@ -68,15 +83,22 @@ class SafeStop(Callback):
         elif signum == signal.SIGINT:
             raise KeyboardInterrupt  # a second Ctrl-C: stop now
 
-    def _restore_handlers(self) -> None:
-        for signum, handler in self._previous.items():
-            signal.signal(signum, handler)
-        self._previous = {}
+    def release(self) -> None:
+        """Give the signals back their handlers from before the run (again after Lightning's teardown of a trainer
+        call, which puts back those it found as the call began: the run's)."""
+        self.armed = False
+        for signum in self._taken:
+            signal.signal(signum, self._before[signum])
+
+    def _signalled(self, trainer: L.Trainer) -> bool:
+        """Whether a signal asks this run to stop: this rank's, or under DDP any rank's (every rank asks alike)."""
+        stop = self.received is not None
+        if trainer.world_size > 1:
+            stop = trainer.strategy.reduce_boolean_decision(stop, all=False)
+        return stop
 
     def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, *args: Any) -> None:
-        stop = self.received is not None
-        if trainer.world_size > 1:  # every rank takes part, every batch, so that they all stop after the same one
-            stop = trainer.strategy.reduce_boolean_decision(stop, all=False)
+        stop = self._signalled(trainer)  # (every rank, every batch, so that they all stop after the same one)
         updated, self._step = trainer.global_step != self._step, trainer.global_step
         if stop and updated:  # not in the middle of an accumulation: its gradients are in no checkpoint
             self.stopped = self.received or signal.SIGTERM  # (another rank's signal: this rank had none)
@@ -86,35 +108,76 @@ class SafeStop(Callback):
             raise SIGTERMException(128 + self.stopped)
 
     def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        self._restore_handlers()
+        if self.armed and self._signalled(trainer):  # after the last update, or in fit's last validation
+            # what PeriodicCheckpoint saves at the end of training, which Lightning calls after this (last)
+            trainer.save_checkpoint(self.last)
+            self._stop_after_training(trainer, signalled=True)
+
+    def teardown(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
+        if self.armed:  # Lightning gave SIGTERM back the handler it had before fit: this run's again, to its end
+            for signum in self._taken:
+                signal.signal(signum, self._handle)
+
+    def on_validation_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, *args: Any) -> None:
+        if trainer.state.fn != TrainerFn.FITTING:  # (a validation in training finishes first)
+            self._stop_after_training(trainer)
+
+    def on_test_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, *args: Any) -> None:
+        self._stop_after_training(trainer)
+
+    def on_predict_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, *args: Any) -> None:
+        self._stop_after_training(trainer)
+
+    def check(self, trainer: L.Trainer) -> None:
+        """Before the run's results are written (metrics.json): stop if a signal came after the last update."""
+        try:
+            self._stop_after_training(trainer)
+        except SIGTERMException as stop:
+            self._stopped(trainer, stop.code)
+            raise
+
+    def _stop_after_training(self, trainer: L.Trainer, signalled: bool = False) -> None:
+        if signalled or (self.armed and self._signalled(trainer)):
+            self.stopped, self.trained = self.received or signal.SIGTERM, True
+            raise SIGTERMException(128 + self.stopped)
 
     def on_exception(self, trainer: L.Trainer, pl_module: L.LightningModule, exception: BaseException) -> None:
-        requeue = {s: h for s, h in self._previous.items() if s not in self.SIGNALS}  # submitit's handler
-        self._restore_handlers()
+        if isinstance(exception, SIGTERMException) and self.stopped is not None:
+            if not self.trained:
+                trainer.save_checkpoint(self.last)  # every rank: under DDP it synchronises them
+            self._stopped(trainer, exception.code)
+            return
+        self.release()
         if isinstance(exception, KeyboardInterrupt) and self.received == signal.SIGINT:
             say(trainer, f"stopped by a second Ctrl-C without saving; {self._resume_hint()}")
-        if not isinstance(exception, SIGTERMException):
-            return
-        if self.stopped is None:  # Lightning's own SIGTERM handling: before or after training
+        if isinstance(exception, SIGTERMException):  # Lightning's own SIGTERM handling: before training
             exception.code = exception.code or 128 + signal.SIGTERM
             say(trainer, f"stopped by SIGTERM outside training, saving nothing; {self._resume_hint()}")
-            return
-        trainer.save_checkpoint(self.last)  # every rank: under DDP it synchronises them
-        name = signal.Signals(self.stopped).name
+
+    def _stopped(self, trainer: L.Trainer, code: Any) -> None:
+        """After a stop by signal: the handlers back, the stop's line, and for submitit's signal the requeue at
+        exit."""
+        requeue = {s: self._before[s] for s in self._taken if s not in self.SIGNALS}  # submitit's handler
+        self.release()
+        name, run_dir = signal.Signals(self.stopped).name, self.last.parent.parent
+        if self.trained:
+            what = (
+                f"stopped by {name} after the last update (step {trainer.global_step}): {self.last} holds the trained "
+                "weights; the evaluation after training (validation, test, metrics.json) was skipped"
+            )
+        else:
+            what = f"stopped by {name} at step {trainer.global_step}: saved {self.last}"
         if self.stopped in requeue:
             atexit.register(_requeue, requeue[self.stopped], self.stopped)
             say(
                 trainer,
-                f"stopped by {name} (the job's time limit is near) at step {trainer.global_step}: saved "
-                f"{self.last}; submitit requeues the job, which goes on from it with resume=auto "
-                f"(exit status {exception.code})",
+                what.replace(f"by {name}", f"by {name} (the job's time limit is near)", 1)
+                + f"; submitit requeues the job, which {'does it' if self.trained else 'goes on from it'} with "
+                f"resume=auto (exit status {code})",
             )
             return
-        say(
-            trainer,
-            f"stopped by {name} at step {trainer.global_step}: saved {self.last}; continue with "
-            f"resume=auto hydra.run.dir={self.last.parent.parent} (exit status {exception.code})",
-        )
+        go_on = "do it" if self.trained else "continue"
+        say(trainer, f"{what}; {go_on} with resume=auto hydra.run.dir={run_dir} (exit status {code})")
 
     def _resume_hint(self) -> str:
         if self.last.is_file():
