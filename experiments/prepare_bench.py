@@ -125,9 +125,9 @@ print(json.dumps({"tokens": tokens, "seconds": seconds, "cpu_s": cpu_s,
 
 
 def sample_books() -> Path:
-    from gpt1.app.registration import default_sample_data
+    from gpt1.data.sample import sample_data
 
-    return Path(os.environ.get("GPT1_SAMPLE_DATA", default_sample_data())) / "books"
+    return Path(sample_data(os.environ.get("GPT1_CACHE_DIR", "outputs/cache"))) / "books"
 
 
 def paragraphs() -> list[str]:

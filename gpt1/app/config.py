@@ -37,12 +37,14 @@ class PathsConfig:
     """Every path a run touches; relative paths are relative to the directory gpt1 is started from."""
 
     sample_data: str = MISSING
-    """The sample data shipped beside the checkout (env GPT1_SAMPLE_DATA overrides)."""
+    """The sample data (novels, seven tasks): gpt1's own, unpacked once into cache_dir/sample_data
+    (``gpt1.data.sample``); env GPT1_SAMPLE_DATA names a folder of your own instead."""
     output_dir: str = MISSING
     """This run's directory (Hydra's run dir): logs, checkpoints, metrics.json. Outside a ``gpt1 <command>`` run (a
     config composed in Python) the same layout, outputs/<run_name>/<time>."""
     cache_dir: str = MISSING
-    """Tokenised corpora and trained tokenizers, shared across runs (env GPT1_CACHE_DIR overrides)."""
+    """Tokenised corpora, trained tokenizers and the unpacked sample data, shared across runs (env GPT1_CACHE_DIR
+    overrides)."""
 
 
 @dataclass

@@ -29,6 +29,7 @@ from gpt1.data.conversion import convert
 from gpt1.data.encodings import read_encoding
 from gpt1.data.formats import TXT_COLUMN, Format, file_format
 from gpt1.data.read_errors import warn_invalid
+from gpt1.data.sample import own_sample_hint
 
 
 def resolve_files(patterns: Sequence[str], field: str) -> list[Path]:
@@ -39,9 +40,8 @@ def resolve_files(patterns: Sequence[str], field: str) -> list[Path]:
     for pattern in patterns:
         matches = sorted(p for p in glob.glob(os.path.expanduser(pattern), recursive=True) if os.path.isfile(p))
         if not matches:
-            raise FileNotFoundError(
-                f"{field}: {pattern!r} matches no file (relative paths start at {Path.cwd()}): fix the path or glob"
-            )
+            where = own_sample_hint(pattern) or f"relative paths start at {Path.cwd()}"
+            raise FileNotFoundError(f"{field}: {pattern!r} matches no file ({where}): fix the path or glob")
         files.update((Path(m).resolve(), None) for m in matches)
     return list(files)
 

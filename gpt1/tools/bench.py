@@ -91,6 +91,8 @@ from gpt1.training.module import next_token_loss
 
 PROMPT = 16
 """Tokens of the random prompt that generation continues."""
+OPENAI_VOCAB = Path(__file__).resolve().parents[3] / "shared" / "reference" / "openai-vocab"
+"""OpenAI's vocab, which the multiple-choice step encodes with: ../shared/reference beside the checkout."""
 
 
 def progress(message: str) -> None:
@@ -103,22 +105,19 @@ def multiple_choice_batch(
 ) -> tuple[dict[str, torch.Tensor], Any, Any]:
     """The first training batch of the sample multiple-choice task (4 choices, real lengths, padded to the batch's
     longest), encoded with OpenAI's vocab and the original text pipeline; its task spec and tokenizer."""
-    import os
-
     import datasets
     from hydra import compose, initialize_config_module
 
-    from gpt1.app.registration import default_sample_data, register
+    from gpt1.app.registration import register
     from gpt1.tasks.spec import TASK_SPECIAL_TOKENS
     from gpt1.tasks.task_data import TaskDataModule
     from gpt1.text.tokenizer import load_tokenizer
 
-    sample = Path(os.environ.get("GPT1_SAMPLE_DATA", default_sample_data()))
-    tokenizer = load_tokenizer(sample.parent / "reference" / "openai-vocab")
+    tokenizer = load_tokenizer(OPENAI_VOCAB)
     tokenizer.add_special_tokens(TASK_SPECIAL_TOKENS)
     register()
     with initialize_config_module(config_module="gpt1.conf", version_base="1.3"):
-        cfg = compose("finetune", ["task=multiple_choice", "init_from=none", f"paths.sample_data={sample}"])
+        cfg = compose("finetune", ["task=multiple_choice", "init_from=none"])
     task = OmegaConf.to_object(cfg.task)
     datasets.disable_progress_bars()
     data = TaskDataModule(task, tokenizer, n_ctx=n_ctx, batch_size=batch_size, seed=0, cache_dir=None, roles=["train"])
@@ -129,9 +128,11 @@ def multiple_choice_batch(
 
 
 def mc_note() -> str | None:
-    """Why the multiple-choice step cannot run here (the original text pipeline missing), or None."""
+    """Why the multiple-choice step cannot run here (the original text pipeline or OpenAI's vocab missing), or None."""
     if any(importlib.util.find_spec(m) is None for m in ("ftfy", "spacy")):
         return 'multiple-choice step skipped: it encodes with the original text pipeline (pip install "gpt1[openai]")'
+    if not OPENAI_VOCAB.is_dir():
+        return f"multiple-choice step skipped: it encodes with OpenAI's vocab, not at {OPENAI_VOCAB}"
     return None
 
 
