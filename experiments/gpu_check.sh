@@ -11,9 +11,8 @@
 #   bash experiments/gpu_check.sh setup                # there: only what the image lacks, and gpt1 (for a probe)
 #
 # .gpu/ holds what the workplace's CUDA image lacks (wheels of hydra-core, omegaconf, antlr4, datasets, dill,
-# multiprocess; DeepSpeed's, built here without its CUDA ops, which it compiles there when first used, hjson, pydantic),
-# the sample data (../shared/data does not travel) and, for `decode`, the baseline's gpt1/ and conf/ (default 68a8f8a,
-# the commit of the first GPU figures).
+# multiprocess; DeepSpeed's, built here without its CUDA ops, which it compiles there when first used, hjson, pydantic)
+# and, for `decode`, the baseline's gpt1/ and conf/ (default 68a8f8a, the commit of the first GPU figures).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -33,7 +32,6 @@ prepare() {
         || echo "DeepSpeed's dependencies not downloaded: the GPU check runs without DeepSpeed"
     DS_BUILD_OPS=0 python -m pip wheel -q --no-deps --no-build-isolation -w .gpu/whl deepspeed==0.19.8 \
         || echo "no DeepSpeed wheel: the GPU check runs without DeepSpeed"
-    cp -r "${GPT1_SAMPLE_DATA:-../shared/data}" .gpu/data
     git archive "$baseline" gpt1 conf | tar -x -C .gpu/old
     echo "$baseline" > .gpu/old/COMMIT
     du -sh .gpu
@@ -46,7 +44,7 @@ setup() {  # what the image lacks, and gpt1 itself (editable)
     fi
     OUT=${OUT:-outputs/gpu_check}; mkdir -p "$OUT"
     python -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .gpu/whl/*.whl
-    export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1 GPT1_SAMPLE_DATA=$PWD/.gpu/data
+    export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1  # the sample data travels in the tree (sample_data/)
     python -m pip install -q --no-index --no-deps --no-build-isolation -e . >/dev/null || echo "gpt1 not installed: the tests will fail"
     export PATH=$PATH:/tmp/site/bin  # (DeepSpeed's scripts)
     nvidia-smi -L
@@ -72,7 +70,7 @@ all() {  # setup, the GPU tests, then every step of experiments/gpu_check.py, th
 
 dry() {  # the same steps on the tiny model on the CPU (tests/test_gpu_check.py runs this), FLAGS passed on
     OUT=${OUT:-outputs/gpu_check_dry}
-    GPT1_SAMPLE_DATA=${GPT1_SAMPLE_DATA:-../shared/data} python experiments/gpu_check.py all --dry --out "$OUT" "$@"
+    python experiments/gpu_check.py all --dry --out "$OUT" "$@"
 }
 
 step=${1:-all}
