@@ -2,12 +2,13 @@
 pipeline in the same run, and peak memory, for ``data.num_proc`` 1 and 2, for each shape of corpus.
 
 The corpus is generated deterministically from the sample books' paragraphs (their non-empty lines), shuffled with a
-seed, and is not committed. Shapes: ``books`` book-sized .txt files (0.8 MB each), ``one-file`` one .txt file (one
-document), ``jsonl`` a paragraph per row, in files of ``--file-mb``, ``hub`` a dataset in the hub's layout
-(``data/train-*.parquet`` shards of ``--file-mb``, row groups of at most ``--row-group-mb``, a book per row) named
-by its local path in ``data.hf_dataset``: the hub code path (``datasets.load_dataset``, its Arrow cache),
-without a network. The tokenizer is a BPE of 8,192 trained on the sample books' training split (the quickstart's),
-loaded through ``tokenizer.path``.
+seed, and is not committed. Shapes: ``books`` book-sized .txt files (``--book-mb``, 0.8 MB each by default),
+``one-file`` one .txt file (one document), ``jsonl`` a paragraph per row, in files of ``--file-mb``, ``rows`` a
+JSONL of books, a book per row (whole books as rows: with ``--book-mb 30``, rows of 30 MB), ``hub`` a dataset in the
+hub's layout (``data/train-*.parquet`` shards of ``--file-mb``, row groups of at most ``--row-group-mb``, a book
+per row) named by its local path in ``data.hf_dataset``: the hub code path (``datasets.load_dataset``, its Arrow
+cache), without a network. The tokenizer is a BPE of 8,192 trained on the sample books' training split (the
+quickstart's), loaded through ``tokenizer.path``.
 
 Each measurement runs in a fresh process, and prints its figures as it ends (the table comes at the end). For
 each corpus: tokenizers' rate, then gpt1's preparation with each ``num_proc``, then tokenizers' rate again; a row's
@@ -17,6 +18,7 @@ that comes or goes during the run shows as their spread.
     python experiments/prepare_bench.py --mb 100 200 --out /tmp/prepare-bench  # books at two sizes
     python experiments/prepare_bench.py --mb 25 100 --shape books one-file jsonl hub --bpe --out DIR  # every shape
     python experiments/prepare_bench.py --mb 2048 --clean --out DIR  # the issue's 2 GB book corpus, deleted after
+    python experiments/prepare_bench.py --mb 30 300 --book-mb 30 --shape books rows hub --num-proc 1 --out DIR  # rows
 
 The tokenizers' rate: ``Tokenizer.encode_batch_fast`` (the pipeline's normaliser, pre-tokenizer and BPE, on every core)
 over the whole corpus in 16 MiB calls of 64K-character pieces, timing only the calls (and the ids to Python lists).
@@ -26,11 +28,13 @@ already converted: it is timed apart too, and the ratios are given without it). 
 process and its workers), which a loaded machine disturbs less. ``--bpe``: training a BPE of 8,192 on each corpus the
 way ``prepare_data`` does (streamed pieces), its time and peak memory.
 
-Memory: the process's peak RSS (``VmHWM``), and sampled every 0.2 s its peak anonymous memory (the heap: what grows
-if anything held grows) and its peak file-backed resident pages (the mapped libraries, torch's among them, and any
-memory map: the kernel maps more or fewer of them from the page cache depending on what else runs, so this term
-varies between runs without anything growing); for ``num_proc`` > 1 the largest worker's peak RSS (its pages shared
-with the parent included) and the workers' largest sum of private pages.
+Memory: each process first applies gpt1's CPU settings, as every command does (``gpt1.cpu.settings.configure``:
+glibc's allocator then keeps freed memory, which moves the heap's peak). The process's peak RSS (``VmHWM``), and
+sampled every 0.2 s its peak anonymous memory (the heap: what grows if anything held grows) and its peak file-backed
+resident pages (the mapped libraries, torch's among them, and any memory map: the kernel maps more or fewer of them
+from the page cache depending on what else runs, so this term varies between runs without anything growing); for
+``num_proc`` > 1 the largest worker's peak RSS (its pages shared with the parent included) and the workers' largest
+sum of private pages.
 """
 
 from __future__ import annotations
@@ -46,11 +50,13 @@ import time
 from pathlib import Path
 
 BOOK_BYTES = 800_000
-SHAPES = ["books", "one-file", "jsonl", "hub"]
+SHAPES = ["books", "one-file", "jsonl", "rows", "hub"]
 
 CHILD = r"""
 import json, os, resource, sys, threading, time
 from pathlib import Path
+from gpt1.cpu.settings import configure
+configure()  # as every gpt1 command does first: its allocator settings move the heap's peak
 what, spec, tokenizer, cache, num_proc = sys.argv[1:6]
 spec = json.loads(spec)
 def cpu():  # seconds of CPU of this process and its waited-for workers
@@ -119,9 +125,9 @@ print(json.dumps({"tokens": tokens, "seconds": seconds, "cpu_s": cpu_s,
 
 
 def sample_books() -> Path:
-    from gpt1.app.registration import default_sample_data
+    from gpt1.data.sample import sample_data
 
-    return Path(os.environ.get("GPT1_SAMPLE_DATA", default_sample_data())) / "books"
+    return Path(sample_data(os.environ.get("GPT1_CACHE_DIR", "outputs/cache"))) / "books"
 
 
 def paragraphs() -> list[str]:
@@ -133,10 +139,19 @@ def paragraphs() -> list[str]:
     ]
 
 
-def generate(root: Path, mb: int, shape: str, seed: int = 0, file_mb: int = 200, row_group_mb: int = 100) -> dict:
+def generate(
+    root: Path,
+    mb: int,
+    shape: str,
+    seed: int = 0,
+    file_mb: int = 200,
+    row_group_mb: int = 100,
+    book_bytes: int = BOOK_BYTES,
+) -> dict:
     """Write a corpus of about ``mb`` MB under ``root`` (once: kept if it is there); return the data config that
-    names it (``DataConfig``'s fields). JSONL files and parquet shards hold about ``file_mb`` MB each (as
-    ``push_to_hub`` shards them), a shard's row groups about ``row_group_mb`` MB (datasets aims at 100 MB)."""
+    names it (``DataConfig``'s fields). Books hold about ``book_bytes`` each; JSONL files of paragraphs and parquet
+    shards about ``file_mb`` MB each (as ``push_to_hub`` shards them, at least a book), a shard's row groups about
+    ``row_group_mb`` MB (datasets aims at 100 MB; at least a book)."""
     done = root / "done.json"
     if done.is_file():
         return json.loads(done.read_text())
@@ -159,7 +174,7 @@ def generate(root: Path, mb: int, shape: str, seed: int = 0, file_mb: int = 200,
         books, written = [], 0
         while written < target:
             book, size = [], 0
-            while size < BOOK_BYTES:
+            while size < book_bytes:
                 book.append(rng.choice(paras))
                 size += len(book[-1]) + 1
             books.append("\n".join(book) + "\n")
@@ -167,12 +182,16 @@ def generate(root: Path, mb: int, shape: str, seed: int = 0, file_mb: int = 200,
         if shape == "one-file":
             (root / "corpus.txt").write_text("".join(books))
             spec = {"train_files": [str(root / "corpus.txt")]}
+        elif shape == "rows":
+            with open(root / "books.jsonl", "w") as f:
+                f.writelines(json.dumps({"text": book}) + "\n" for book in books)
+            spec = {"train_files": [str(root / "books.jsonl")]}
         elif shape == "hub":
             import pyarrow as pa
             import pyarrow.parquet as pq
 
             (root / "data").mkdir()
-            per_shard, per_group = (max(1, round(n * 1_000_000 / BOOK_BYTES)) for n in (file_mb, row_group_mb))
+            per_shard, per_group = (max(1, round(n * 1_000_000 / book_bytes)) for n in (file_mb, row_group_mb))
             shards = [books[i : i + per_shard] for i in range(0, len(books), per_shard)]
             for i, shard in enumerate(shards):
                 path = root / "data" / f"train-{i:05d}-of-{len(shards):05d}.parquet"
@@ -209,6 +228,7 @@ def main() -> None:
     parser.add_argument("--num-proc", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--file-mb", type=int, default=50, help="MB per JSONL file and per parquet shard")
     parser.add_argument("--row-group-mb", type=int, default=100, help="MB per parquet row group (datasets' 100)")
+    parser.add_argument("--book-mb", type=float, default=BOOK_BYTES / 1e6, help="MB per book (books, rows, hub)")
     parser.add_argument("--bpe", action="store_true", help="also train a BPE on each corpus")
     parser.add_argument("--clean", action="store_true", help="delete each corpus and its caches once measured")
     parser.add_argument("--out", type=Path, required=True, help="a scratch directory (corpora, caches, results)")
@@ -234,19 +254,21 @@ def main() -> None:
 
     for shape in args.shape:
         for mb in args.mb:
-            spec = generate(
-                args.out / f"{shape}-{mb}mb", mb, shape, file_mb=args.file_mb, row_group_mb=args.row_group_mb
-            )
-            scratch = fresh(f"{shape}-{mb}-scratch")  # the baseline's Arrow conversion (jsonl, hub), kept for both
+            book_bytes = round(args.book_mb * 1_000_000)
+            books = "" if book_bytes == BOOK_BYTES else f"-book{args.book_mb:g}mb"
+            name = f"{shape}-{mb}mb{books}"  # the corpus's directory; its caches' names start with it
+            label = shape if not books else f"{shape}, {args.book_mb:g} MB books"
+            spec = generate(args.out / name, mb, shape, 0, args.file_mb, args.row_group_mb, book_bytes)
+            scratch = fresh(f"{name}-scratch")  # the baseline's Arrow conversion (jsonl, rows, hub), kept for both
             before = measure("tokenizers", spec, tokenizer, scratch)
-            ours = {n: measure("prepare", spec, tokenizer, fresh(f"{shape}-{mb}-{n}"), n) for n in args.num_proc}
+            ours = {n: measure("prepare", spec, tokenizer, fresh(f"{name}-{n}"), n) for n in args.num_proc}
             after = measure("tokenizers", spec, tokenizer, scratch)
             base_rate = (before["tokens_per_s"] + after["tokens_per_s"]) / 2
             base_cpu = (before["tokens_per_cpu_s"] + after["tokens_per_cpu_s"]) / 2
             for n, r in ours.items():
                 record(
                     {
-                        "shape": shape,
+                        "shape": label,
                         "mb": mb,
                         "num_proc": n,
                         "tokens": r["tokens"],
@@ -266,10 +288,10 @@ def main() -> None:
                     }
                 )
             if args.bpe:
-                r = measure("bpe", spec, tokenizer, fresh(f"{shape}-{mb}-bpe"))
+                r = measure("bpe", spec, tokenizer, fresh(f"{name}-bpe"))
                 record(
                     {
-                        "shape": shape,
+                        "shape": label,
                         "mb": mb,
                         "what": "bpe",
                         "seconds": round(r["seconds"], 1),
@@ -278,7 +300,7 @@ def main() -> None:
                     | {k: round(v) for k, v in r.items() if k.endswith("_mb")}
                 )
             if args.clean:
-                for path in args.out.glob(f"*{shape}-{mb}*"):
+                for path in [args.out / name, *args.out.glob(f"cache-{name}-*")]:
                     shutil.rmtree(path)
     print(
         "| shape | MB | num_proc | tokens | time s (conversion) | tokens/s | tokenizers' tokens/s (before, after) "

@@ -48,19 +48,29 @@ _NAMES = {
 __all__ = ["compose", *_NAMES]
 
 
-def compose(command: str, overrides: Sequence[str] = ()) -> DictConfig:
+def compose(command: str, overrides: Sequence[str] = (), *, task: Any = None) -> DictConfig:
     """The config that ``gpt1 <command> <overrides...>`` runs with (``command``: pretrain, finetune, evaluate,
     zeroshot, generate or convert), composed by Hydra from the installed conf/ and typed by gpt1's schemas (a
     misspelt key or a wrong type fails here), without starting a Hydra app: the group choices it names are settled
     (``run_name``, ``task.name``) and ``paths.output_dir`` defaults to outputs/<run_name>/<time>. Call it outside a
-    running Hydra app (Hydra keeps one global instance)."""
+    running Hydra app (Hydra keeps one global instance).
+
+    ``task``: a task of one's own for finetune, evaluate or zeroshot, in place of ``task=NAME``: a
+    ``gpt1.tasks.spec.TaskConfig``, a dict of its fields (a task YAML file's), or a task YAML file's path. It is
+    composed as task=NAME would be (``task.*`` overrides apply to it) and named by its ``name`` (a file's stem when it
+    has none), which names the run: outputs/finetune/<name>/<time>."""
     from hydra import compose as hydra_compose
     from hydra import initialize_config_module
     from omegaconf import open_dict
 
-    from gpt1.app.registration import register
+    from gpt1.app.registration import register, register_task
+    from gpt1.core.errors import ConfigError
 
     register()
+    if task is not None:
+        if any(o.lstrip("+~").split("=")[0] == "task" for o in overrides):
+            raise ConfigError("compose got a task and a task= override: give one of them")
+        overrides = [*overrides, f"task={register_task(task)}"]
     with initialize_config_module("gpt1.conf", version_base="1.3"):
         cfg = hydra_compose(command, overrides=list(overrides), return_hydra_config=True)
     with open_dict(cfg):  # what needs Hydra's node (the groups chosen) is read, then the node goes

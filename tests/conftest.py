@@ -22,16 +22,21 @@ ENV_BEFORE_GPT1 = dict(os.environ)
 from hydra import compose, initialize_config_module  # noqa: E402
 from omegaconf import DictConfig  # noqa: E402
 
-from gpt1.app.registration import default_sample_data, register  # noqa: E402
+from gpt1.app.registration import register  # noqa: E402
+from gpt1.data.sample import sample_data as sample_folder  # noqa: E402
 
 register()  # the schemas, for the configs the tests compose as the commands do
 
 REPO = Path(__file__).resolve().parents[1]
+REFERENCE = REPO.parent / "shared" / "reference"
+"""The reference files beside the checkout (OpenAI's vocab and golden encodings, the paper's facts); the tests that
+need them skip without them."""
 
 QUICK = {
     "core": [
         "test_progress.py::test_in_a_log_file_progress_is_a_line_per_tenth_of_the_budget",
         "test_progress.py::test_a_disabled_bar_prints_nothing",
+        "test_progress.py::test_a_bar_in_a_log_is_a_line_per_tenth_and_a_last_one",
         "test_memory.py::test_the_line_names_each_figure",
     ],
     "cpu": [
@@ -121,17 +126,25 @@ def sweep_jobs(sweep: Path) -> list[Path]:
 
 
 @pytest.fixture(scope="session")
-def sample_data() -> Path:
-    """The shared sample data (env GPT1_SAMPLE_DATA, else ../shared/data beside the checkout)."""
-    path = Path(os.environ.get("GPT1_SAMPLE_DATA", default_sample_data()))
-    assert (path / "books").is_dir(), f"sample data not found at {path}: set GPT1_SAMPLE_DATA"
-    return path
-
-
-@pytest.fixture(scope="session")
 def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One data cache for the session, so each corpus is tokenised once across tests."""
     return tmp_path_factory.mktemp("cache")
+
+
+@pytest.fixture(scope="session")
+def sample_data(cache_dir: Path) -> Path:
+    """The sample data as ``paths.sample_data`` gives it to the configs of ``make_cfg``: gpt1's own, unpacked into the
+    session's cache (or env GPT1_SAMPLE_DATA)."""
+    return Path(sample_folder(cache_dir))
+
+
+@pytest.fixture(scope="session")
+def openai_vocab() -> Path:
+    """OpenAI's vocab files and golden.jsonl: ``../shared/reference/openai-vocab`` beside the checkout."""
+    path = REFERENCE / "openai-vocab"
+    if not (path / "golden.jsonl").is_file():
+        pytest.skip(f"OpenAI's vocab and golden.jsonl are not at {path} (shared/reference beside the checkout)")
+    return path
 
 
 @pytest.fixture

@@ -11,6 +11,7 @@ import torch
 from hydra import compose, initialize_config_module
 
 from gpt1 import api
+from gpt1.core.errors import ConfigError
 from gpt1.model.decoder import GPT, GPTConfig
 from gpt1.tasks.spec import TaskConfig
 from gpt1.text.tokenizer import train_bpe
@@ -39,6 +40,50 @@ def test_compose_settles_the_run_directory_and_the_task_name():
     assert cfg.paths.output_dir.startswith("outputs/finetune/sentiment/")
     assert cfg.paths.output_dir == cfg.paths.output_dir  # resolved once: the same directory every time it is read
     assert api.compose("pretrain").run_name == "quickstart"
+
+
+def test_a_task_of_ones_own_from_python_runs_and_is_placed_by_its_name(tiny_ckpt, tmp_path, monkeypatch, cache_dir):
+    """A dict of a task file's fields, on files of one's own, no YAML: composed as task=NAME would be (task.*
+    overrides apply), named and placed by its name."""
+    monkeypatch.chdir(tmp_path)
+    words = ["rain and wind", "a goal in the last minute", "the vote in parliament"]
+    for split, n in (("train", 64), ("dev", 16), ("test", 16)):
+        rows = [f"{words[i % 3]} number {i},{['weather', 'sport', 'politics'][i % 3]}" for i in range(n)]
+        (tmp_path / f"{split}.csv").write_text("text,topic\n" + "\n".join(rows) + "\n")
+    topics = {
+        "name": "topics",
+        "type": "classification",
+        "data_files": {"train": "train.csv", "validation": "dev.csv", "test": "test.csv"},
+        "text": "text",
+        "label": "topic",
+        "label_names": ["weather", "sport", "politics"],
+    }
+    cfg = api.compose(
+        "finetune", [f"init_from={tiny_ckpt}", f"paths.cache_dir={cache_dir}", *FEW_FINETUNE], task=topics
+    )
+    assert cfg.run_name == "finetune/topics" and cfg.task.splits.train == "train[:64]"  # FEW_FINETUNE's override
+    metrics = api.finetune(cfg)
+    assert metrics["task"] == "topics" and metrics["examples"]["validation"] == 16
+    [run] = (tmp_path / "outputs" / "finetune" / "topics").iterdir()
+    assert json.loads((run / "metrics.json").read_text())["task"] == "topics"
+
+
+def test_compose_takes_a_task_config_or_a_task_files_path_and_says_what_is_wrong(tmp_path):
+    fields = {"type": "classification", "data_files": {"train": "a.csv"}, "text": "x"}
+    assert api.compose("finetune", ["init_from=x"], task=TaskConfig(name="mine", **fields)).run_name == "finetune/mine"
+    (tmp_path / "reviews.yaml").write_text("type: classification\ndata_files: {train: a.csv}\ntext: x\n")
+    cfg = api.compose("zeroshot", ["ckpts=[x]"], task=tmp_path / "reviews.yaml")  # named by its file
+    assert (cfg.run_name, cfg.task.name) == ("zeroshot/reviews", "reviews")
+    assert api.compose("evaluate", ["ckpt=x"], task=str(tmp_path / "reviews.yaml")).task.name == "reviews"
+    for task, overrides, message in [
+        (fields, [], "task.name is not set"),
+        ({**fields, "name": "sentiment"}, [], "'sentiment' is gpt1's task conf/task/sentiment.yaml"),
+        ({**fields, "name": "x", "txet": "y"}, [], "task: Key 'txet' not in 'TaskConfig'"),
+        (tmp_path / "nowhere.yaml", [], "nowhere.yaml': no such file"),
+        ({**fields, "name": "x"}, ["task=sentiment"], "a task and a task= override"),
+    ]:
+        with pytest.raises(ConfigError, match=message):
+            api.compose("finetune", ["init_from=x", *overrides], task=task)
 
 
 @pytest.mark.parametrize(

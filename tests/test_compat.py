@@ -287,3 +287,20 @@ def test_a_prepared_split_names_the_files_and_fingerprint_as_dataset_would(tmp_p
         assert [name for name, _, _ in files] == [f["filename"] for f in ds.cache_files]
         assert num_rows == len(ds) == len(want) and ds["text"] == want
         assert fingerprint == ds._fingerprint, "datasets' split fingerprint moved: update prepared_split"
+
+
+def test_a_builders_writer_batch_size_sets_its_rows_per_record_batch(tmp_path):
+    """``set_writer_batch_size``: datasets' private ``_writer_batch_size``, set on a builder already made, is what
+    its conversion writes per record batch."""
+    import datasets
+    import pyarrow as pa
+
+    from gpt1.core.compat import prepared_split, set_writer_batch_size
+
+    (tmp_path / "rows.jsonl").write_text("".join(f'{{"text": "row {i}"}}\n' for i in range(5)))
+    builder = datasets.load_dataset_builder("json", data_files=[str(tmp_path / "rows.jsonl")], cache_dir=str(tmp_path))
+    set_writer_batch_size(builder, 2)
+    builder.download_and_prepare()
+    (path, _, _), *_ = prepared_split(builder, "train")[0]
+    with pa.memory_map(path) as source:
+        assert [b.num_rows for b in pa.ipc.open_stream(source)] == [2, 2, 1], "update set_writer_batch_size"

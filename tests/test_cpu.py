@@ -189,6 +189,7 @@ def test_the_real_measurement_times_every_kernel_of_every_kind(monkeypatch):
 
 def test_the_allocator_keeps_freed_memory_and_asks_for_huge_pages_unless_opted_out(monkeypatch):
     calls = []
+    monkeypatch.setattr(gpt1.cpu.allocator, "_tuned", False)  # (the fake tuning below must not outlive the test)
     monkeypatch.setattr(gpt1.cpu.allocator, "_mallopt", lambda: lambda param, value: calls.append((param, value)) or 1)
     monkeypatch.setattr(gpt1.cpu.allocator.sys, "platform", "linux")
     monkeypatch.delenv("GPT1_SYSTEM_MALLOC", raising=False)
@@ -206,6 +207,19 @@ def test_the_allocator_keeps_freed_memory_and_asks_for_huge_pages_unless_opted_o
     monkeypatch.delenv("GPT1_SYSTEM_MALLOC")
     monkeypatch.setattr(gpt1.cpu.allocator, "_mallopt", lambda: None)  # a libc without mallopt (musl)
     assert not gpt1.cpu.allocator.tune_cpu_allocator()
+
+
+def test_large_blocks_go_back_while_a_table_converts_where_the_allocator_keeps_them(monkeypatch):
+    calls = []
+    monkeypatch.setattr(gpt1.cpu.allocator, "_mallopt", lambda: lambda param, value: calls.append((param, value)) or 1)
+    monkeypatch.setattr(gpt1.cpu.allocator, "_tuned", False)
+    with gpt1.cpu.allocator.large_blocks_returned():  # glibc's own settings: left alone
+        assert calls == []
+    monkeypatch.setattr(gpt1.cpu.allocator, "_tuned", True)
+    with pytest.raises(KeyError), gpt1.cpu.allocator.large_blocks_returned():
+        assert calls == [(-3, 1 << 20)]  # M_MMAP_THRESHOLD: blocks of 1 MB and more mapped apart
+        raise KeyError
+    assert calls == [(-3, 1 << 20), (-3, 2**30)]  # then as tuned, also after an error
 
 
 @pytest.mark.skipif(

@@ -108,6 +108,8 @@ def bad(tmp_path_factory, sample_data) -> Path:
     (d / "malformed.jsonl").write_text('{"text": "a line"}\n{"text": "a broken line"\n{"text": "another"}\n')
     (d / "nocolumn.jsonl").write_text('{"body": "a line", "id": 1}\n{"body": "another", "id": 2}\n')
     (d / "latin1.jsonl").write_bytes('{"text": "hello"}\n{"text": "café"}\n'.encode("latin-1"))
+    (d / "utf16.jsonl").write_bytes('{"text": "hello"}\n{"text": "café"}\n'.encode("utf-16"))
+    (d / "unmarked.txt").write_bytes(novel[:2000].encode("utf-16-le"))
     (d / "corrupt.ckpt").write_text("not a checkpoint")
     torch.save({"weights": torch.zeros(3)}, d / "foreign.ckpt")
 
@@ -171,6 +173,15 @@ def trained(tmp_path_factory, cache_dir, bad) -> Path:
             id="missing-text-column",
         ),
         pytest.param("latin1.jsonl", "good.txt", ["latin1.jsonl:2:", "invalid UTF-8", "byte 31 "], id="invalid-utf8"),
+        pytest.param(
+            "utf16.jsonl",
+            "good.txt",
+            ["utf16.jsonl is UTF-16 (little-endian, by its byte-order mark)", "iconv -f UTF-16 -t UTF-8"],
+            id="utf16-table",
+        ),
+        pytest.param(
+            "unmarked.txt", "good.txt", ["unmarked.txt looks like UTF-16LE", "iconv -f UTF-16LE"], id="utf16-unmarked"
+        ),
     ],
 )
 def test_bad_pretraining_data_is_named_in_one_line(gpt1, bad, cache_dir, train_files, valid_files, names):

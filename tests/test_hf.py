@@ -224,7 +224,8 @@ def test_export_parity(tmp_path: Path, tok_dir: Path, activation: str, pad: int)
 
     dst = tmp_path / "hf"
     assert sorted(p.name for p in dst.iterdir()) == [
-        "config.json", "merges.txt", "model.safetensors", "tokenizer.json", "tokenizer_config.json", "vocab.json"
+        "config.json", "generation_config.json", "merges.txt", "model.safetensors", "tokenizer.json",
+        "tokenizer_config.json", "vocab.json"
     ]  # fmt: skip
     assert json.loads((dst / "config.json").read_text())["afn"] == {"gelu_tanh": "gelu", "relu": "relu"}[activation]
     with safe_open(dst / "model.safetensors", "pt") as f:
@@ -235,7 +236,7 @@ def test_export_parity(tmp_path: Path, tok_dir: Path, activation: str, pad: int)
     assert_parity(model, hf_from_pretrained(dst), vocab_size)
 
     hf_tok = transformers.AutoTokenizer.from_pretrained(dst)
-    text = "some text"  # HF's fast tokenizer approximates the original pipeline: equal on plain words
+    text = "some text"  # the export's tokenizer.json approximates the original pipeline (tests/test_hf_defaults.py)
     assert hf_tok(text)["input_ids"] == tok.encode(text)
     assert hf_tok.convert_tokens_to_ids("_classify_") == tok.special_id("extract")
     # Read back, the directory keeps the original pipeline (vocab.json + merges.txt win over tokenizer.json) and

@@ -177,10 +177,12 @@ def test_a_debug_overfit_finetune_prints_no_library_noise(small_run, tmp_path):
 
 
 def test_invalid_utf8_is_counted_exactly(tmp_path):
-    from gpt1.data.read_errors import invalid_utf8
+    from gpt1.data.read_errors import invalid_sequences
 
     path = tmp_path / "doc.txt"
     path.write_bytes("a real \ufffd stays; ".encode() + b"bad \xff\xfe and a cut \xe2\x82 end \xef")
-    assert invalid_utf8(path) == (4, len("a real \ufffd stays; bad ".encode()))  # ff, fe, e2 82 (one), ef
+    assert invalid_sequences(path) == (4, len("a real \ufffd stays; bad ".encode()))  # ff, fe, e2 82 (one), ef
+    for block in (1, 2, 3, 7):  # a sequence cut between blocks is still one, at its offset in the file
+        assert invalid_sequences(path, block=block) == (4, len("a real \ufffd stays; bad ".encode()))
     path.write_text("caf\u00e9 \ufffd", encoding="utf-8")
-    assert invalid_utf8(path) == (0, None)
+    assert invalid_sequences(path) == (0, None)

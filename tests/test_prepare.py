@@ -23,7 +23,7 @@ import pytest
 from gpt1.core.errors import DataError
 from gpt1.core.progress import Meter
 from gpt1.data.cache import made_once
-from gpt1.data.corpus import RELEASE_BYTES, file_pieces, pieces, row_pieces, table_pieces
+from gpt1.data.corpus import RELEASE_BYTES, MappedArrow, file_pieces, pieces, row_pieces, table_pieces
 from gpt1.data.data_config import DataConfig
 from gpt1.data.pretrain_data import PretrainDataModule
 from gpt1.data.sources import ArrowRows
@@ -364,3 +364,85 @@ def test_a_table_is_read_through_with_its_pages_handed_back(tmp_path):
 
     sliced = ArrowRows(((str(path), 150, 300), (str(path), 990, -1)), 310, "key")
     assert [t for t, _ in table_pieces(sliced, "text", None, "t")] == rows[150:450] + rows[990:]
+
+
+CONVERT = """
+import sys
+from gpt1.cpu.allocator import tune_cpu_allocator
+from gpt1.data.sources import FileSource
+tune_cpu_allocator()  # as every gpt1 command's configure() does
+cache, *tables = sys.argv[1:]
+for path in tables:
+    FileSource([path], "data.train_files", cache).arrow_rows("text")
+    with open("/proc/self/status") as f:
+        print(next(int(line.split()[1]) for line in f if line.startswith("VmHWM:")))  # KiB: the peak so far
+"""
+ROWS_BOUND_MB = 16
+"""What converting three rows of 11 MB may add to the peak memory of converting one. Measured: +0 MB (649 -> 649
+MB); before, datasets' writer held the three rows until the file's end: +72 MB."""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/status")
+def test_rows_of_any_size_convert_in_the_memory_of_one(tmp_path):
+    """Whole books as rows: JSON Lines whose rows (11 MB) are longer than datasets' json builder reads at once (10
+    MB), so that each comes to its writer as a table of one row, which it held (up to 1,000 of them) before writing.
+    In one process: a file of one row (the allocator's pools grow to the rows' size), another of one row, then one of
+    three rows: the last must leave the peak where the second put it."""
+    row = json.dumps({"text": "the whale and the ship of a captain at sea " * 260_000}) + "\n"  # 11 MB
+    tables = []
+    for name, rows in (("first", 1), ("one", 1), ("three", 3)):
+        tables.append(str(tmp_path / f"{name}.jsonl"))
+        Path(tables[-1]).write_text(row * rows)
+    proc = subprocess.run(
+        [sys.executable, "-c", CONVERT, str(tmp_path / "cache"), *tables],
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    _, one, three = (int(kib) / 1024 for kib in proc.stdout.split())
+    assert three - one < ROWS_BOUND_MB, (one, three)
+
+
+def record_batches(rows: ArrowRows) -> list[int]:
+    """The rows of each record batch of a converted table's Arrow files."""
+    return [batch.num_rows for path, _, _ in rows.files for batch in MappedArrow(path).batches()]
+
+
+def test_the_rows_per_record_batch_follow_the_largest_row(tmp_path, monkeypatch):
+    """Rows of 6 KB against a budget of 16 KB: two per record batch, from JSON Lines (their longest line), .txt files
+    (their size) and parquet (its row groups per row), as files and in the hub's layout; short rows (and a JSON
+    array) keep datasets' 1,000 per batch."""
+    import pyarrow.parquet as pq
+
+    from gpt1.data import conversion
+    from gpt1.data.sources import FileSource, HubSource
+
+    monkeypatch.setattr(conversion, "RECORD_BATCH_BYTES", 16384)
+    books = [f"book {i} " + "word " * 1200 for i in range(5)]  # 6 KB each
+    (tmp_path / "books.jsonl").write_text("".join(json.dumps({"text": b}) + "\n" for b in books))
+    (tmp_path / "short.jsonl").write_text('{"text": "a"}\n' * 1500)  # 14 bytes: 1,170 would fit
+    (tmp_path / "array.json").write_text(json.dumps([{"text": b} for b in books], indent=1))
+    (tmp_path / "hub" / "data").mkdir(parents=True)
+    pq.write_table(  # (without a dictionary: a row group's size is then its row's)
+        pa.table({"text": books}),
+        tmp_path / "hub/data/train-00000-of-00001.parquet",
+        row_group_size=1,
+        use_dictionary=False,
+    )
+    for i, book in enumerate(books):
+        (tmp_path / f"book{i}.txt").write_text(book)
+
+    def converted(files: str) -> list[int]:
+        return record_batches(FileSource([str(tmp_path / files)], "files", str(tmp_path / "cache")).arrow_rows("text"))
+
+    assert converted("books.jsonl") == [2, 2, 1]
+    assert converted("hub/data/*.parquet") == [2, 2, 1]
+    hub = HubSource(str(tmp_path / "hub"), None, "train", "hub", str(tmp_path / "cache"))
+    assert record_batches(hub.arrow_rows("text")) == [2, 2, 1]
+    assert converted("short.jsonl") == [1000, 500] and converted("array.json") == [5]
+    files = FileSource([str(tmp_path / "book*.txt")], "files", str(tmp_path / "cache"))
+    assert [len(b) for b in files.rows(["text"]).data.to_batches()] == [2, 2, 1]
+    assert conversion.longest_line(tmp_path / "books.jsonl", block=100) == len(json.dumps({"text": books[0]})) + 1

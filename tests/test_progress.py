@@ -60,3 +60,22 @@ def test_a_sample_goes_above_the_bar_or_plainly(capsys, with_bar):
     bar = StepProgress() if with_bar else None
     print_above_bar(SimpleNamespace(progress_bar_callback=bar), "[sample @ step 2] [b]not markup[/b]")
     assert capsys.readouterr().out == "[sample @ step 2] [b]not markup[/b]\n"
+
+
+def test_a_bar_in_a_log_is_a_line_per_tenth_and_a_last_one(capsys):
+    from gpt1.core.progress import bar
+
+    assert list(bar(range(20), desc="checkpoints", unit="ckpt")) == list(range(20))  # stderr captured: not a terminal
+    inner = bar(desc="sequences", unit="seq", total=50, leave=False)  # inner: its last line only (and every 30 s)
+    inner.update(30)
+    inner.update(20)
+    inner.close()
+    err = capsys.readouterr().err
+    assert "\r" not in err and "\x1b" not in err
+    lines = err.splitlines()
+    assert [line.split(",")[0] for line in lines[:2]] == [
+        "checkpoints: 2/20 ckpt (10%)",
+        "checkpoints: 4/20 ckpt (20%)",
+    ]
+    assert lines[9].startswith("checkpoints: 20/20 ckpt (100%), ") and "left" not in lines[9]
+    assert lines[10:] == [lines[10]] and lines[10].startswith("sequences: 50/50 seq (100%), ")

@@ -188,8 +188,8 @@ def test_a_pages_python_blocks_run_as_written(page, tmp_path, monkeypatch, cache
     monkeypatch.setattr(
         api,
         "compose",
-        lambda command, overrides=(): compose(
-            command, [*overrides, *TINY_API.get(command, []), f"paths.cache_dir={cache_dir}"]
+        lambda command, overrides=(), **kwargs: compose(
+            command, [*overrides, *TINY_API.get(command, []), f"paths.cache_dir={cache_dir}"], **kwargs
         ),
     )
     monkeypatch.setattr(HydraConfig.instance(), "cfg", None)  # as in a new process: no Hydra job ran before

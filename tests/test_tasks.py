@@ -167,7 +167,7 @@ def test_task_config_rejects_inconsistent_settings(tmp_path: Path) -> None:
 
 # -- the sample tasks -----------------------------------------------------------------------------------------
 
-SAMPLE_COUNTS = {  # split sizes and label sets, from shared/data/README.md
+SAMPLE_COUNTS = {  # split sizes and label sets, from sample_data/manifest.json
     "sentiment": ((29048, 3631, 3631), {0, 1}),
     "entailment": ((1600, 200, 200), {0, 1}),
     "nli": ((12000, 1500, 1500), {0, 1, 2}),

@@ -5,7 +5,6 @@ import json
 import pickle
 import shutil
 import sys
-from pathlib import Path
 
 import pytest
 import tokenizers
@@ -28,15 +27,6 @@ GOLDEN_LINES = 215
 def tokenizer(sample_data):
     text = (sample_data / "books" / "train" / "northanger_abbey.txt").read_text()
     return train_bpe([text], vocab_size=1000)
-
-
-@pytest.fixture(scope="module")
-def openai_vocab(sample_data) -> Path:
-    """OpenAI's vocab files and golden.jsonl: ``reference/openai-vocab`` beside the sample data."""
-    path = sample_data.parent / "reference" / "openai-vocab"
-    if not (path / "golden.jsonl").is_file():
-        pytest.skip(f"OpenAI's vocab and golden.jsonl are not at {path} (reference/openai-vocab beside sample data)")
-    return path
 
 
 @pytest.fixture(scope="module")

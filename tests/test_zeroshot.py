@@ -22,7 +22,7 @@ from gpt1.commands.pretrain import train
 from gpt1.commands.zeroshot import zeroshot
 from gpt1.core.errors import ConfigError
 from gpt1.cpu.layers import on_cpu_layers
-from gpt1.model.decoder import GPT, PRESETS
+from gpt1.model.decoder import GPT, PRESETS, TiedHead
 from gpt1.tasks.heuristics import (
     Heuristic,
     choice_logprobs,
@@ -57,13 +57,14 @@ class Bigram(nn.Module):
     def __init__(self, table: torch.Tensor, n_ctx: int = 16) -> None:
         super().__init__()
         self.table = nn.Parameter(table.log_softmax(-1))  # (V, V) log-probabilities
-        self.config = SimpleNamespace(n_ctx=n_ctx)
+        self.config = SimpleNamespace(n_ctx=n_ctx, vocab_size=table.size(0))
+        self.lm_head = TiedHead()
 
     def forward(self, idx: torch.Tensor) -> torch.Tensor:
         return F.one_hot(idx, self.table.size(0)).float()  # (B, T, V): the "hidden state" is the token
 
-    def lm_logits(self, hidden: torch.Tensor) -> torch.Tensor:
-        return hidden @ self.table
+    def lm_table(self) -> torch.Tensor:
+        return self.table.t()  # (V next, V prev): the logits hidden @ table
 
 
 def bigram(seed: int = 0, **likely: str) -> Bigram:

@@ -19,6 +19,7 @@ from omegaconf import MISSING
 from gpt1.core.errors import ranged
 from gpt1.data.data_config import DataConfig
 from gpt1.model.decoder import GPTConfig
+from gpt1.model.lm_loss import LMLoss
 from gpt1.tasks.spec import TaskConfig
 from gpt1.text.tokenizer import TokenizerConfig
 from gpt1.training.schema import (
@@ -36,12 +37,14 @@ class PathsConfig:
     """Every path a run touches; relative paths are relative to the directory gpt1 is started from."""
 
     sample_data: str = MISSING
-    """The sample data shipped beside the checkout (env GPT1_SAMPLE_DATA overrides)."""
+    """The sample data (novels, seven tasks): gpt1's own, unpacked once into cache_dir/sample_data
+    (``gpt1.data.sample``); env GPT1_SAMPLE_DATA names a folder of your own instead."""
     output_dir: str = MISSING
     """This run's directory (Hydra's run dir): logs, checkpoints, metrics.json. Outside a ``gpt1 <command>`` run (a
     config composed in Python) the same layout, outputs/<run_name>/<time>."""
     cache_dir: str = MISSING
-    """Tokenised corpora and trained tokenizers, shared across runs (env GPT1_CACHE_DIR overrides)."""
+    """Tokenised corpora, trained tokenizers and the unpacked sample data, shared across runs (env GPT1_CACHE_DIR
+    overrides)."""
 
 
 @dataclass
@@ -67,6 +70,10 @@ class PretrainConfig:
     compile: bool = False
     """Compile the model with torch.compile (in place: checkpoints keep plain parameter names); faster steps on a
     GPU after a first one that takes a while to compile."""
+    lm_loss: LMLoss = LMLoss.chunked
+    """How the LM loss over the tied head is computed: chunked (the logits of a few hundred positions at a time,
+    forward and backward: memory bounded whatever the batch) or whole (every position's logits at once, then torch's
+    cross-entropy: the reference, equal within fp32 rounding; docs/faithfulness.md)."""
 
 
 @dataclass
@@ -147,6 +154,10 @@ class FinetuneConfig:
     paths: PathsConfig = field(default_factory=PathsConfig)
     compile: bool = False
     """Compile the model with torch.compile (in place: checkpoints keep plain parameter names)."""
+    lm_loss: LMLoss = LMLoss.chunked
+    """How the LM loss over the tied head is computed: chunked (the logits of a few hundred positions at a time,
+    forward and backward: memory bounded whatever the batch) or whole (every position's logits at once, then torch's
+    cross-entropy: the reference, equal within fp32 rounding; docs/faithfulness.md)."""
 
 
 @dataclass
@@ -162,6 +173,8 @@ class EvaluateConfig:
     batches of data.batch_size examples. A checkpoint without a task is scored by perplexity on data."""
     perplexity: bool = False
     """Score the language model by perplexity on data even when the checkpoint carries a task (fine-tuned)."""
+    lm_loss: LMLoss = LMLoss.chunked
+    """How perplexity's LM loss is computed: chunked or whole (as ``gpt1 pretrain``'s lm_loss)."""
     seed: int = 1234
     """Seeds everything (evaluation itself is deterministic)."""
     data: DataConfig = field(default_factory=DataConfig)

@@ -4,17 +4,20 @@ Hydra's ConfigStore and registers gpt1's OmegaConf resolvers (``${gpt1.choice:ta
 
 from __future__ import annotations
 
+import os
 import re
 import time
 import warnings
+from collections.abc import Mapping
+from importlib.resources import files
 from pathlib import Path
 from typing import Any, Optional
 
 from hydra.core.config_store import ConfigStore
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 
-import gpt1
 from gpt1.app.config import (
     CheckpointModelConfig,
     ConvertConfig,
@@ -26,14 +29,11 @@ from gpt1.app.config import (
 )
 from gpt1.app.sweep import job_dir_of
 from gpt1.cluster.slurm import on_cpu
+from gpt1.core.errors import ConfigError
+from gpt1.data.sample import sample_data
 from gpt1.model.registry import MODEL_TYPES
+from gpt1.tasks.spec import TaskConfig
 from gpt1.training.hydra_job import group_choice
-
-
-def default_sample_data() -> str:
-    """``shared/data`` beside the checkout holding this package, else beside the current directory."""
-    beside_checkout = Path(gpt1.__file__).resolve().parents[2] / "shared" / "data"  # gpt1/__init__.py
-    return str(beside_checkout if beside_checkout.is_dir() else Path.cwd().parent / "shared" / "data")
 
 
 def task_name(cfg: DictConfig) -> str:
@@ -101,12 +101,43 @@ def _choice(group: str, *, _root_: DictConfig) -> str:
     return chosen or group
 
 
+def register_task(task: TaskConfig | Mapping[str, Any] | str | os.PathLike) -> str:
+    """Make a task of one's own an option of the task group, as a file conf/task/NAME.yaml would be, and return NAME
+    (compose then with task=NAME: every task.* override applies to it, and it names the run, finetune/NAME). ``task``:
+    a ``TaskConfig``, a dict of its fields (those of a task YAML file), or the path of a task YAML file; NAME is its
+    ``name`` (a YAML file's stem when it has none)."""
+    if isinstance(task, (str, os.PathLike)):
+        path = Path(task)
+        if not path.is_file():
+            raise ConfigError(f"task={str(task)!r}: no such file (give a TaskConfig, a dict or a YAML file's path)")
+        try:
+            node = OmegaConf.load(path)
+        except Exception as e:  # not YAML, not a mapping
+            raise ConfigError(f"{path} is not a task YAML file ({str(e).splitlines()[0]})") from e
+        if not isinstance(node, DictConfig):
+            raise ConfigError(f"{path} is not a task YAML file: it holds no mapping of task fields")
+        node.name = node.get("name") or path.stem
+    else:
+        node = OmegaConf.structured(task) if isinstance(task, TaskConfig) else OmegaConf.create(dict(task))
+    try:
+        OmegaConf.merge(OmegaConf.structured(TaskConfig), node)  # a misspelt or mistyped field fails here
+    except OmegaConfBaseException as e:
+        raise ConfigError(f"task: {str(e).splitlines()[0]}") from e
+    name = node.get("name")
+    if not name:
+        raise ConfigError("task.name is not set: a task of one's own names its runs (outputs/finetune/<name>/...)")
+    if files("gpt1.conf").joinpath("task", f"{name}.yaml").is_file():
+        raise ConfigError(f"task.name={name!r} is gpt1's task conf/task/{name}.yaml: give yours a name of its own")
+    ConfigStore.instance().store(group="task", name=name, node=node)
+    return str(name)
+
+
 def register() -> None:
     """Register the schemas, the model presets and the resolvers with Hydra, and silence Hydra's note on the launcher
     schemas (idempotent). Every command calls it before Hydra composes its config; so does a Python user composing one
     (``hydra.compose``)."""
-    if not OmegaConf.has_resolver("gpt1.default_sample_data"):
-        OmegaConf.register_new_resolver("gpt1.default_sample_data", default_sample_data)
+    if not OmegaConf.has_resolver("gpt1.sample_data"):  # ${gpt1.sample_data:${paths.cache_dir}}: paths.sample_data
+        OmegaConf.register_new_resolver("gpt1.sample_data", sample_data, use_cache=True)
     if not OmegaConf.has_resolver("gpt1.choice"):  # ${gpt1.choice:task}: the group's option, else the group's name
         OmegaConf.register_new_resolver("gpt1.choice", _choice)
     if not OmegaConf.has_resolver("gpt1.output_dir"):  # ${gpt1.output_dir:${run_name}}: a run's directory

@@ -21,14 +21,25 @@ import tokenizers
 import torch
 from safetensors.torch import load_file
 from safetensors.torch import save as safetensors_bytes
+from tokenizers import Regex, decoders
 from torch import nn
 
 from gpt1.checkpoints.format import empty_model, load_checkpoint, read_checkpoint, save_checkpoint
+from gpt1.checkpoints.hub import hub_snapshot, is_hub_name
 from gpt1.core.errors import CheckpointError
 from gpt1.core.files import atomic_file
 from gpt1.model.decoder import GPT, GPTConfig
 from gpt1.model.heads import MultipleChoiceHead
-from gpt1.text.tokenizer import HF_FILES, ORIGINAL_FILES, SPECIAL_TOKENS, Tokenizer, gpt1_pipeline, load_tokenizer
+from gpt1.text.openai_text import END_OF_WORD, approximate_in_tokenizers
+from gpt1.text.tokenizer import (
+    CLEANUP,
+    HF_FILES,
+    ORIGINAL_FILES,
+    SPECIAL_TOKENS,
+    Tokenizer,
+    gpt1_pipeline,
+    load_tokenizer,
+)
 
 HF_PREFIX = "transformer."
 HF_LM_HEAD = "lm_head.weight"
@@ -38,6 +49,8 @@ BUFFERS = re.compile(r"h\.\d+\.attn\.bias|position_ids")
 """HF buffers (the 4-D causal mask, the position ids) that older checkpoints saved beside the weights."""
 AFN_TO_ACTIVATION = {"gelu": "gelu_tanh", "gelu_new": "gelu_tanh", "relu": "relu"}  # HF's "gelu" is gelu_new
 ACTIVATION_TO_AFN = {"gelu_tanh": "gelu", "relu": "relu"}
+HF_SAMPLING: dict[str, Any] = {"do_sample": True, "temperature": 1.0, "top_k": 40}
+"""``gpt1 generate``'s sampling defaults (GenerateConfig), as generation_config.json gives them to ``generate``."""
 HF_DEFAULTS: dict[str, Any] = {  # OpenAIGPTConfig's defaults, for config.json files that leave fields out
     "vocab_size": 40478, "n_positions": 512, "n_embd": 768, "n_layer": 12, "n_head": 12, "afn": "gelu",
     "resid_pdrop": 0.1, "embd_pdrop": 0.1, "attn_pdrop": 0.1, "layer_norm_epsilon": 1e-5, "initializer_range": 0.02,
@@ -197,10 +210,13 @@ def _read_tokenizer(src: Path, tokenizer: str | os.PathLike | None) -> Tokenizer
 
 
 def hf_tokenizer_json(tokenizer: Tokenizer) -> str:
-    """``tokenizer`` as the tokenizer.json of transformers' fast openai-gpt tokenizer: the BPE with the "gpt1"
-    pipeline (for an "openai" tokenizer, HF's approximation of the original pipeline, as on the hub), the special
-    tokens as added tokens with their ids (``SPECIAL_TOKENS``' names). ``load_tokenizer`` reads it back as is."""
-    bpe = gpt1_pipeline(tokenizers.Tokenizer.from_str(tokenizer.bpe.to_str()))
+    """``tokenizer`` as a tokenizer.json that transformers' ``PreTrainedTokenizerFast`` runs as it is: the BPE with
+    the "gpt1" pipeline (for an "openai" tokenizer, ``approximate_in_tokenizers``: ftfy and spaCy cannot run there),
+    ``hf_decoder``, the special tokens as added tokens with their ids
+    (``SPECIAL_TOKENS``' names). ``load_tokenizer`` reads it back with gpt1's own decoder."""
+    bpe = tokenizers.Tokenizer.from_str(tokenizer.bpe.to_str())
+    (approximate_in_tokenizers if tokenizer.pipeline == "openai" else gpt1_pipeline)(bpe)
+    bpe.decoder = hf_decoder()
     spec = json.loads(bpe.to_str())
     spec["added_tokens"] = [
         {"id": i, "content": SPECIAL_TOKENS[role], "single_word": False, "lstrip": False, "rstrip": False,
@@ -208,6 +224,26 @@ def hf_tokenizer_json(tokenizer: Tokenizer) -> str:
         for role, i in sorted(tokenizer.specials.items(), key=lambda item: item[1])
     ]  # fmt: skip
     return json.dumps(spec, ensure_ascii=False)
+
+
+def hf_decoder() -> decoders.Decoder:
+    """The exported tokenizer's decoder: the text that ids add after a word, as ``Tokenizer.decode`` spells it in
+    context, so that a continuation decoded on its own joins what came before. transformers' text-generation
+    pipeline (5.x) decodes the new tokens alone and appends them to the prompt as typed; with an end-of-word BPE the
+    space between the prompt's last word and the next lives in that last word's ``</w>``, so a decoder that writes
+    spaces only between the tokens it is given glues them ("she saidshe"). This one opens with that space, then
+    cleans up as ``Tokenizer.decode`` does (``CLEANUP``, over the whole text): ["she</w>", "said</w>"] -> " she
+    said", [".</w>"] -> ".", ["n", "'</w>", "t</w>"] -> " n't". Hence ``decode(ids)`` is gpt1's text of ids with
+    one leading space before a word."""
+    return decoders.Sequence(
+        [
+            decoders.Fuse(),  # one string, so that the replacements see across tokens
+            decoders.Replace(Regex(r"\A"), " "),
+            decoders.Replace(Regex(f"{END_OF_WORD}\\z"), ""),
+            decoders.Replace(END_OF_WORD, " "),
+            *(decoders.Replace(old, new) for old, new in CLEANUP),
+        ]
+    )
 
 
 def hf_special_tokens(tokenizer: Tokenizer) -> dict[str, str]:
@@ -221,8 +257,21 @@ def hf_special_tokens(tokenizer: Tokenizer) -> dict[str, str]:
     return {"bos_token": SPECIAL_TOKENS["eod"], "eos_token": SPECIAL_TOKENS["eod"]}
 
 
+def hf_generation_config(tokenizer: Tokenizer, config: GPTConfig) -> dict[str, Any]:
+    """generation_config.json: what ``generate`` (``pipeline("text-generation")``) does when given nothing: stop
+    at ``n_ctx`` tokens in all (HF's openai-gpt has no positions past them, and no sliding window) or at the end of a
+    document, sampling as ``gpt1 generate`` does by default (``HF_SAMPLING``)."""
+    eod = (
+        {f"{role}_token_id": tokenizer.specials["eod"] for role in ("bos", "eos", "pad")}
+        if hf_special_tokens(tokenizer)
+        else {}
+    )
+    return {**eod, "max_length": config.n_ctx, **HF_SAMPLING}
+
+
 def import_hf(src: str | os.PathLike, dst: str | os.PathLike, tokenizer: str | os.PathLike | None = None) -> None:
-    """Convert the HF ``openai-gpt`` directory ``src`` into the gpt1 checkpoint file ``dst``.
+    """Convert the HF ``openai-gpt`` directory ``src``, or the hub model of that name (``openai-community/openai-gpt``:
+    ``hub_snapshot``), into the gpt1 checkpoint file ``dst``.
 
     The tokenizer comes from ``tokenizer`` (a tokenizer JSON file, or a directory: see ``load_tokenizer``; OpenAI's
     vocab.json + merges.txt get the original "openai" pipeline) if given, else from ``src``. No special tokens are
@@ -230,7 +279,7 @@ def import_hf(src: str | os.PathLike, dst: str | os.PathLike, tokenizer: str | o
     (GPT.resize_token_embeddings). An ``OpenAIGPTDoubleHeadsModel``'s multiple-choice head becomes the checkpoint's
     ``MC_HEAD_NAME`` head.
     """
-    src = Path(src)
+    src = hub_snapshot(str(src)) if is_hub_name(str(src)) else Path(src)
     if not (src / "config.json").is_file():
         raise CheckpointError(f"{src}/config.json does not exist: pass a Hugging Face openai-gpt model directory")
     try:
@@ -271,12 +320,12 @@ def import_hf(src: str | os.PathLike, dst: str | os.PathLike, tokenizer: str | o
 
 
 def export_hf(src: str | os.PathLike, dst: str | os.PathLike) -> None:
-    """Write the gpt1 checkpoint ``src`` as an HF ``openai-gpt`` directory ``dst`` that
-    ``OpenAIGPTLMHeadModel.from_pretrained`` loads: config.json, model.safetensors, tokenizer.json
-    (``hf_tokenizer_json``), tokenizer_config.json (the end-of-document token declared as eos and bos,
-    ``hf_special_tokens``; with generation_config.json, so that generation stops there) and, for the "openai" pipeline,
-    OpenAI's vocab.json + merges.txt, which HF's slow tokenizer runs the original pipeline on and ``load_tokenizer``
-    prefers (a trained "gpt1" tokenizer gets no such files: read back, they would select the "openai" pipeline)."""
+    """Write the gpt1 checkpoint ``src`` as an HF ``openai-gpt`` directory ``dst`` that transformers' Auto classes and
+    pipelines load with their defaults: config.json, model.safetensors, generation_config.json
+    (``hf_generation_config``), tokenizer.json (``hf_tokenizer_json``) and tokenizer_config.json (a
+    ``PreTrainedTokenizerFast``, the end-of-document token declared as eos and bos: ``hf_special_tokens``) and, for
+    the "openai" pipeline, OpenAI's vocab.json + merges.txt, which ``load_tokenizer`` reads back with the original
+    pipeline (a trained "gpt1" tokenizer gets no such files: read back, they would select the "openai" pipeline)."""
     loaded = load_checkpoint(src)
     if not isinstance(loaded.model, GPT):
         raise CheckpointError(f"{src} holds the LSTM baseline: only GPT-1 decoders have an HF openai-gpt form")
@@ -289,15 +338,18 @@ def export_hf(src: str | os.PathLike, dst: str | os.PathLike) -> None:
     tokens = hf_special_tokens(loaded.tokenizer)
     ids = {f"{role}_token_id": loaded.tokenizer.specials["eod"] for role in ("bos", "eos") if tokens}
     (dst / "config.json").write_text(json.dumps({**hf_config, **ids}, indent=2) + "\n")
-    if ids:  # generate() (pipeline("text-generation")) stops at the end of a document
-        (dst / "generation_config.json").write_text(json.dumps(ids, indent=2) + "\n")
+    generation = hf_generation_config(loaded.tokenizer, config)
+    (dst / "generation_config.json").write_text(json.dumps(generation, indent=2) + "\n")
     weights = safetensors_bytes(to_hf_state_dict(loaded.model.state_dict(), config), metadata={"format": "pt"})
     with atomic_file(dst / "model.safetensors", needed=len(weights)) as f:  # (save_file's: 0600, torn on a full disk)
         f.write(weights)
     (dst / "tokenizer.json").write_text(hf_tokenizer_json(loaded.tokenizer), encoding="utf-8")
-    (dst / "tokenizer_config.json").write_text(
-        json.dumps({"tokenizer_class": "OpenAIGPTTokenizer", "model_max_length": config.n_ctx, **tokens}, indent=2)
-        + "\n"
-    )
+    tokenizer_config = {
+        "tokenizer_class": "PreTrainedTokenizerFast",  # tokenizer.json as it is (openai-gpt's class rebuilds BERT's)
+        "model_max_length": config.n_ctx,
+        "clean_up_tokenization_spaces": False,  # the decoder cleans up (hf_decoder)
+        **tokens,
+    }
+    (dst / "tokenizer_config.json").write_text(json.dumps(tokenizer_config, indent=2) + "\n")
     if loaded.tokenizer.pipeline == "openai":
         loaded.tokenizer.bpe.model.save(str(dst))  # vocab.json + merges.txt

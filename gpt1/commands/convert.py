@@ -1,5 +1,6 @@
 """``gpt1 convert``: Hugging Face ``openai-gpt`` checkpoints to and from gpt1 checkpoints.
 
+    gpt1 convert from-hf openai-community/openai-gpt openai-gpt.ckpt   # OpenAI's weights, from the hub or its cache
     gpt1 convert from-hf path/to/openai-gpt openai-gpt.ckpt     # then: gpt1 generate ckpt=openai-gpt.ckpt prompt=...
     gpt1 convert to-hf outputs/.../last.ckpt hf_dir               # OpenAIGPTLMHeadModel.from_pretrained("hf_dir")
 

@@ -105,7 +105,7 @@ def perplexity(cfg: DictConfig, loaded: Loaded) -> dict[str, Any]:
     data = PretrainDataModule(
         data_cfg, loaded.tokenizer, n_ctx=loaded.model.config.n_ctx, seed=cfg.seed, cache_dir=cfg.paths.cache_dir
     )
-    module = GPT1Module(loaded.model, loaded.tokenizer, OptimConfig())
+    module = GPT1Module(loaded.model, loaded.tokenizer, OptimConfig(), cfg.lm_loss)
     trainer = build_trainer(cfg.trainer, output_dir)
     result = trainer.test(module, datamodule=data, verbose=False)[0]
     metrics = {

@@ -130,6 +130,7 @@ def finetune(cfg: DictConfig) -> dict[str, Any]:
         aux_lm_weight=cfg.aux_lm_weight,
         head_pdrop=cfg.head_pdrop,
         share_context=cfg.share_context,
+        lm_loss=cfg.lm_loss,
     )
     compile_model(module, cfg.compile)
 

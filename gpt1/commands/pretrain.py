@@ -73,7 +73,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     data.setup("fit")
     vocab_size = data.tokenizer.vocab_size
     model = init.model if init else GPT(replace(model_cfg, vocab_size=vocab_size))
-    module = GPT1Module(model, data.tokenizer, OmegaConf.to_object(cfg.optim))
+    module = GPT1Module(model, data.tokenizer, OmegaConf.to_object(cfg.optim), cfg.lm_loss)
     compile_model(module, cfg.compile)
 
     callbacks = OmegaConf.to_object(cfg.callbacks)

@@ -239,6 +239,13 @@ def prepared_split(builder: Any, split: str) -> tuple[tuple[tuple[str, int, int]
     return files, found.num_examples, builder._get_dataset_fingerprint(split)
 
 
+def set_writer_batch_size(builder: Any, rows: int) -> None:
+    """Make a builder not yet prepared write ``rows`` rows per Arrow record batch (and buffer at most that many
+    one-row tables): what ``load_dataset_builder(writer_batch_size=rows)`` gives (its private
+    ``_writer_batch_size``), for a builder made already, whose data files its making resolved."""
+    builder._writer_batch_size = rows
+
+
 def csv_builder_logger() -> object:
     """The ``logging.Logger`` of datasets' csv builder (``datasets.packaged_modules.csv.csv.logger``), which logs
     every file it fails to read before raising."""

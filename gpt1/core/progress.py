@@ -1,25 +1,90 @@
-"""Progress bars: tqdm's, on stderr (``gpt1 zeroshot``'s checkpoints and sequences; training's, through
-``gpt1.training.console.StepProgress``), ``write`` to print a line above them without breaking them, and ``Meter``,
-the documents and rate of corpus preparation, a bar on a terminal and plain lines in a log."""
+"""Progress on stderr: tqdm's bars on a terminal and whole lines in a log (``bar``, ``Lines``: ``gpt1 zeroshot``'s
+checkpoints and sequences; training's, through ``gpt1.training.console.StepProgress``), ``write`` to print a line
+above the bars without breaking them, and ``Meter``, the documents and rate of corpus preparation."""
 
 from __future__ import annotations
 
 import sys
 import time
 from collections.abc import Iterable
+from datetime import timedelta
 from typing import IO, Any, Optional
 
 from tqdm import tqdm
 
 
 def bar(
-    iterable: Optional[Iterable[Any]] = None, *, desc: str, unit: str, total: Optional[int] = None, leave: bool = True
-) -> tqdm:
-    """A tqdm bar on stderr (what a command prints, its results, stays on stdout); ``leave=False`` for an inner bar,
-    erased when done."""
+    iterable: Optional[Iterable[Any]] = None,
+    *,
+    desc: str,
+    unit: str,
+    total: Optional[int] = None,
+    leave: bool = True,
+    terminal: Optional[bool] = None,
+) -> tqdm | Lines:
+    """Progress on stderr (what a command prints, its results, stays on stdout): a tqdm bar on a terminal
+    (``leave=False`` for an inner bar, erased when done), else ``Lines``, whole lines that a log file keeps.
+    ``terminal``: the caller's say (None: whether stderr is one)."""
+    if not (sys.stderr.isatty() if terminal is None else terminal):
+        return Lines(iterable, desc=desc, unit=unit, total=total, tenths=leave)
     return tqdm(
         iterable, desc=desc, unit=unit, total=total, leave=leave, file=sys.stderr, dynamic_ncols=True, mininterval=0.5
     )
+
+
+class Lines:
+    """A bar's progress as lines for a log (stderr not a terminal, where tqdm's redraws are carriage returns and
+    escape codes): "checkpoints: 3/10 ckpt (30%), 0:00:12 elapsed, 0:00:28 left" at every tenth of ``total`` (unless
+    ``tenths`` is false: an inner bar's) and at least every ``every_s`` seconds, and a last line at ``close`` (at the
+    end of the iteration); tqdm's ``update``, ``close`` and iteration."""
+
+    def __init__(
+        self,
+        iterable: Optional[Iterable[Any]] = None,
+        *,
+        desc: str,
+        unit: str,
+        total: Optional[int] = None,
+        tenths: bool = True,
+        every_s: float = 30.0,
+    ) -> None:
+        self.iterable, self.desc, self.unit, self.tenths, self.every_s = iterable, desc, unit, tenths, every_s
+        self.total = len(iterable) if total is None and hasattr(iterable, "__len__") else total
+        self.n, self.said = 0, -1  # said: n at the last line printed
+        self.started = self.shown = time.monotonic()
+        self.tenth = 0
+
+    def __iter__(self):
+        for item in self.iterable:
+            yield item
+            self.update(1)
+        self.close()
+
+    def update(self, n: int = 1) -> None:
+        self.n += n
+        now = time.monotonic()
+        tenth = 10 * self.n // self.total if self.total and self.tenths else 0
+        if tenth > self.tenth or now - self.shown >= self.every_s:
+            self.tenth, self.shown = tenth, now
+            self.say(now)
+
+    def line(self, now: float) -> str:
+        elapsed = now - self.started
+        done = f"{self.desc}: {self.n:,}" + (f"/{self.total:,}" if self.total else "") + f" {self.unit}"
+        if self.total:
+            done += f" ({100 * self.n // self.total}%)"
+        parts = [done, f"{timedelta(seconds=round(elapsed))} elapsed"]
+        if self.total and 0 < self.n < self.total:
+            parts.append(f"{timedelta(seconds=round(elapsed / self.n * (self.total - self.n)))} left")
+        return ", ".join(parts)
+
+    def say(self, now: float) -> None:
+        print(self.line(now), file=sys.stderr, flush=True)
+        self.said = self.n
+
+    def close(self) -> None:
+        if self.said != self.n:
+            self.say(time.monotonic())
 
 
 def write(text: str) -> None:

@@ -7,6 +7,10 @@
   streams the weights without a TLB miss every 4 KB. torch reads the variable once, at its first CPU allocation.
 
 ``GPT1_SYSTEM_MALLOC=1`` opts out of both. Figures: experiments/results/benchmarks.md (the speed changes).
+
+While datasets converts a table into its cache, a tuned allocator hands large blocks back after all
+(``large_blocks_returned``): rows of tens of MB (whole books as rows) are copied a few times each as they are read,
+and a heap that keeps every freed block, fragmented by blocks of each row's size, would grow with the rows.
 """
 
 from __future__ import annotations
@@ -15,11 +19,17 @@ import ctypes
 import ctypes.util
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 M_TRIM_THRESHOLD = -1  # glibc's mallopt parameter numbers (malloc.h)
 M_MMAP_THRESHOLD = -3
 MMAP_THRESHOLD = 2**30
 TRIM_THRESHOLD = 2**31 - 1
+LARGE_BLOCK = 1 << 20
+"""While ``large_blocks_returned``: blocks of this many bytes and more are mapped apart, and unmapped when freed."""
+
+_tuned = False  # tune_cpu_allocator applied its settings in this process (they last until it ends)
 
 
 def _applies() -> bool:
@@ -37,10 +47,28 @@ def _mallopt():
 
 def tune_cpu_allocator() -> bool:
     """Keep freed memory in the process for reuse (glibc only; ``GPT1_SYSTEM_MALLOC=1`` opts out). True if applied."""
+    global _tuned
     mallopt = _mallopt() if _applies() else None
     if mallopt is None:
         return False
-    return bool(mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)) and bool(mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD))
+    _tuned = bool(mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)) and bool(mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD))
+    return _tuned
+
+
+@contextmanager
+def large_blocks_returned() -> Iterator[None]:
+    """For the duration, blocks of ``LARGE_BLOCK`` bytes and more go back to the system when freed, then the tuned
+    settings again; nothing where ``tune_cpu_allocator`` did not apply (glibc's own threshold then rises to the
+    blocks it sees freed, up to 32 MB)."""
+    mallopt = _mallopt() if _tuned else None
+    if mallopt is None:
+        yield
+        return
+    mallopt(M_MMAP_THRESHOLD, LARGE_BLOCK)
+    try:
+        yield
+    finally:
+        mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)
 
 
 def request_huge_pages() -> bool:

@@ -28,8 +28,16 @@ from torch import nn
 from torch.nn import functional as F
 
 from gpt1.core import compat
-from gpt1.cpu.kernels import cpu_linear, eager_cpu
+from gpt1.cpu.kernels import (
+    CPU_MATMULS,
+    cpu_linear,
+    eager_cpu,
+    linear_forward,
+    linear_input_grad,
+    linear_weight_grad,
+)
 from gpt1.model.decoder import Attention, TiedHead
+from gpt1.model.lm_loss import HeadProducts
 
 
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
@@ -127,8 +135,35 @@ class CpuLinear(nn.Linear):
         return linear(x, self.weight, self.bias)
 
 
+class CpuHeadProducts(HeadProducts):
+    """The tied head's products for the LM loss in chunks (``gpt1.model.lm_loss``): fp32 ones without autocast, in
+    eager mode, on the kernels chosen for the head's kind ("head.forward", "head.input_grad", "head.weight_grad"),
+    as ``linear`` runs the unchunked head's; torch's elsewhere."""
+
+    @staticmethod
+    def _kernel(x: torch.Tensor, W: torch.Tensor, product: str) -> str:
+        if x.dtype == W.dtype == torch.float32 and eager_cpu(x) and not torch.is_autocast_enabled("cpu"):
+            return CPU_MATMULS[f"head.{product}"]
+        return "torch"
+
+    def logits(self, h: torch.Tensor, W: torch.Tensor) -> torch.Tensor:
+        return linear_forward(h, W, None, self._kernel(h, W, "forward"))
+
+    def input_grad(self, G: torch.Tensor, W: torch.Tensor) -> torch.Tensor:
+        return linear_input_grad(G, W, self._kernel(G, W, "input_grad"))
+
+    def add_weight_grad(self, grad_w: torch.Tensor, G: torch.Tensor, h: torch.Tensor, W: torch.Tensor) -> None:
+        kernel = self._kernel(G, W, "weight_grad")
+        if kernel == "torch":
+            super().add_weight_grad(grad_w, G, h, W)
+        else:
+            grad_w += linear_weight_grad(G, h, W, kernel)
+
+
 class CpuTiedHead(TiedHead):
-    """The tied LM head through ``linear``."""
+    """The tied LM head through ``linear``; the LM loss in chunks through ``CpuHeadProducts``."""
+
+    products = CpuHeadProducts()
 
     def forward(self, hidden: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
         return linear(hidden, table)

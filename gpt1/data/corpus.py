@@ -7,9 +7,9 @@ A .txt file, or a row of a table / hub dataset, is one document. Memory stays bo
   space). The "gpt1" pipeline's normaliser works character by character and its pre-tokenizer splits there, so the
   ids of the pieces, end to end, are exactly those of the whole document. Other pipelines (the "openai" one: ftfy,
   spaCy and the original's line-break rules) encode whole documents: their memory is bounded by the largest one;
-- .txt files are read from disk piece by piece (decoded as datasets' text builder decodes them: invalid UTF-8
-  replaced, universal newlines), and rows of tables and hub datasets are sliced from their Arrow files (datasets'
-  cache), memory-mapped, the pages handed back as they are read (``MappedArrow``);
+- .txt files are read from disk piece by piece (decoded as datasets' text builder decodes them: in their encoding,
+  invalid sequences replaced, universal newlines), and rows of tables and hub datasets are sliced from their Arrow
+  files (datasets' cache), memory-mapped, the pages handed back as they are read (``MappedArrow``);
 - pieces are encoded ``BATCH_CHARS`` of text at a time (``tokenizers``' threads over every core with ``num_proc``
   1, else ``num_proc`` forked processes of one thread each), at most two batches per process in flight, and the ids
   appended to the packed file as they come: each non-empty document followed by the eod token, one flat uint16
@@ -39,8 +39,9 @@ from gpt1.core.files import atomic_file
 from gpt1.core.progress import Meter
 from gpt1.data.base import cache_key
 from gpt1.data.data_config import DataConfig
+from gpt1.data.encodings import read_encoding
 from gpt1.data.formats import file_format
-from gpt1.data.read_errors import warn_invalid_utf8
+from gpt1.data.read_errors import warn_invalid
 from gpt1.data.sources import ArrowRows, FileSource, HubSource, Source
 from gpt1.text.tokenizer import Tokenizer
 
@@ -89,8 +90,9 @@ def next_whitespace(text: Any, start: int, newline: Any, space: Any, window: int
 
 def file_pieces(path: Path, size: Optional[int] = PIECE_CHARS) -> Iterator[str]:
     """A .txt file's text in ``pieces``, read ``size`` characters at a time (None: whole), decoded as a text-mode
-    ``read()`` of the whole file decodes it (invalid UTF-8 replaced with U+FFFD, "\\r\\n" and "\\r" read as "\\n")."""
-    with open(path, encoding="utf-8", errors="replace") as f:
+    ``read()`` of the whole file decodes it: in UTF-8, or the encoding its byte-order mark declares, the mark dropped
+    (``gpt1.data.encodings``), invalid sequences replaced with U+FFFD, "\\r\\n" and "\\r" read as "\\n"."""
+    with open(path, encoding=read_encoding(path, text=True).file_codec, errors="replace") as f:
         if size is None:
             yield f.read()
             return
@@ -244,7 +246,7 @@ class CorpusSource:
         for part in self.parts:
             if isinstance(part, list):
                 for path in part:
-                    warn_invalid_utf8(path)
+                    warn_invalid(path, read_encoding(path, text=True))
                     yield from marked(file_pieces(path, size))
             else:
                 yield from table_pieces(part, self.column, size, f"column {self.column!r} of {self.where}")

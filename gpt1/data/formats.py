@@ -37,11 +37,14 @@ class Format:
     builder: ClassVar[str]
     """The ``datasets`` builder that loads it."""
     text: ClassVar[bool] = False
-    """A plain-text file: one document, its whole text in one column (``TXT_COLUMN``), invalid UTF-8 replaced."""
+    """A plain-text file: one document, its whole text in one column (``TXT_COLUMN``), in its encoding
+    (``gpt1.data.encodings``), invalid sequences replaced."""
     header: ClassVar[bool] = False
     """Whether its first line names the columns."""
     quoted: ClassVar[bool] = False
     """Whether ``quoting`` changes how it is read (module docstring)."""
+    encoded: ClassVar[bool] = True
+    """Whether its bytes are characters in an encoding (``gpt1.data.encodings.read_encoding``)."""
 
     def __str__(self) -> str:
         return self.name
@@ -79,7 +82,7 @@ class Text(Format):
     name, builder, text = "text", "text", True
 
     def options(self, quoting: str) -> dict[str, Any]:
-        # one row per file: its whole text, line breaks kept; invalid UTF-8 replaced (``read_errors.invalid_utf8``)
+        # one row per file: its whole text, line breaks kept; invalid sequences replaced (``read_errors.warn_invalid``)
         return {"sample_by": "document", "encoding_errors": "replace"}
 
     def columns(self, path: Path, quoting: str) -> list[str]:
@@ -87,7 +90,7 @@ class Text(Format):
 
 
 class Parquet(Format):
-    name, builder = "parquet", "parquet"
+    name, builder, encoded = "parquet", "parquet", False  # (binary: its strings are UTF-8 by its specification)
 
     def columns(self, path: Path, quoting: str) -> list[str]:
         return pq.read_schema(path).names
@@ -99,12 +102,12 @@ class Json(Format):
     name, builder = "json", "json"
 
     def columns(self, path: Path, quoting: str) -> list[str]:
-        with open(path, encoding="utf-8") as f:
+        with open(path, encoding="utf-8-sig") as f:
             first = next((line for line in f if line.strip()), "")
         try:
             record = json.loads(first)
         except json.JSONDecodeError:  # not JSON Lines: a (pretty-printed) array of records
-            with open(path, encoding="utf-8") as f:
+            with open(path, encoding="utf-8-sig") as f:
                 records = json.load(f)
             record = records[0] if isinstance(records, list) and records else {}
         return list(record) if isinstance(record, dict) else []
@@ -113,7 +116,7 @@ class Json(Format):
         return json_error(path)
 
     def line_of_row(self, path: Path, row: int, quoting: str) -> Optional[int]:
-        with open(path, encoding="utf-8", errors="replace", newline="") as f:
+        with open(path, encoding="utf-8-sig", errors="replace", newline="") as f:
             if f.read(1024).lstrip().startswith("["):
                 return None  # one JSON array: its records are not lines
             f.seek(0)
@@ -121,7 +124,7 @@ class Json(Format):
             return next(itertools.islice(records, row, None), None)
 
     def line_without(self, path: Path, column: str, quoting: str) -> Optional[int]:
-        with open(path, encoding="utf-8", errors="replace", newline="") as f:
+        with open(path, encoding="utf-8-sig", errors="replace", newline="") as f:
             if f.read(1024).lstrip().startswith("["):
                 return None  # one JSON array: its records are not lines
             f.seek(0)
@@ -180,12 +183,12 @@ class Csv(Format):
             start = reader.line_num + 1
 
     def line_of_row(self, path: Path, row: int, quoting: str) -> Optional[int]:
-        with open(path, encoding="utf-8", errors="replace", newline="") as f:
+        with open(path, encoding="utf-8-sig", errors="replace", newline="") as f:
             records = self._records(f, quoting)
             return next((start for start, _, _ in itertools.islice(records, row + 1, None)), None)
 
     def line_without(self, path: Path, column: str, quoting: str) -> Optional[int]:
-        with open(path, encoding="utf-8", errors="replace", newline="") as f:
+        with open(path, encoding="utf-8-sig", errors="replace", newline="") as f:
             at = None  # the column's position (None: the header still to come)
             for start, record, end in self._records(f, quoting):
                 if at is None:
@@ -205,7 +208,7 @@ class Tsv(Csv):
     def unquoted_rows(self, path: Path) -> Optional[int]:
         """Its lines after the header, if each splits into the header's number of fields; else None (quoted
         fields, ragged lines)."""
-        with open(path, encoding="utf-8", errors="replace", newline="") as f:
+        with open(path, encoding="utf-8-sig", errors="replace", newline="") as f:
             lines = [line.rstrip("\r\n") for line in f if line.strip()]
         fields = lines[0].count("\t") if lines else 0
         return len(lines) - 1 if all(line.count("\t") == fields for line in lines) else None

@@ -1,12 +1,14 @@
 """What is wrong with a data file that does not read, in one line naming the file and the line: the first line of a
 JSON Lines file that is not a JSON object (``json_error``), the first invalid UTF-8 byte (``utf8_error``); and the
-invalid UTF-8 of a plain-text file, counted (``invalid_utf8``) and warned of (``warn_invalid_utf8``).
+invalid sequences of a plain-text file in its encoding, counted (``invalid_sequences``) and warned of
+(``warn_invalid``).
 
-Invalid UTF-8. A .txt file is plain text: its invalid bytes are replaced with U+FFFD and counted, and a warning names
-the file, how many were replaced and the byte offset of the first (a stray byte in a large corpus should not stop a
-run). A structured file (.jsonl/.json, .csv, .tsv) must be valid UTF-8: an invalid byte is a ``DataError`` naming
-the file, its line and the byte offset (``gpt1.data.sources.read_error``), since a replaced byte inside a quoted field
-or a key may change what the row says.
+Invalid sequences. A .txt file is plain text, in the encoding its byte-order mark declares, else UTF-8
+(``gpt1.data.encodings``): its invalid bytes are replaced with U+FFFD and counted, and a warning names the file, how
+many were replaced and the byte offset of the first (a stray byte in a large corpus should not stop a run). A
+structured file (.jsonl/.json, .csv, .tsv) must be valid UTF-8 (a UTF-8 byte-order mark skipped): an invalid byte is
+a ``DataError`` naming the file, its line and the byte offset (``gpt1.data.sources.read_error``), since a replaced
+byte inside a quoted field or a key may change what the row says.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ import os
 from pathlib import Path
 from typing import Optional
 
+from gpt1.data.encodings import UTF8, Encoding
+
 log = logging.getLogger(__name__)
 
 
@@ -26,7 +30,7 @@ def json_error(path: str | os.PathLike) -> Optional[str]:
     holding one JSON array: where it fails to parse), or its first invalid UTF-8 byte; None if it is well formed."""
     data = Path(path).read_bytes()
     try:
-        text = data.decode("utf-8")
+        text = data.decode("utf-8-sig")
     except UnicodeDecodeError:
         return utf8_error(path)
     if text.lstrip().startswith("["):
@@ -58,41 +62,47 @@ def utf8_error(path: str | os.PathLike) -> Optional[str]:
     return None
 
 
-def invalid_utf8(path: str | os.PathLike, block: int = 1 << 20) -> tuple[int, Optional[int]]:
-    """(how many invalid UTF-8 sequences ``path`` holds, the byte offset of the first or None): each becomes one
-    U+FFFD when decoded with errors="replace". Reads ``block`` bytes at a time (a corpus file may be larger than
+def invalid_sequences(
+    path: str | os.PathLike, encoding: Encoding = UTF8, block: int = 1 << 20
+) -> tuple[int, Optional[int]]:
+    """(how many invalid sequences ``path`` holds in ``encoding``, the byte offset of the first or None): each becomes
+    one U+FFFD when decoded with errors="replace". Reads ``block`` bytes at a time (a corpus file may be larger than
     memory)."""
-    first, done, pending = None, 0, b""  # bytes checked before ``pending``, the incomplete sequence at a block's end
+    first = None
     with open(path, "rb") as f:
+        f.seek(len(encoding.bom))
+        decoder, done = codecs.getincrementaldecoder(encoding.codec)("strict"), len(encoding.bom)
         while first is None:
             data = f.read(block)
+            pending = len(decoder.getstate()[0])  # bytes of a character cut at the last block's end
             try:
-                _, used = codecs.utf_8_decode(pending + data, "strict", not data)
+                decoder.decode(data, final=not data)
             except UnicodeDecodeError as e:
-                first = done + e.start
+                first = done - pending + e.start
                 break
-            done, pending = done + used, (pending + data)[used:]
+            done += len(data)
             if not data:
                 return 0, None
-        # Every U+FFFD of the replaced text is an invalid sequence, except those written as such (bytes EF BF BD,
-        # always decoded as one character: EF cannot continue a sequence).
-        f.seek(0)
-        decoder, replaced, tail = codecs.getincrementaldecoder("utf-8")("replace"), 0, b""
+        # Every U+FFFD of the replaced text is an invalid sequence, less those written as such (which "ignore" keeps).
+        f.seek(len(encoding.bom))
+        replaced, ignored = (codecs.getincrementaldecoder(encoding.codec)(errors) for errors in ("replace", "ignore"))
+        count = 0
         while data := f.read(block):
-            replaced += decoder.decode(data).count("\ufffd") - (tail + data).count(b"\xef\xbf\xbd")
-            tail = (tail + data)[-2:]  # a written U+FFFD across two blocks (never counted twice: it needs three bytes)
-        replaced += decoder.decode(b"", True).count("\ufffd")
-    return replaced, first
+            count += replaced.decode(data).count("\ufffd") - ignored.decode(data).count("\ufffd")
+        count += replaced.decode(b"", True).count("\ufffd") - ignored.decode(b"", True).count("\ufffd")
+    return count, first
 
 
-def warn_invalid_utf8(path: str | os.PathLike) -> None:
-    """A warning naming ``path``, how many invalid UTF-8 sequences it holds and where the first is; none if none."""
-    count, first = invalid_utf8(path)
+def warn_invalid(path: str | os.PathLike, encoding: Encoding = UTF8) -> None:
+    """A warning naming ``path``, how many invalid sequences of ``encoding`` it holds (replaced with U+FFFD when it
+    is read) and where the first is; none if none."""
+    count, first = invalid_sequences(path, encoding)
     if count:
         log.warning(
-            "%s: %d invalid UTF-8 byte sequence%s replaced with U+FFFD (the first at byte %d of the file)",
+            "%s: %d invalid %s byte sequence%s replaced with U+FFFD (the first at byte %d of the file)",
             path,
             count,
+            encoding.name,
             "" if count == 1 else "s",
             first,
         )

@@ -25,8 +25,11 @@ import datasets
 from gpt1.core.compat import csv_builder_logger, dataset_fingerprint, prepared_split
 from gpt1.core.errors import DataError
 from gpt1.core.quoting import Quoting
+from gpt1.data.conversion import convert
+from gpt1.data.encodings import read_encoding
 from gpt1.data.formats import TXT_COLUMN, Format, file_format
-from gpt1.data.read_errors import warn_invalid_utf8
+from gpt1.data.read_errors import warn_invalid
+from gpt1.data.sample import own_sample_hint
 
 
 def resolve_files(patterns: Sequence[str], field: str) -> list[Path]:
@@ -37,9 +40,8 @@ def resolve_files(patterns: Sequence[str], field: str) -> list[Path]:
     for pattern in patterns:
         matches = sorted(p for p in glob.glob(os.path.expanduser(pattern), recursive=True) if os.path.isfile(p))
         if not matches:
-            raise FileNotFoundError(
-                f"{field}: {pattern!r} matches no file (relative paths start at {Path.cwd()}): fix the path or glob"
-            )
+            where = own_sample_hint(pattern) or f"relative paths start at {Path.cwd()}"
+            raise FileNotFoundError(f"{field}: {pattern!r} matches no file ({where}): fix the path or glob")
         files.update((Path(m).resolve(), None) for m in matches)
     return list(files)
 
@@ -88,7 +90,13 @@ def prepared_builders(
     converted into datasets' cache (split "train"); what ``load_files`` loads (its arguments), not yet mapped."""
     if not files:
         raise ValueError("load_files: no files given")
-    for fmt, group in itertools.groupby(map(Path, files), key=file_format):
+
+    def kind(path: Path) -> tuple[Format, Optional[str]]:  # its format, and a .txt file's codec (a builder takes one)
+        fmt = file_format(path)
+        encoding = read_encoding(path, fmt.text) if fmt.encoded else None
+        return fmt, encoding.file_codec if fmt.text else None
+
+    for (fmt, codec), group in itertools.groupby(map(Path, files), key=kind):
         group = list(group)
         if columns is not None:
             for path in group:
@@ -96,14 +104,18 @@ def prepared_builders(
                 _check_columns(str(path), have, columns)
         if fmt.text:
             for path in group:
-                warn_invalid_utf8(path)
+                warn_invalid(path, read_encoding(path, text=True))
         # its "Failed to read file" log: the caller reports the file in one line; datasets' bars ("Downloading
         # data: 40/40 files" for files already here) say nothing of local files
         with _quiet(csv_builder_logger()), _no_progress_bars():
             builder = datasets.load_dataset_builder(
-                fmt.builder, data_files=[str(p) for p in group], cache_dir=_str(cache_dir), **fmt.options(quoting)
+                fmt.builder,
+                data_files=[str(p) for p in group],
+                cache_dir=_str(cache_dir),
+                **fmt.options(quoting),
+                **({"encoding": codec} if codec else {}),
             )
-            builder.download_and_prepare()
+            convert(builder)
         split = builder.info.splits.get("train") if builder.info.splits else None
         if split is None or not split.num_examples:
             named = ", ".join(map(str, group))
@@ -187,7 +199,7 @@ def prepared_hub(
     loads, not yet mapped)."""
     with _loading(where):
         builder = datasets.load_dataset_builder(name, config, cache_dir=_str(cache_dir), data_dir=_str(data_dir))
-        builder.download_and_prepare()
+        convert(builder)
     return builder
 
 
@@ -238,11 +250,15 @@ class FileSource(Source):
 
     @staticmethod
     def format(path: Path) -> Format:
-        """``path``'s format; a ``DataError`` listing the supported ones if its extension is unknown."""
+        """``path``'s format, its encoding checked (``gpt1.data.encodings.read_encoding``); a ``DataError`` listing
+        the supported formats if its extension is unknown, or naming its encoding and the conversion to run."""
         try:
-            return file_format(path)
+            fmt = file_format(path)
         except ValueError as e:
             raise DataError(str(e)) from e
+        if fmt.encoded:
+            read_encoding(path, fmt.text)
+        return fmt
 
     def columns(self, path: Path) -> list[str]:
         """The column names of one of the files, from its header (the first record of a JSON file)."""

@@ -22,6 +22,7 @@ from torch.nn import functional as F
 from gpt1.core.errors import ConfigError, ranged
 from gpt1.model.generation import generate
 from gpt1.model.kv_cache import LayerCache
+from gpt1.model.lm_loss import TORCH_PRODUCTS, HeadProducts
 
 ACTIVATIONS = {
     "gelu_tanh": partial(F.gelu, approximate="tanh"),  # the paper's (and HF's "gelu"); a partial pickles, a lambda not
@@ -176,7 +177,10 @@ class Block(nn.Module):
 class TiedHead(nn.Module):
     """The LM head tied to the token table: hidden (..., C) @ table (V, C).T -> logits (..., V). It holds no weight of
     its own (the table is the embedding's, passed in); a module of its own like every other layer, so that a model's
-    layers can be swapped as one (``gpt1.cpu.layers``)."""
+    layers can be swapped as one (``gpt1.cpu.layers``). ``products``: its three products for the LM loss in chunks
+    (``gpt1.model.lm_loss``)."""
+
+    products: HeadProducts = TORCH_PRODUCTS
 
     def forward(self, hidden: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
         return F.linear(hidden, table)
@@ -236,11 +240,15 @@ class GPT(nn.Module):
             x = block(x, cache[i] if cache is not None else None, attn_mask)
         return x  # no final LayerNorm in GPT-1
 
+    def lm_table(self) -> torch.Tensor:
+        """The tied LM head's weight (padded V, C): the token embedding, or in training with ``embd_dropout=table``
+        the table as the last ``forward`` dropped it (the original's tied head)."""
+        return self._dropped_table if self.training and self._dropped_table is not None else self.tokens_embed.weight
+
     def lm_logits(self, hidden: torch.Tensor) -> torch.Tensor:
-        """Tied LM head: hidden (..., C) -> logits (..., V); rows added by vocab padding are dropped. In training with
-        ``embd_dropout=table`` it reads the table as the last ``forward`` dropped it (the original's tied head)."""
-        table = self._dropped_table if self.training and self._dropped_table is not None else self.tokens_embed.weight
-        logits = self.lm_head(hidden, table)
+        """Tied LM head: hidden (..., C) -> logits (..., V) over ``lm_table``; rows added by vocab padding are
+        dropped."""
+        logits = self.lm_head(hidden, self.lm_table())
         # slice only when padded: even a no-op slice costs its backward a zeroed (..., V) copy
         return (
             logits[..., : self.config.vocab_size] if self.config.padded_vocab_size > self.config.vocab_size else logits

@@ -72,9 +72,13 @@ class LSTM(nn.Module):
         out, state = self.lstm(self.drop(self.tokens_embed(idx)), state)  # (B, T, U)
         return self.out_drop(self.proj(out)), state  # (B, T, C)
 
+    def lm_table(self) -> torch.Tensor:
+        """The tied LM head's weight (V, C): the token embedding."""
+        return self.tokens_embed.weight
+
     def lm_logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """Tied LM head: hidden (..., C) -> logits (..., V)."""
-        return self.lm_head(hidden, self.tokens_embed.weight)
+        return self.lm_head(hidden, self.lm_table())
 
     def generate(
         self,

@@ -4,7 +4,8 @@ config group. A new model type is its own file in this folder and one entry here
 training stack trains it and, on the CPU, gpt1's layers replace its own (``gpt1.cpu.layers``).
 
 What a model type is: a module built from its config alone, which it keeps as ``.config`` (``vocab_size``,
-``n_embd``, ``n_ctx``); ``forward(ids (B, T)) -> hidden (B, T, n_embd)``, ``lm_logits(hidden)``, ``reader`` (for
+``n_embd``, ``n_ctx``); ``forward(ids (B, T)) -> hidden (B, T, n_embd)``, ``lm_logits(hidden)``, its tied head as
+``lm_head`` (a ``TiedHead``) and its weight as ``lm_table()`` (the LM loss in chunks), ``reader`` (for
 ``gpt1.model.generation.generate``), ``resize_token_embeddings``, ``num_params``, ``flops_per_token``; its token table
 as ``tokens_embed``.
 """

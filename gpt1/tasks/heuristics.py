@@ -23,10 +23,10 @@ from typing import Any, ClassVar, Optional
 
 import torch
 from torch import nn
-from torch.nn import functional as F
 
 from gpt1.core.errors import ConfigError
 from gpt1.core.progress import bar
+from gpt1.model.lm_loss import chunked_logprobs
 from gpt1.tasks.examples import Examples
 from gpt1.tasks.metrics import build_metric
 from gpt1.tasks.registry import task_types
@@ -51,11 +51,13 @@ def continuation_logprobs(
     batch_size: int = 32,
 ) -> tuple[torch.Tensor, torch.Tensor, int]:
     """Log-probability of each continuation given its prefix, under ``model`` (a decoder in eval mode:
-    ``model(ids)`` -> hidden states, ``model.lm_logits``, ``model.config.n_ctx``).
+    ``model(ids)`` -> hidden states, ``model.lm_table()`` its tied head's weight, ``model.lm_head.products`` its
+    products, ``model.config``'s n_ctx and vocab_size).
 
     Sequences longer than the context are cut (``join``); with an empty prefix the continuation's first token is
     not scored (nothing predicts it). Batches of similar lengths are right-padded; one forward per batch, and the
-    LM head runs only at the positions that predict a continuation token.
+    LM head runs only at the positions that predict a continuation token, a chunk of them at a time
+    (``gpt1.model.lm_loss.chunked_logprobs``).
     Returns the summed log-probabilities (N,) float64, the number of scored tokens (N,) and which sequences were
     cut (N,) bool.
     """
@@ -77,8 +79,10 @@ def continuation_logprobs(
         ids, scored = ids.to(device), scored.to(device)
         hidden = model(ids)  # (B, T, C)
         predicts = scored[:, 1:]  # (B, T-1): the state at t predicts token t+1
-        logits = model.lm_logits(hidden[:, :-1][predicts]).float()  # (S, V), S scored tokens in the batch
-        logprobs = -F.cross_entropy(logits, ids[:, 1:][predicts], reduction="none")  # (S,)
+        # (S,), S scored tokens in the batch: their logits a chunk at a time, never (S, V) at once
+        table, products = model.lm_table(), model.lm_head.products
+        vocab, states, targets = model.config.vocab_size, hidden[:, :-1][predicts], ids[:, 1:][predicts]
+        logprobs = chunked_logprobs(states, table, vocab, targets, products)
         row = predicts.nonzero()[:, 0]  # (S,) the batch row of each scored token
         batch_sums = torch.zeros(len(rows), dtype=torch.float64, device=device).index_add_(0, row, logprobs.double())
         sums[rows], counts[rows] = batch_sums.cpu(), predicts.sum(1).cpu()

@@ -6,6 +6,9 @@
 With OpenAI's vocab (``encoder_bpe_40000.json`` + ``vocab_40000.bpe``, or HF's ``vocab.json`` + ``merges.txt``)
 this gives the ids the original model was trained on. ftfy and spaCy are optional (``pip install "gpt1[openai]"``)
 and imported on first use; only spaCy's rule-based tokenizer is used (``spacy.blank("en")``), no model download.
+
+``approximate_in_tokenizers`` writes the pipeline as ``tokenizers`` rules, for an HF export, where no code of ours
+runs: close to the original, not identical (the rules and what they reproduce: its docstring).
 """
 
 from __future__ import annotations
@@ -14,6 +17,8 @@ import re
 import sys
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
+
+from tokenizers import Regex, normalizers, pre_tokenizers
 
 from gpt1.core.errors import UserError
 
@@ -106,3 +111,56 @@ class OpenAIText:
     def encode_batch(self, texts: Iterable[str]) -> list[list[int]]:
         """The ids of each text."""
         return [[i for word in words for i in self.word_ids(word)] for words in self.words(texts)]
+
+
+_TITLES = "mr|mrs|ms|dr|st|jr|sr|prof|mt|messrs|mme|mlle|rev|gen|col|capt|lt|sgt|co|inc|ltd|vs|jan|feb|mar|apr|jun|jul|aug|sep|sept|oct|nov|dec"  # noqa: E501
+"""Words whose final period spaCy keeps (besides single letters and dotted initials: u.s., a.m.)."""
+_NOT = "do|does|did|is|are|was|were|has|have|had|could|would|should|must|need|might|ai|ca|wo|sha|dare|may|ought"
+"""Words whose "n't" spaCy splits off (can't: ca n't, won't: wo n't)."""
+_PRONOUNS = "i|you|he|she|it|we|they|that|there|who|what|where|when|why|how|this|here|let"
+"""Words whose 'm, 'd, 'll, 're, 've spaCy splits off."""
+_KEPT_AFTER_QUOTE = "em|bout|cause|til|nuff|round|n|s|m|d|ll|re|ve|'"
+"""What a leading apostrophe stays on ('em, 'bout, a lone 's, '')."""
+_UNITS = "km|cm|mm|m|kg|g|mg|lb|lbs|oz|ft|mph|kmh|h|hr|hrs|min|ml|l|gb|mb|kb|tb"
+"""Units that spaCy splits from a number (3km: 3 km)."""
+
+
+def approximate_in_tokenizers(bpe: Any) -> Any:
+    """Give a ``tokenizers.Tokenizer`` (OpenAI's BPE) a normaliser and pre-tokenizer that approximate the original
+    pipeline in rules that ``tokenizers`` runs (in place; returned): ftfy's quote uncurling and NFC,
+    ``standardize``, lowercase, then spaCy's English rules for what it splits (runs of punctuation; "." after a
+    word but not after a title or an initial; "n't" after do, ca, wo, ...; 's; 'll, 're, 'm, 'd, 've after a
+    pronoun; can|not, gon|na, got|ta, y'|all; a unit after a number; quotes and brackets).
+
+    Against the original (``OpenAIText``) it gives the same ids on every golden line of
+    ``shared/reference/openai-vocab`` and on almost every text of the sample data; the rest are spaCy's exceptions
+    (dialect contractions, tags, currency signs) and ftfy's repairs of broken encodings (mojibake), which no rule
+    here reproduces: experiments/results/export_tokenizers.md."""
+    bpe.normalizer = normalizers.Sequence(
+        [
+            normalizers.Replace(Regex("[\u201c\u201d\u201e\u201f\u2033\x93\x94]"), '"'),  # ftfy uncurls quotes
+            normalizers.Replace(Regex("[\u2018\u2019\u201a\u201b\u2032\x91\x92]"), "'"),  # (C1 as cp1252)
+            normalizers.Replace(Regex("[\x96\x97]"), "-"),
+            normalizers.Replace("\x85", "..."),
+            *(normalizers.Replace(old, new) for old, new in _DASHES_ETC),
+            normalizers.NFC(),
+            normalizers.Replace(Regex(r"\s*\n\s*"), "\n"),  # a line break (and the whitespace around it) is a token
+            normalizers.Replace(Regex(r"[^\S\n]+"), " "),
+            normalizers.Lowercase(),
+        ]
+    )
+    split = [
+        r"[^\S\n]+",  # removed: the spaces between words
+        r"\n",
+        _PUNCTUATION_RUNS.pattern,
+        r"""[!?";,()\[\]{}=]|\.{2,}""",  # single characters that spaCy splits off runs too (not "--")
+        r"(?<!\A')'\z",
+        rf"(?<!\A(?:{_TITLES}|[a-z]|(?:[a-z]\.)+[a-z]))\.\z|\.{{2,}}\z",  # (an ellipsis stays whole)
+        rf"\A[`$<]|\A'(?!(?:{_KEPT_AFTER_QUOTE})\z)|[`:%>]\z|(?<!\A')'\z",
+        rf"(?<=\A(?:{_NOT}))n't\z|(?<=\A(?:{_PRONOUNS}))'(?:m|d|ll|re|ve)\z|(?<=\w)'s\z",
+        rf"(?<=\Acan)not\z|(?<=\Agon)na\z|(?<=\Agot)ta\z|(?<=\Ay')all\z|(?<=\d)(?:{_UNITS})\z",
+    ]  # each in turn on the pieces of the one before, isolated (the first removed), as spaCy peels a token
+    bpe.pre_tokenizer = pre_tokenizers.Sequence(
+        [pre_tokenizers.Split(Regex(rule), "removed" if i == 0 else "isolated") for i, rule in enumerate(split)]
+    )
+    return bpe

@@ -47,7 +47,7 @@ ORIGINAL_FILES = ("encoder_bpe_40000.json", "vocab_40000.bpe")
 HF_FILES = ("vocab.json", "merges.txt")
 """The same files as Hugging Face's openai-gpt names them."""
 _JSON_TYPE = "gpt1-tokenizer"
-_CLEANUP = [(" .", "."), (" ?", "?"), (" !", "!"), (" ,", ","), (" ' ", "'"), (" n't", "n't"), (" 'm", "'m"),
+CLEANUP = [(" .", "."), (" ?", "?"), (" !", "!"), (" ,", ","), (" ' ", "'"), (" n't", "n't"), (" 'm", "'m"),
             (" 's", "'s"), (" 've", "'ve"), (" 're", "'re")]  # fmt: skip
 """transformers' ``clean_up_tokenization``, in its order."""
 
@@ -126,7 +126,7 @@ class Tokenizer:
         removed as transformers' ``clean_up_tokenization_spaces`` does ("i don ' t , i" -> "i don't, i")."""
         base = self.base_vocab_size
         text = self.bpe.decode([i for i in ids if i < base], skip_special_tokens=False)
-        for old, new in _CLEANUP:
+        for old, new in CLEANUP:
             text = text.replace(old, new)
         return text
 
@@ -158,12 +158,13 @@ class Tokenizer:
     def from_str(cls, s: str) -> Tokenizer:
         """Read ``to_str``'s JSON, or a plain ``tokenizers`` JSON (a tokenizer.json, or the tokenizer of a format-1
         checkpoint): the "gpt1" pipeline, its added tokens named in ``SPECIAL_TOKENS`` becoming specials with their
-        ids (``RETIRED_TOKENS`` dropped, their ids left unused)."""
+        ids (``RETIRED_TOKENS`` dropped, their ids left unused), decoded as ``decode`` decodes."""
         obj = json.loads(s)
         if obj.get("type") == _JSON_TYPE:
             return cls(tokenizers.Tokenizer.from_str(json.dumps(obj["bpe"])), obj["pipeline"], obj["specials"])
         added = obj.get("added_tokens") or []
         bpe = tokenizers.Tokenizer.from_str(json.dumps({**obj, "added_tokens": []}))
+        bpe.decoder = decoders.BPEDecoder(suffix=END_OF_WORD)  # ``decode``'s (an HF export's decoder is for HF's)
         roles = {token: role for role, token in SPECIAL_TOKENS.items()}
         vocab = bpe.get_vocab()
         specials, foreign = {}, []

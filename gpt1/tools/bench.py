@@ -29,7 +29,8 @@ Each phase says on stderr when it starts.
   counts. On CPU one sequence decodes from the weights laid out as ``gpt1 generate`` loads them for it
   (``gpt1.cpu.decoding.store_for_decoding``), and both rates are measured on that copy.
 - Training losses are what each library's users run: gpt1's is ``gpt1.training.module.next_token_loss`` (targets shifted
-  in the data, no copy of the logits), HF's is ``model(ids, labels=ids).loss``. Both step a fused AdamW.
+  in the data, no copy of the logits; ``--lm-loss``: chunked, as gpt1 trains by default, or the whole logits at once),
+  HF's is ``model(ids, labels=ids).loss``. Both step a fused AdamW.
 - The multiple-choice step runs as ``gpt1 finetune`` trains by default (each choice decoded on its own, the
   sequences packed into rows without padding) and with ``share_context=true`` (each example in one row: the shared
   context once); HF's DoubleHeads gets the batch padded to its longest sequence, as its users run it. It encodes
@@ -71,6 +72,7 @@ from gpt1.cpu.kernels import onednn_available
 from gpt1.cpu.layers import use_cpu_layers
 from gpt1.cpu.settings import configure, cpu_flags, cpu_model, measure_matmuls
 from gpt1.model.decoder import GPT, PRESETS, GPTConfig
+from gpt1.model.lm_loss import LMLoss
 from gpt1.tasks.batches import IGNORE_INDEX, real_tokens
 from gpt1.tools.bench_hf import hf_generation, hf_multiple_choice_step, hf_twin
 from gpt1.tools.bench_measure import (
@@ -89,6 +91,8 @@ from gpt1.training.module import next_token_loss
 
 PROMPT = 16
 """Tokens of the random prompt that generation continues."""
+OPENAI_VOCAB = Path(__file__).resolve().parents[3] / "shared" / "reference" / "openai-vocab"
+"""OpenAI's vocab, which the multiple-choice step encodes with: ../shared/reference beside the checkout."""
 
 
 def progress(message: str) -> None:
@@ -101,22 +105,19 @@ def multiple_choice_batch(
 ) -> tuple[dict[str, torch.Tensor], Any, Any]:
     """The first training batch of the sample multiple-choice task (4 choices, real lengths, padded to the batch's
     longest), encoded with OpenAI's vocab and the original text pipeline; its task spec and tokenizer."""
-    import os
-
     import datasets
     from hydra import compose, initialize_config_module
 
-    from gpt1.app.registration import default_sample_data, register
+    from gpt1.app.registration import register
     from gpt1.tasks.spec import TASK_SPECIAL_TOKENS
     from gpt1.tasks.task_data import TaskDataModule
     from gpt1.text.tokenizer import load_tokenizer
 
-    sample = Path(os.environ.get("GPT1_SAMPLE_DATA", default_sample_data()))
-    tokenizer = load_tokenizer(sample.parent / "reference" / "openai-vocab")
+    tokenizer = load_tokenizer(OPENAI_VOCAB)
     tokenizer.add_special_tokens(TASK_SPECIAL_TOKENS)
     register()
     with initialize_config_module(config_module="gpt1.conf", version_base="1.3"):
-        cfg = compose("finetune", ["task=multiple_choice", "init_from=none", f"paths.sample_data={sample}"])
+        cfg = compose("finetune", ["task=multiple_choice", "init_from=none"])
     task = OmegaConf.to_object(cfg.task)
     datasets.disable_progress_bars()
     data = TaskDataModule(task, tokenizer, n_ctx=n_ctx, batch_size=batch_size, seed=0, cache_dir=None, roles=["train"])
@@ -127,9 +128,11 @@ def multiple_choice_batch(
 
 
 def mc_note() -> str | None:
-    """Why the multiple-choice step cannot run here (the original text pipeline missing), or None."""
+    """Why the multiple-choice step cannot run here (the original text pipeline or OpenAI's vocab missing), or None."""
     if any(importlib.util.find_spec(m) is None for m in ("ftfy", "spacy")):
         return 'multiple-choice step skipped: it encodes with the original text pipeline (pip install "gpt1[openai]")'
+    if not OPENAI_VOCAB.is_dir():
+        return f"multiple-choice step skipped: it encodes with OpenAI's vocab, not at {OPENAI_VOCAB}"
     return None
 
 
@@ -186,7 +189,8 @@ def setup(args: argparse.Namespace) -> Run:
         "device": torch.cuda.get_device_name(device) if device.type == "cuda" else
         f"cpu ({cpu_model()}, {torch.get_num_threads()} threads)",
         "torch": torch.__version__, "model": args.model, "params": model.num_params(), "batch": B, "seq": T,
-        "precision": args.precision, "compile": args.compile, "pad_vocab_to_multiple": pad_vocab,
+        "precision": args.precision, "compile": args.compile, "lm_loss": args.lm_loss.value,
+        "pad_vocab_to_multiple": pad_vocab,
         "flops_per_token": model.flops_per_token(T),
         "date": time.strftime("%Y-%m-%d"),
     }  # fmt: skip
@@ -223,7 +227,7 @@ def time_training(run: Run) -> dict[str, list[float]]:
     loss_fn = torch.compile(next_token_loss) if args.compile else next_token_loss
     ids = run.ids
     targets = F.pad(ids[:, 1:], (0, 1), value=IGNORE_INDEX)  # (B, T): shifted as the data shifts them
-    steps = {"gpt1": train_step(model, lambda: loss_fn(model, ids, targets)[0], run.autocast)}
+    steps = {"gpt1": train_step(model, lambda: loss_fn(model, ids, targets, args.lm_loss)[0], run.autocast)}
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     rss_reset = device.type == "cpu" and reset_peak_rss()
@@ -320,7 +324,7 @@ def time_multiple_choice(run: Run) -> None:
     mc_model = run.model  # the same weights, unless --vocab is not OpenAI's + 3
     if tokenizer.vocab_size != run.config.vocab_size:
         mc_model = GPT(replace(run.config, vocab_size=tokenizer.vocab_size)).to(device)
-    mc = TaskModule(mc_model, tokenizer, OptimConfig(), task).to(device).train()
+    mc = TaskModule(mc_model, tokenizer, OptimConfig(), task, lm_loss=args.lm_loss).to(device).train()
     if device.type == "cpu":
         use_cpu_layers(mc.model, mc.heads)  # as a run on the CPU does (GPT1Module.configure_model)
     mc_forward = torch.compile(mc) if args.compile else mc
@@ -391,6 +395,16 @@ def check_args(args: argparse.Namespace) -> None:
 
 @user_errors
 def main(argv: list[str] | None = None) -> dict[str, Any]:
+    args = parse_args(argv)
+    out = bench(args)
+    if args.json:
+        args.json.write_text(json.dumps(out, indent=2) + "\n")
+    print(report(out))
+    return out
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """``gpt1 bench``'s flags, checked (``check_args``)."""
     p = argparse.ArgumentParser(prog="gpt1 bench", description=__doc__.split("\n")[0])
     p.add_argument("--model", default="gpt1", choices=sorted(PRESETS), help="model preset (default: the paper's 117M)")
     p.add_argument("--vocab", type=int, default=40478 + 3, help="vocabulary (default: OpenAI's + 3 special tokens)")
@@ -426,14 +440,17 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--iters", type=int, default=5, help="timed runs; the median is reported")
     p.add_argument("--compare", choices=["hf"], default=None, help="also time HF's model with identical weights")
     p.add_argument("--compile", action="store_true", help="torch.compile gpt1's model for the training steps")
+    p.add_argument(
+        "--lm-loss",
+        type=LMLoss,
+        default=LMLoss.chunked,
+        choices=[k.value for k in LMLoss],
+        help="gpt1's LM loss: chunked (gpt1's default: no (tokens x vocab) logits) or whole (every logit at once)",
+    )
     p.add_argument("--json", type=Path, default=None, help="write the results here as JSON")
     args = p.parse_args(argv)
     check_args(args)
-    out = bench(args)
-    if args.json:
-        args.json.write_text(json.dumps(out, indent=2) + "\n")
-    print(report(out))
-    return out
+    return args
 
 
 if __name__ == "__main__":

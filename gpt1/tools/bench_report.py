@@ -30,7 +30,7 @@ def report(out: dict[str, Any]) -> str:
     tr, gen = out["train"], out["generate"]
     lines = [
         f"gpt1 bench: {out['model']} ({out['params']:,} params), {out['device']}, torch {out['torch']}, "
-        f"{out['precision']}"
+        f"{out['precision']}, LM loss {out['lm_loss']}"
         + (
             f", vocab padded to a multiple of {out['pad_vocab_to_multiple']}"
             if out["pad_vocab_to_multiple"] > 1

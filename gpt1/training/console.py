@@ -122,7 +122,7 @@ class StepProgress(ProgressBar):
         self.started = self.last_line = time.monotonic()
         self.last_tenth = 10 * self.first // self.total if self.total else 0
         if self.terminal:
-            self.train_bar = bar(desc="train", unit="step", total=self.total)
+            self.train_bar = bar(desc="train", unit="step", total=self.total, terminal=True)
             self.train_bar.update(self.first)
 
     def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, *args: Any) -> None:
@@ -160,9 +160,8 @@ class StepProgress(ProgressBar):
 
     def _eval_start(self, trainer: L.Trainer, desc: str, total: float) -> None:
         if self.enabled and self.terminal and self.eval_bar is None:
-            self.eval_bar = bar(
-                desc=desc, unit="batch", total=int(total) if math.isfinite(total) else None, leave=False
-            )
+            total = int(total) if math.isfinite(total) else None
+            self.eval_bar = bar(desc=desc, unit="batch", total=total, leave=False, terminal=True)
 
     def _eval_step(self) -> None:
         if self.eval_bar is not None:

@@ -19,6 +19,7 @@ from lightning.pytorch.loggers import Logger, TensorBoardLogger, WandbLogger
 from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import DictConfig, OmegaConf
 
+from gpt1.core.errors import ConfigError, UserError
 from gpt1.core.files import atomic_file
 from gpt1.training.csv_log import ResumableCSVLogger
 from gpt1.training.hydra_job import swept_keys
@@ -37,18 +38,52 @@ def build_loggers(cfg: LoggerConfig, output_dir: Path, run_name: str) -> list[Lo
         group, name = wandb_group_and_name(w, run_name)
         loggers.append(
             WandbLogger(
-                project=w.project,
-                entity=w.entity,
+                **wandb_settings(w, output_dir),
                 group=group,
                 name=name,
-                save_dir=str(output_dir),
-                mode=WandbMode(w.mode).value,
                 tags=list(w.tags),
                 id=wandb_run_id(output_dir),
                 resume="allow",
             )
         )
     return loggers
+
+
+WANDB_MODES = {"online": "online", "offline": "offline", "disabled": "disabled", "run": "online", "dryrun": "offline"}
+"""The values of WANDB_MODE that gpt1 takes (W&B's own, its aliases included) -> ``WandbMode``."""
+
+
+def wandb_settings(cfg: WandbConfig, output_dir: Path) -> dict[str, Any]:
+    """The W&B run's project, entity, mode and directory: each the config's (logger.wandb.*, the command line's)
+    where set, else W&B's own variable (WANDB_PROJECT, WANDB_ENTITY, WANDB_MODE, WANDB_DIR), else gpt1's default
+    (project gpt1, your default entity, online, the run directory)."""
+    mode = os.environ.get("WANDB_MODE") if cfg.mode is None else WandbMode(cfg.mode).value
+    if mode is not None and mode.lower() not in WANDB_MODES:
+        raise ConfigError(f"WANDB_MODE={mode!r} is not a W&B mode: set it to online, offline or disabled")
+    return {
+        "project": cfg.project or os.environ.get("WANDB_PROJECT") or "gpt1",
+        "entity": cfg.entity or os.environ.get("WANDB_ENTITY") or None,
+        "mode": WANDB_MODES[(mode or "online").lower()],
+        "save_dir": cfg.dir or os.environ.get("WANDB_DIR") or str(output_dir),
+    }
+
+
+def start_wandb(loggers: Sequence[Logger]) -> None:
+    """Start the W&B run now (on rank 0; W&B's logger starts it lazily), so that a failure to start, such as no API key
+    or no network, ends the command in one line before anything has run, saying what to set."""
+    for logger in loggers:
+        if isinstance(logger, WandbLogger):
+            import wandb
+
+            try:
+                logger.experiment  # noqa: B018 (the property starts the run)
+            except wandb.errors.Error as e:
+                reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+                raise UserError(
+                    f"W&B could not start the run ({reason}): log in (wandb login, or set WANDB_API_KEY), or log "
+                    "without an account: WANDB_MODE=offline (wandb sync later) or logger.wandb.mode=offline; "
+                    "logger=default logs to local files only"
+                ) from e
 
 
 def wandb_run_id(output_dir: Path) -> Optional[str]:

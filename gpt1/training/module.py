@@ -26,6 +26,7 @@ from gpt1.checkpoints.format import metadata
 from gpt1.core.compat import attached_trainer
 from gpt1.core.errors import EXIT_USER_ERROR, UserError
 from gpt1.cpu.layers import use_cpu_layers
+from gpt1.model.lm_loss import LMLoss, chunked_lm_loss
 from gpt1.tasks.batches import IGNORE_INDEX, real_tokens  # IGNORE_INDEX: targets not scored (padding)
 from gpt1.tasks.spec import TaskConfig
 from gpt1.text.tokenizer import Tokenizer
@@ -58,21 +59,34 @@ def warmup_linear(x: float, warmup: float) -> float:
 
 
 def next_token_loss(
-    model: nn.Module, input_ids: torch.Tensor, targets: torch.Tensor
+    model: nn.Module, input_ids: torch.Tensor, targets: torch.Tensor, lm_loss: LMLoss = LMLoss.chunked
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Mean cross-entropy of the model's next-token logits for ids (B, T) against targets (B, T), IGNORE_INDEX where
-    not scored, and the number of scored positions. The data shifts the targets, so the logits are never copied."""
-    logits = model.lm_logits(model(input_ids))  # (B, T, V)
+    not scored, and the number of scored positions. The data shifts the targets, so the logits are never copied.
+    lm_loss: chunked (``gpt1.model.lm_loss.chunked_lm_loss``: no (B T, V) logits) or whole (all the logits, then
+    torch's cross-entropy)."""
+    hidden = model(input_ids)  # (B, T, C)
+    scored = (targets != IGNORE_INDEX).sum()
+    if LMLoss(lm_loss) == LMLoss.chunked:
+        targets = targets.flatten()  # (B T,)
+        weights = (targets != IGNORE_INDEX) / scored  # the mean over the scored positions
+        table, products = model.lm_table(), model.lm_head.products
+        loss = chunked_lm_loss(hidden.flatten(0, 1), table, model.config.vocab_size, targets, weights, None, products)
+        return loss, scored
+    logits = model.lm_logits(hidden)  # (B, T, V)
     # fp32 softmax even under bf16 autocast: a 40k-way log-softmax loses too much in bf16
     loss = F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten(), ignore_index=IGNORE_INDEX)
-    return loss, (targets != IGNORE_INDEX).sum()
+    return loss, scored
 
 
 class GPT1Module(L.LightningModule):
     """A decoder (``model``: GPT-1, the LSTM baseline or another of ``gpt1.model.registry.MODEL_TYPES``), task heads
-    (``heads``) and the tokenizer that checkpoints carry."""
+    (``heads``) and the tokenizer that checkpoints carry; ``lm_loss`` says how the LM loss over the tied head is
+    computed (``next_token_loss``)."""
 
-    def __init__(self, model: nn.Module, tokenizer: Tokenizer, optim: OptimConfig) -> None:
+    def __init__(
+        self, model: nn.Module, tokenizer: Tokenizer, optim: OptimConfig, lm_loss: LMLoss = LMLoss.chunked
+    ) -> None:
         super().__init__()
         if tokenizer.vocab_size != model.config.vocab_size:
             raise ValueError(
@@ -83,6 +97,7 @@ class GPT1Module(L.LightningModule):
         self.heads = nn.ModuleDict()
         self.tokenizer = tokenizer
         self.optim = optim
+        self.lm_loss_kind = LMLoss(lm_loss)  # how the LM loss over the tied head is computed (chunked or whole)
         self.task: TaskConfig | None = None  # the fine-tuning task, which checkpoints carry
         self.val_nll = MeanMetric()
         self.test_nll = MeanMetric()
@@ -112,7 +127,7 @@ class GPT1Module(L.LightningModule):
     def next_token_loss(self, input_ids: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """``next_token_loss`` of this module's model, which ``compile=true`` compiles as one graph
         (``gpt1.training.trainer.compile_model``)."""
-        return next_token_loss(self.model, input_ids, targets)
+        return next_token_loss(self.model, input_ids, targets, self.lm_loss_kind)
 
     def on_before_batch_transfer(self, batch: dict[str, Any], dataloader_idx: int) -> dict[str, Any]:
         """Count the batch's tokens, padding excluded, while it is still on the CPU (no wait for the device):

@@ -11,6 +11,7 @@ import lightning as L
 
 from gpt1.checkpoints.format import read_checkpoint, state_mismatch
 from gpt1.core.errors import CheckpointError, ConfigError
+from gpt1.training.deepspeed import shards_of
 
 
 def resolve_resume(resume: str | None, output_dir: Path) -> str | None:
@@ -42,7 +43,7 @@ def training_state(path: Path, resume: str) -> dict[str, Any]:
             f"resume={resume} is not a gpt1 checkpoint: give a checkpoint of a gpt1 run "
             "(<run dir>/checkpoints/last.ckpt)"
         )
-    if "loops" not in raw or "optimizer_states" not in raw:
+    if "loops" not in raw or ("optimizer_states" not in raw and not shards_of(path).is_dir()):  # (DeepSpeed's: shards)
         raise CheckpointError(
             f"resume={resume} holds weights but no training state (it was not saved by a "
             f"training run): start from its weights with init_from={path} instead"

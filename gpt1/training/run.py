@@ -17,7 +17,7 @@ from gpt1.training.callbacks import build_callbacks
 from gpt1.training.callbacks.best_weights import BestWeights, select_weights
 from gpt1.training.callbacks.safe_stop import SafeStop
 from gpt1.training.callbacks.sample_text import SampleText
-from gpt1.training.loggers import build_loggers, log_config, log_summary
+from gpt1.training.loggers import build_loggers, log_config, log_summary, start_wandb
 from gpt1.training.module import GPT1Module
 from gpt1.training.results import final_validation, finished_metrics, val_metric_prefixes, write_metrics
 from gpt1.training.resume import check_resume_fits
@@ -52,6 +52,7 @@ class TrainingRun:
         self.prefixes = val_metric_prefixes(module) if isinstance(module, TaskModule) else ["val/"]
         """The keys of the validation metrics: ["val/"], or MNLI's ["val/", "val_mismatched/"]."""
         self.loggers = build_loggers(cfg.logger, self.output_dir, run_name)
+        start_wandb(self.loggers)  # a W&B that cannot start is one line, before the trainer is built
         select_by = f"val/{module.task.metrics[0]}" if selection == Selection.best else None
         self.callbacks = build_callbacks(
             callbacks, self.output_dir, bool(self.loggers), select_by=select_by, prefixes=tuple(self.prefixes)

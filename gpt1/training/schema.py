@@ -130,16 +130,18 @@ class WandbConfig:
 
     enabled: bool = False
     """Log to W&B too (logger=wandb sets it)."""
-    project: str = "gpt1"
-    """W&B project."""
+    project: Optional[str] = None
+    """W&B project (None: $WANDB_PROJECT, else gpt1)."""
     entity: Optional[str] = None
-    """W&B team or user (None: your default)."""
+    """W&B team or user (None: $WANDB_ENTITY, else your default)."""
     name: Optional[str] = None
     """Run name (None: the job's overrides in a multirun, else <task or run name>-<run dir name>)."""
     group: Optional[str] = None
     """Run group (None: the sweep directory in a multirun, so that a sweep's jobs group together; else none)."""
-    mode: WandbMode = WandbMode.online
-    """online, offline (no account; `wandb sync` later) or disabled."""
+    mode: Optional[WandbMode] = None
+    """online, offline (no account; `wandb sync` later) or disabled (None: $WANDB_MODE, else online)."""
+    dir: Optional[str] = None
+    """Where W&B writes its files, in a wandb/ folder (None: $WANDB_DIR, else the run directory)."""
     tags: list[str] = field(default_factory=list)
     """Tags to filter runs by."""
 

@@ -11,6 +11,7 @@ from torch.nn import functional as F
 from torchmetrics import MaxMetric, MeanMetric, MinMetric
 
 from gpt1.model.decoder import GPT
+from gpt1.model.lm_loss import LMLoss, chunked_lm_loss
 from gpt1.tasks.batches import IGNORE_INDEX
 from gpt1.tasks.metrics import build_metric
 from gpt1.tasks.packing import TaskOutput, task_logits
@@ -47,8 +48,9 @@ class TaskModule(GPT1Module):
         aux_lm_weight: float = 0.5,
         head_pdrop: float = 0.1,
         share_context: bool = False,
+        lm_loss: LMLoss = LMLoss.chunked,
     ) -> None:
-        super().__init__(model, tokenizer, optim)
+        super().__init__(model, tokenizer, optim, lm_loss)
         self.task = task
         self.kind = task.kind
         self.regression = task.regression
@@ -103,11 +105,15 @@ class TaskModule(GPT1Module):
         scored = targets != IGNORE_INDEX  # (N, T)
         # the LM head runs once per distinct state: a shared context's tokens are scored for every choice
         rows, row_of = torch.unique(index[scored], return_inverse=True)  # (U,), (M,)
-        log_probs = F.log_softmax(self.model.lm_logits(hidden[rows]).float(), dim=-1)  # (U, V)
-        token_loss = -log_probs[row_of, targets[scored]]  # (M,)
         counts = scored.sum(1, keepdim=True)  # (N, 1)
         weights = (1.0 / counts.clamp(min=1)).expand_as(scored)[scored]  # (M,): 1 / tokens of its sequence
-        return (token_loss * weights).sum() / (counts > 0).sum().clamp(min=1)
+        sequences = (counts > 0).sum().clamp(min=1)
+        if self.lm_loss_kind == LMLoss.chunked:
+            table, vocab, products = self.model.lm_table(), self.model.config.vocab_size, self.model.lm_head.products
+            return chunked_lm_loss(hidden[rows], table, vocab, targets[scored], weights / sequences, row_of, products)
+        log_probs = F.log_softmax(self.model.lm_logits(hidden[rows]).float(), dim=-1)  # (U, V)
+        token_loss = -log_probs[row_of, targets[scored]]  # (M,)
+        return (token_loss * weights).sum() / sequences
 
     def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
         self.count_flops(batch)

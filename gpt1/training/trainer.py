@@ -21,6 +21,7 @@ from gpt1.core import compat
 from gpt1.core.errors import ConfigError
 from gpt1.training.callbacks.atomic_io import AtomicCheckpointIO
 from gpt1.training.console import StepProgress, SummaryWithoutZeroFlops, quiet_library_noise
+from gpt1.training.deepspeed import DeepSpeedConsolidated
 from gpt1.training.fsdp import NAME as FSDP2
 from gpt1.training.fsdp import FSDP2Strategy
 from gpt1.training.hydra_job import group_choice
@@ -72,9 +73,12 @@ def resolve_precision(precision: str, accelerator: str) -> str:
 def build_strategy(name: str, options: dict[str, Any]) -> str | Strategy:
     """Lightning's strategy ``name`` (ddp, fsdp, deepspeed_stage_2, ...) as is, or with ``options`` its class built
     with them as keyword arguments; a ``*_policy`` option given as a list of class paths (FSDP's auto_wrap_policy)
-    becomes the set of those classes. ``fsdp2`` (trainer=fsdp) is gpt1's ``FSDP2Strategy``."""
+    becomes the set of those classes. ``fsdp2`` (trainer=fsdp) is gpt1's ``FSDP2Strategy``, a DeepSpeed strategy
+    (trainer=deepspeed: deepspeed_stage_2) gpt1's ``DeepSpeedConsolidated``: both write one checkpoint file."""
     if name == FSDP2:
         return FSDP2Strategy(**options)
+    if name.startswith("deepspeed") and name in StrategyRegistry:
+        return DeepSpeedConsolidated(**{**StrategyRegistry[name]["init_params"], **options})
     if not options:
         return name
     if name not in StrategyRegistry:

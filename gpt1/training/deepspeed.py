@@ -1,0 +1,59 @@
+"""``trainer=deepspeed``: Lightning's DeepSpeed ZeRO with consolidated checkpoints, as FSDP2's
+(``gpt1.training.fsdp``): each checkpoint is one file in gpt1's format that every gpt1 command loads.
+
+DeepSpeed saves a checkpoint as a directory of shards, every rank its own (the fp32 master weights and the optimizer's
+moments are partitioned). ``DeepSpeedConsolidated`` has the engine write them to ``<checkpoint>.deepspeed/``, then
+rank 0 gathers the fp32 weights from them (DeepSpeed's ``zero_to_fp32``) into the checkpoint's own path, one file
+with the training state Lightning keeps (step, loops, callbacks, schedulers, gpt1's metadata and RNG states). The
+optimizer's moments stay in the shards: a DeepSpeed run resumes from the shards beside the file.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+from lightning.fabric.utilities.types import _PATH
+from lightning.pytorch.strategies import DeepSpeedStrategy
+
+from gpt1.checkpoints.format import atomic_save
+
+SHARDS = ".deepspeed"
+"""The suffix of a checkpoint's shard directory: last.ckpt's shards are last.ckpt.deepspeed/."""
+TAG = "checkpoint"
+"""The tag under which Lightning's DeepSpeed strategy saves (the shard directory's subdirectory)."""
+
+
+def shards_of(checkpoint: _PATH) -> Path:
+    """The directory of a consolidated checkpoint's shards."""
+    path = Path(checkpoint)
+    return path.with_name(path.name + SHARDS)
+
+
+class DeepSpeedConsolidated(DeepSpeedStrategy):
+    """Lightning's ``DeepSpeedStrategy`` whose checkpoints are one file each (the shards kept beside it)."""
+
+    def save_checkpoint(self, checkpoint: dict[str, Any], filepath: _PATH, storage_options: Any = None) -> None:
+        filepath = self.broadcast(filepath)
+        shards = shards_of(filepath)
+        super().save_checkpoint(checkpoint, shards, storage_options)  # every rank writes its shards
+        self.barrier()
+        if self.is_global_zero:
+            from deepspeed.utils.zero_to_fp32 import get_fp32_state_dict_from_zero_checkpoint
+
+            weights = get_fp32_state_dict_from_zero_checkpoint(str(shards), tag=TAG)  # the module's names, fp32
+            state = {k: v for k, v in checkpoint.items() if k != "optimizer_states"}  # (the moments: in the shards)
+            atomic_save({**state, "state_dict": weights}, filepath)
+        self.barrier()
+
+    def load_checkpoint(self, checkpoint_path: _PATH, weights_only: bool | None = None) -> dict[str, Any]:
+        """Resume from a consolidated checkpoint's shards (the engine's own load: weights, optimizer moments)."""
+        shards = shards_of(checkpoint_path)
+        return super().load_checkpoint(shards if shards.is_dir() else checkpoint_path, weights_only)
+
+    def remove_checkpoint(self, filepath: _PATH) -> None:
+        """A periodic checkpoint no longer kept goes with its shards."""
+        super().remove_checkpoint(filepath)
+        if self.is_global_zero:
+            shutil.rmtree(shards_of(filepath), ignore_errors=True)
