@@ -114,6 +114,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         raise pytest.UsageError(f"tests/conftest.py QUICK names tests that do not exist: {', '.join(missing)}")
 
 
+def sweep_jobs(sweep: Path) -> list[Path]:
+    """The job directories of a sweep directory (each named by its overrides, gpt1/app/sweep.py), in the order Hydra
+    numbered the jobs (their .hydra/hydra.yaml)."""
+    import yaml
+
+    jobs = [p.parent.parent for p in sweep.glob("*/.hydra/hydra.yaml")]
+    return sorted(
+        jobs, key=lambda job: yaml.safe_load((job / ".hydra" / "hydra.yaml").read_text())["hydra"]["job"]["num"]
+    )
+
+
 @pytest.fixture(scope="session")
 def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One data cache for the session, so each corpus is tokenised once across tests."""

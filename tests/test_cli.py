@@ -13,7 +13,7 @@ import torch
 from gpt1.checkpoints.format import load_checkpoint
 from gpt1.commands.convert import positional_to_overrides
 from gpt1.commands.evaluate import evaluate
-from tests.conftest import TINY_RUN
+from tests.conftest import TINY_RUN, sweep_jobs
 
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
 
@@ -111,8 +111,10 @@ def test_multirun_sweeps_over_overrides(tmp_path, cache_dir):
         f"paths.cache_dir={cache_dir}",
         cwd=tmp_path,
     )
-    for job in ("0", "1"):
-        assert json.loads((sweep / job / "metrics.json").read_text())["steps"] == 4
+    jobs = sweep_jobs(sweep)
+    assert [job.name.rpartition("-")[0] for job in jobs] == ["optim.lr=0.001", "optim.lr=0.003"]  # by its overrides
+    for job in jobs:
+        assert json.loads((job / "metrics.json").read_text())["steps"] == 4
 
 
 def test_positional_convert_arguments_become_overrides():

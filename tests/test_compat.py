@@ -80,6 +80,31 @@ def test_hydra_reports_its_errors_through_run_and_report():
     assert utils.run_and_report is original
 
 
+def test_hydra_sweepers_launch_through_the_launcher_plugins_instantiates(monkeypatch):
+    """``launchers_wrapped_by``: Hydra's basic and Optuna sweepers take their launcher from
+    ``Plugins.instantiate_launcher`` (and launch through it), which is replaced on the class and put back."""
+    import inspect
+
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from hydra.core.plugins import Plugins
+    from hydra_plugins.hydra_optuna_sweeper._impl import OptunaSweeperImpl
+
+    for sweeper in (BasicSweeper, OptunaSweeperImpl):
+        assert "self.launcher = Plugins.instance().instantiate_launcher(" in inspect.getsource(sweeper.setup)
+        assert "self.launcher.launch(" in inspect.getsource(sweeper.sweep)
+    assert inspect.signature(Plugins.instantiate_launcher).parameters.keys() == {
+        "self",
+        "hydra_context",
+        "task_function",
+        "config",
+    }
+    made = lambda self, **kwargs: ("launcher", kwargs)  # noqa: E731  (what Hydra's would make)
+    monkeypatch.setattr(Plugins, "instantiate_launcher", made)
+    with compat.launchers_wrapped_by(lambda launcher: ("wrapped", launcher)):
+        assert Plugins.instance().instantiate_launcher(config=1) == ("wrapped", ("launcher", {"config": 1}))
+    assert Plugins.instantiate_launcher is made
+
+
 # -- OmegaConf --------------------------------------------------------------------------------------------------------
 
 
@@ -146,6 +171,24 @@ def test_lightning_epoch_batch_progress():
     except AttributeError as e:
         raise AssertionError(f"Lightning's trainer.fit_loop.epoch_loop.batch_progress.current is gone ({e})") from e
     assert progress.processed == 0, "Lightning's batch progress has no processed count"
+
+
+def test_lightning_batch_counts_in_other_passes():
+    """``count_batches_in_passes``: the four counts of the epoch loop's current and total batch progress, moved to
+    another number of passes per update at their offsets (a checkpoint saved at a batch's end: completed trails)."""
+    import lightning as L
+
+    trainer = L.Trainer(accelerator="cpu", logger=False, enable_checkpointing=False, enable_progress_bar=False)
+    progress = trainer.fit_loop.epoch_loop.batch_progress
+    for tracker, n in ((progress.current, 6), (progress.total, 14)):
+        tracker.ready = tracker.started = tracker.processed = n
+        tracker.completed = n - 1
+    assert compat.count_batches_in_passes(trainer, 2, 1)  # 3 and 7 updates of 2 passes: 3 and 7 of 1
+    assert [(t.ready, t.started, t.processed, t.completed) for t in (progress.current, progress.total)] == [
+        (3, 3, 3, 2),
+        (7, 7, 7, 6),
+    ]
+    assert not compat.count_batches_in_passes(trainer, 2, 4) and progress.current.processed == 3  # not whole: kept
 
 
 # -- submitit ---------------------------------------------------------------------------------------------------------

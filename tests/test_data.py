@@ -122,7 +122,8 @@ def test_train_windows_are_shifted_slices_of_the_stream(tmp_path, tok, corpus):
     stream, T = torch.as_tensor(dm.train_tokens.astype(np.int64)), dm.n_ctx
     loader = dm.train_dataloader()
     starts = list(loader.sampler)
-    assert len(starts) == len(loader.sampler) == len(stream) // T  # samples_per_epoch=None
+    # samples_per_epoch=None: a window per n_ctx tokens, rounded up to whole global batches (of 4)
+    assert len(starts) == len(loader.sampler) == -(-(len(stream) // T) // 4) * 4 > len(stream) // T
     assert all(0 <= s <= len(stream) - T - 1 for s in starts)
     batches = list(loader)
     inputs, targets = torch.cat([b["input_ids"] for b in batches]), torch.cat([b["targets"] for b in batches])
@@ -133,7 +134,8 @@ def test_train_windows_are_shifted_slices_of_the_stream(tmp_path, tok, corpus):
     assert len(ds[len(ds) - 1]["targets"]) == T  # the last window ends on the last token
     with pytest.raises(IndexError):
         ds[len(ds)]
-    assert len(prepared(tmp_path, tok, samples_per_epoch=5, **corpus).train_dataloader().sampler) == 5
+    assert len(prepared(tmp_path, tok, samples_per_epoch=5, **corpus).train_dataloader().sampler) == 8
+    assert len(prepared(tmp_path, tok, samples_per_epoch=12, **corpus).train_dataloader().sampler) == 12
 
 
 def test_valid_windows_tile_the_stream_in_order(tmp_path, tok, corpus):
@@ -158,7 +160,7 @@ def test_batches_depend_only_on_seed_and_epoch(tmp_path, tok, corpus):
     assert epoch(a, 0) == epoch(b, 0)
     assert epoch(a, 1) == epoch(b, 1) != epoch(a, 0)
     assert epoch(c, 0) != epoch(a, 0)
-    assert list(WindowSampler(100, 50, seed=3)) == list(WindowSampler(100, 50, seed=3))
+    assert list(WindowSampler(100, 50, seed=3, batch_size=10)) == list(WindowSampler(100, 50, seed=3, batch_size=10))
 
 
 def test_window_dataset_pickles_without_its_tokens(tmp_path, tok, corpus):
@@ -386,20 +388,22 @@ def test_file_fields_take_one_glob_or_a_list():
 
 
 def test_sampler_resumes_an_epoch_and_shards_it_by_rank():
-    whole = list(WindowSampler(1000, 20, seed=3, epoch=2))
+    whole = list(WindowSampler(1000, 20, seed=3, batch_size=4, epoch=2))
     consumed = [8]  # read when iteration starts (Lightning restores its counters after building the loader)
-    resumed = WindowSampler(1000, 20, seed=3, epoch=2, consumed=lambda: consumed[0])
+    resumed = WindowSampler(1000, 20, seed=3, batch_size=4, epoch=2, consumed=lambda: consumed[0])
     assert list(resumed) == whole[8:] and len(resumed) == 20  # length stays the epoch's
     consumed[0] = 0  # a new epoch: Lightning resets its counter
     resumed.set_epoch(3)
-    assert list(resumed) == list(WindowSampler(1000, 20, seed=3, epoch=3))
+    assert list(resumed) == list(WindowSampler(1000, 20, seed=3, batch_size=4, epoch=3))
     # Two ranks share the epoch's draws: rank r takes draws r, r + 2, ...; a resumed rank leaves out its own first.
-    shards = [WindowSampler(1000, 20, seed=3, epoch=2, num_replicas=2, rank=r) for r in (0, 1)]
+    shards = [WindowSampler(1000, 20, seed=3, batch_size=4, epoch=2, num_replicas=2, rank=r) for r in (0, 1)]
     assert [len(s) for s in shards] == [10, 10] and list(shards[0]) == whole[0::2] and list(shards[1]) == whole[1::2]
     # The reproduction (2 ranks, 64 draws, 16 already consumed) raised IndexError under Lightning's wrapper.
-    rank1 = list(WindowSampler(1000, 64, seed=3, num_replicas=2, rank=1))
-    assert list(WindowSampler(1000, 64, seed=3, consumed=lambda: 16, num_replicas=2, rank=1)) == rank1[16:]
-    assert [len(WindowSampler(1000, 5, seed=3, num_replicas=2, rank=r)) for r in (0, 1)] == [3, 3]  # padded: equal
+    rank1 = list(WindowSampler(1000, 64, seed=3, batch_size=8, num_replicas=2, rank=1))
+    resumed = WindowSampler(1000, 64, seed=3, batch_size=8, consumed=lambda: 16, num_replicas=2, rank=1)
+    assert list(resumed) == rank1[16:]
+    # An epoch is whole global batches, split evenly: 5 draws in batches of 4 are 8 draws, 4 a rank.
+    assert [len(WindowSampler(1000, 5, seed=3, batch_size=4, num_replicas=2, rank=r)) for r in (0, 1)] == [4, 4]
     assert isinstance(shards[0], torch.utils.data.DistributedSampler)  # so Lightning does not wrap it
 
 

@@ -21,6 +21,7 @@ from gpt1.app.config import FinetuneConfig, ZeroshotCommandConfig
 from gpt1.app.ranges import check_ranges
 from gpt1.tasks.heuristics import heuristic_of
 from gpt1.training.schema import Schedule
+from tests.conftest import sweep_jobs
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 PAPER_TASKS = ["sst2", "cola", "mnli", "snli", "scitail", "qnli", "rte", "stsb", "qqp", "mrpc", "race", "story_cloze"]
@@ -68,11 +69,6 @@ def jobs(params: dict[str, str], command_line: list[str]) -> list[list[str]]:
     """The jobs Hydra's basic sweeper makes of a config's sweeper params and the command line's overrides."""
     overrides = OverridesParser.create().parse_overrides([*(f"{k}={v}" for k, v in params.items()), *command_line])
     return BasicSweeper.split_arguments(overrides, max_batch_size=None)[0]
-
-
-def sweep_jobs(sweep: Path) -> list[Path]:
-    """The job directories of a sweep directory, in job order."""
-    return sorted((p for p in sweep.iterdir() if p.is_dir()), key=lambda p: int(p.name))
 
 
 def overrides(job: Path) -> dict[str, Any]:
@@ -133,9 +129,9 @@ def test_every_job_of_each_ablation_is_a_valid_run_of_the_recipe(make_cfg, exper
     job it makes composes into a valid fine-tuning config that differs from the others in the swept keys only."""
     base = [f"experiment={experiment}", "task=sentiment", "init_from=x.ckpt", "tokenizer_from=t.ckpt"]
     cfg = hydra_cfg("finetune", base)
-    assert cfg.run_name == experiment  # outputs/<experiment>/multirun/<time>/<job number>, whichever the tasks
+    assert cfg.run_name == experiment  # outputs/<experiment>/multirun/<time>/<job>, whichever the tasks
     assert cfg.hydra.mode.name == "MULTIRUN"  # -m or not
-    assert OmegaConf.to_container(cfg.hydra.sweep)["subdir"] == "${hydra.job.num}"
+    assert OmegaConf.to_container(cfg.hydra.sweep)["subdir"] == "${gpt1.job_dir:}"  # named by its overrides
     params = OmegaConf.to_container(cfg.hydra.sweeper.params)
     assert set(params) == set(swept)
     configs = []
@@ -196,7 +192,10 @@ def test_an_ablation_sweep_runs_one_directory_per_job(tmp_path, tiny_ckpt, cache
     )
     (sweep,) = (tmp_path / "outputs" / "ablation_aux_lm" / "multirun").iterdir()
     done = sweep_jobs(sweep)
-    assert [job.name for job in done] == ["0", "1", "2", "3"] and (sweep / "multirun.yaml").is_file()
+    assert len(done) == 4 and (sweep / "multirun.yaml").is_file()
+    assert sorted(job.name.rpartition("-")[0] for job in done) == [
+        f"aux_lm_weight={w},seed={s}" for w in (0, 0.5) for s in (1, 2)
+    ]
     points = [overrides(job) for job in done]
     assert [(p["aux_lm_weight"], p["seed"]) for p in points] == [(0, 1), (0, 2), (0.5, 1), (0.5, 2)]
     for job, point in zip(done, points):
@@ -228,18 +227,11 @@ def test_the_pretraining_ablation_takes_the_checkpoint_once(tmp_path, tiny_ckpt,
 
 
 def test_an_optuna_search_runs_its_trials_and_reports_the_best(tmp_path, tiny_ckpt, cache_dir):
-    gpt1(
-        "finetune",
-        "hparams_search=optuna",
-        "hydra.sweeper.n_trials=2",
-        f"init_from={tiny_ckpt}",
-        *TINY_TASK,
-        f"paths.cache_dir={cache_dir}",
-        cwd=tmp_path,
-    )
+    search = ["hparams_search=optuna", "hydra.sweeper.n_trials=2", f"init_from={tiny_ckpt}", *TINY_TASK]
+    gpt1("finetune", *search, f"paths.cache_dir={cache_dir}", cwd=tmp_path)
     (sweep,) = (tmp_path / "outputs" / "hparams_search" / "sentiment" / "multirun").iterdir()
     done = sweep_jobs(sweep)
-    assert [job.name for job in done] == ["0", "1"]
+    assert len(done) == 2
     values = [json.loads((job / "metrics.json").read_text())["val/accuracy"] for job in done]
     for job in done:
         trial = overrides(job)
@@ -248,6 +240,51 @@ def test_an_optuna_search_runs_its_trials_and_reports_the_best(tmp_path, tiny_ck
         assert 0 <= trial["head_pdrop"] <= 0.3 and trial["trainer.max_epochs"] in {2, 3, 4}
     results = yaml.safe_load((sweep / "optimization_results.yaml").read_text())
     assert results["best_value"] == max(values) and set(results["best_params"]) == set(OPTUNA_SPACE)
+
+    # resumed (its study in memory): the seeded sampler draws the same trials again, each found finished in its
+    # directory and answered from its metrics.json: nothing runs, and the search ends as it did
+    kept = {p: p.read_bytes() for job in done for p in job.rglob("*") if p.is_file()}
+    again = gpt1(
+        "finetune", *search, "resume=auto", f"hydra.sweep.dir={sweep}", f"paths.cache_dir={cache_dir}", cwd=tmp_path
+    )
+    assert again.stdout.count(": finished before: not run again") == 2 and "started" not in again.stdout
+    assert sweep_jobs(sweep) == done and {p: p.read_bytes() for p in kept} == kept
+    assert yaml.safe_load((sweep / "optimization_results.yaml").read_text()) == results
+
+
+def test_an_optuna_search_in_a_storage_continues_its_study(tmp_path, tiny_ckpt, cache_dir):
+    """hydra.sweeper.storage: a search of 2 trials stopped after the first, with the second running (asked, never
+    told); resume=auto continues the study: the finished trial counts, the stopped one's parameters run again."""
+    import optuna
+    from optuna.distributions import IntUniformDistribution, LogUniformDistribution, UniformDistribution
+
+    storage = f"sqlite:///{tmp_path / 'optuna.db'}"
+    search = ["hparams_search=optuna", f"hydra.sweeper.storage={storage}", "hydra.sweeper.study_name=s"]
+    args = [
+        *search,
+        f"init_from={tiny_ckpt}",
+        *TINY_TASK,
+        f"paths.cache_dir={cache_dir}",
+        f"hydra.sweep.dir={tmp_path / 'sweep'}",
+    ]
+    gpt1("finetune", "hydra.sweeper.n_trials=1", *args, cwd=tmp_path)
+    study = optuna.load_study(study_name="s", storage=storage)
+    stopped = study.ask(
+        {
+            "optim.lr": LogUniformDistribution(1e-5, 3e-4),
+            "aux_lm_weight": UniformDistribution(0.0, 1.0),
+            "head_pdrop": UniformDistribution(0.0, 0.3),
+            "trainer.max_epochs": IntUniformDistribution(2, 4),
+        }
+    )
+    out = gpt1("finetune", "hydra.sweeper.n_trials=2", "resume=auto", *args, cwd=tmp_path).stdout
+    assert "trial 0 (" in out and "): finished before, value " in out
+    params = " ".join(f"{k}={v}" for k, v in sorted(stopped.params.items()))  # (the line sorts them)
+    assert f"trial 1 ({params}): did not finish: run again" in out
+    states = [t.state.name for t in optuna.load_study(study_name="s", storage=storage).get_trials()]
+    assert states == ["COMPLETE", "FAIL", "COMPLETE"]  # the stopped trial, failed, then its parameters again
+    jobs = sweep_jobs(tmp_path / "sweep")
+    assert len(jobs) == 2 and any({k: overrides(job)[k] for k in stopped.params} == stopped.params for job in jobs)
 
 
 @pytest.mark.slow

@@ -1,5 +1,5 @@
 """The data modules' shared loader and base: a loader that asks its sampler for the order at the first batch, the
-global batch split over devices, the warning of a resume that changes the order."""
+global batch split over devices, evaluation's share of each process, the warning of a resume that changes the order."""
 
 import pytest
 import torch
@@ -7,7 +7,7 @@ from torch.utils.data import Sampler
 
 from gpt1.core.errors import ConfigError
 from gpt1.data.base import DataModule, split_batch
-from gpt1.data.loader import DeferredDataLoader, warn_if_order_changed
+from gpt1.data.loader import DeferredDataLoader, EvalShard, warn_if_order_changed
 
 
 class Recorded(Sampler[int]):
@@ -67,3 +67,14 @@ def test_connect_sets_the_device_batch_and_returns_the_passes(capsys):
     assert warning.count("\n") == 1 and "seed: 2 -> 1" in warning and "examples per device" not in warning
     warn_if_order_changed(data, {"seed": 1, "batch_size": 16}, Order.ORDER_KEYS)
     assert capsys.readouterr().err == ""
+
+
+def test_an_evaluation_counts_each_example_once_over_any_number_of_processes():
+    """Lightning's own sampler pads the shares of 7 examples over 2 or 4 processes to 8, repeating some."""
+    order = [6, 0, 5, 1, 4, 2, 3]  # e.g. longest first
+    assert list(EvalShard(order)) == order
+    for n in (2, 4):
+        shards = [list(EvalShard(order, num_replicas=n, rank=r)) for r in range(n)]
+        assert sorted(i for shard in shards for i in shard) == list(range(7)) and shards[0] == order[::n]
+        assert [len(EvalShard(order, n, r)) for r in range(n)] == [len(s) for s in shards]
+    assert isinstance(EvalShard(order), torch.utils.data.DistributedSampler)  # so Lightning does not wrap it

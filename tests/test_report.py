@@ -76,6 +76,17 @@ def test_rows_are_settings_with_the_median_and_spread_over_seeds(aux_sweep):
     assert (aux_sweep / plots[0]).read_bytes().startswith(b"\x89PNG") and f"({plots[0]})" in text
 
 
+def test_a_resumed_sweeps_jobs_are_one_setting_whether_resume_was_given_or_not(tmp_path):
+    """A sweep started without resume=auto and resumed with it (docs/experiments.md): the jobs that ran in the second
+    command have resume=auto among their overrides, which says how they ran, not which job they are: one row."""
+    for seed, extra in ((1, []), (2, ["resume=auto"]), (3, ["resume=auto"])):
+        job(tmp_path / "sweep" / f"seed={seed}", ["task=sst2", f"seed={seed}", *extra], {"val/accuracy": 0.7})
+    result = report([tmp_path / "sweep"])
+    assert result["swept"] == [] and result["jobs"] == 3
+    (row,) = read_csv(tmp_path / "sweep" / "report.csv")
+    assert row["n"] == "3" and "resume" not in row
+
+
 def test_a_layers_transferred_sweep_is_a_curve_and_several_dirs_merge(tmp_path):
     for sweep, layers in (("a", (0, 6)), ("b", (12,))):
         for n in layers:
@@ -262,3 +273,33 @@ def test_an_optuna_sweeps_floats_are_rounded_in_the_plot_and_the_table(tmp_path)
     table = (tmp_path / "optuna" / "report.md").read_text()
     assert "| 1.918e-05 | 1 | 0 | 0.5 |" in table and "1.9182157424526116e-05" not in table
     assert [r["optim.lr"] for r in read_csv(tmp_path / "optuna" / "report.csv")] == lrs  # in full
+
+
+def test_what_ran_the_jobs_is_a_column_where_it_differs_and_a_line_where_it_does_not(tmp_path):
+    """provenance.json (gpt1/core/provenance.py): the host and torch differ between the seeds of a setting (both shown
+    in its cell), gpt1's commit is the same for every job (a line), and a job resumed on another commit shows both."""
+
+    def attempt(torch: str, host: str, commit: str = "a" * 40) -> dict:
+        machine = {"host": host, "cpu": "EPYC", "python": "3.11.7", "gpu": None, "gpus": 0}
+        run = {"processes": 2, "nodes": 1, "precision": "32-true", "kernels": {"cpu_matmuls": {"decode": "torch"}}}
+        code = {"version": "0.1.0", "commit": commit, "dirty": False}
+        return {"gpt1": code, "packages": {"torch": torch}, "machine": machine, "run": run, "outcome": "finished"}
+
+    runs = {1: [attempt("2.13.0", "node1")], 2: [attempt("2.13.0", "node2")], 3: [attempt("2.12.0", "node1")]}
+    for seed, attempts in runs.items():
+        run = job(tmp_path / "sweep" / str(seed), ["task=sst2", f"seed={seed}"], {"task": "sst2", "val/accuracy": 0.7})
+        (run / "provenance.json").write_text(json.dumps({"attempts": attempts}))
+    result = report([tmp_path / "sweep"])
+    assert result["ran_with"] == ["torch", "host"]
+    text = (tmp_path / "sweep" / "report.md").read_text()
+    assert "| torch | host | n | failed | val/accuracy |" in text
+    assert "| 2.12.0 / 2.13.0 | node1 / node2 | 3 | 0 | 0.7 |" in text
+    assert (
+        "Ran with (every job): gpt1 0.1.0 aaaaaaaaaa; python 3.11.7; cpu EPYC; gpu none; processes 2 (1 node);" in text
+    )
+    (row,) = read_csv(tmp_path / "sweep" / "report.csv")
+    assert (row["torch"], row["host"]) == ("2.12.0 / 2.13.0", "node1 / node2")
+
+    moved = tmp_path / "sweep" / "3" / "provenance.json"  # resumed on another commit
+    moved.write_text(json.dumps({"attempts": [*runs[3], attempt("2.12.0", "node1", commit="b" * 40)]}))
+    assert "0.1.0 aaaaaaaaaa -> 0.1.0 bbbbbbbbbb" in find_jobs([tmp_path / "sweep"])[2].ran["gpt1"]

@@ -5,6 +5,7 @@ import importlib.util
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -20,7 +21,7 @@ from lightning.pytorch.callbacks import Callback
 import gpt1.commands.pretrain
 import gpt1.training.run
 from gpt1.app.runner import user_message
-from gpt1.checkpoints.format import load_checkpoint
+from gpt1.checkpoints.format import load_checkpoint, read_checkpoint
 from gpt1.commands.evaluate import evaluate
 from gpt1.commands.generate import generate
 from gpt1.commands.pretrain import train
@@ -31,7 +32,7 @@ from gpt1.training.fsdp import FSDP2Strategy
 from gpt1.training.module import GPT1Module
 from gpt1.training.schema import OptimConfig
 from gpt1.training.trainer import build_strategy, build_trainer, check_accelerator, compile_model
-from tests.conftest import FEW, FEW_FINETUNE, TINY_RUN
+from tests.conftest import FEW, FEW_FINETUNE, TINY_RUN, sweep_jobs
 
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
 CPU_DDP = ["trainer=ddp", "trainer.accelerator=cpu", "trainer.devices=2", "trainer.precision=32-true"]
@@ -186,6 +187,72 @@ def test_ddp_finetune_on_cpu_writes_one_run_directory(tmp_path, cache_dir, make_
     assert scores["val/accuracy"] == pytest.approx(metrics["val/accuracy"], abs=1e-6)  # the 16 examples, as 2 x 8
 
 
+# -- the same data on any number of processes ---------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def ddp_runs(tmp_path_factory, cache_dir):
+    """runs(N, resumed_from=None) -> the directory of tests/ddp_runs.py's runs on N gloo processes (made once), and its
+    stderr: each update's examples, a checkpoint at update 4, and the finished runs (``resumed_from``: a directory of
+    such runs, whose update-4 checkpoints they resume)."""
+    made: dict = {}
+
+    def runs(n: int, resumed_from: Path | None = None) -> tuple[Path, str]:
+        key = (n, resumed_from)
+        if key not in made:
+            out = tmp_path_factory.mktemp(f"ddp{n}")
+            args = [str(n), str(out), str(cache_dir), *([str(resumed_from)] if resumed_from else [])]
+            script = Path(__file__).parent / "ddp_runs.py"
+            proc = subprocess.run(
+                [sys.executable, str(script), *args], cwd=out, env=ENV, capture_output=True, text=True, timeout=900
+            )
+            assert proc.returncode == 0, f"ddp_runs.py {' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr}"
+            made[key] = out, proc.stderr
+        return made[key]
+
+    return runs
+
+
+def updates(run: Path, name: str) -> dict[str, list[str]]:
+    return json.loads((run / f"{name}.json").read_text())
+
+
+def test_a_global_batch_holds_the_same_examples_on_1_2_and_4_processes(ddp_runs):
+    """Pre-training and fine-tuning under gloo DDP: every update trains on the same examples whatever the number of
+    processes and of passes they split it into (8 = 1 x 4 x 2 = 2 x 2 x 2 = 4 x 1 x 2 windows; 1 x 2 x 4 = 2 x 2 x 2 =
+    4 x 2 x 1 task examples), across epoch ends whose last batch would be partial (pre-training rounds an epoch up
+    to whole batches, fine-tuning drops the rest), and a validation counts each example once (7, over 2 and 4)."""
+    one, _ = ddp_runs(1)
+    for name, n_updates in (("pretrain", 7), ("finetune", 12)):
+        recorded = updates(one, name)
+        assert len(recorded["validation"]) == len(set(recorded["validation"])) == 7
+        assert sorted(int(k) for k in recorded if k != "validation") == list(range(n_updates))
+        assert all(len(examples) == 8 for key, examples in recorded.items() if key != "validation")
+        for n in (2, 4):
+            assert updates(ddp_runs(n)[0], name) == recorded, f"{name} on {n} processes"
+
+
+def test_a_run_stopped_on_2_processes_resumes_on_1_and_the_reverse(ddp_runs):
+    """Resumed mid-epoch from an update-4 checkpoint of the other number of processes (fine-tuning's passes per update
+    change with it: 4 on one process, 2 on two): the same updates, no data-order warning, and the weights of the
+    uninterrupted run within fp32 reduction noise."""
+    for n, other in ((1, 2), (2, 1)):
+        uninterrupted = ddp_runs(other)[0]
+        resumed, err = ddp_runs(n, resumed_from=uninterrupted)
+        assert "another data order" not in err
+        for name in ("pretrain", "finetune"):
+            done = updates(resumed, name)
+            assert sorted(int(k) for k in done if k != "validation")[0] == 4
+            assert all(done[k] == updates(uninterrupted, name)[k] for k in done if k != "validation")
+            ours, theirs = (
+                read_checkpoint(run / name / "checkpoints" / "last.ckpt") for run in (resumed, uninterrupted)
+            )
+            for key in (k for k in ours["state_dict"] if k.startswith(("model.", "heads."))):
+                torch.testing.assert_close(
+                    ours["state_dict"][key], theirs["state_dict"][key], rtol=0, atol=1e-5, msg=f"{name} {key}"
+                )
+
+
 # -- compile=true ------------------------------------------------------------------------------------------------
 
 
@@ -233,21 +300,29 @@ def test_a_compiled_run_saves_plain_parameter_names(tmp_path, cache_dir):
 # -- launchers ---------------------------------------------------------------------------------------------------
 
 
-def test_a_local_submitit_sweep_runs_each_job_in_its_directory(tmp_path, cache_dir):
+def test_a_local_submitit_sweep_runs_each_job_in_its_directory_and_resumes(tmp_path, cache_dir):
+    """Then the sweep extended by a job, with resume=auto: the two finished jobs are not launched (their directories
+    byte-equal), the new one runs in its own."""
     sweep = tmp_path / "sweep"
-    run_gpt1(
-        "pretrain",
-        "-m",
-        "hydra/launcher=submitit_local",
-        *FEW,
-        "trainer.max_steps=2",
-        "optim.lr=1e-3,3e-3",
-        f"hydra.sweep.dir={sweep}",
-        f"paths.cache_dir={cache_dir}",
-        cwd=tmp_path,
-    )
-    for job in ("0", "1"):
-        assert json.loads((sweep / job / "metrics.json").read_text())["steps"] == 2
+    args = [*FEW, "trainer.max_steps=2", f"hydra.sweep.dir={sweep}", f"paths.cache_dir={cache_dir}"]
+    run_gpt1("pretrain", "-m", "hydra/launcher=submitit_local", "optim.lr=1e-3,3e-3", *args, cwd=tmp_path)
+    jobs = sweep_jobs(sweep)
+    assert [job.name.rpartition("-")[0] for job in jobs] == ["optim.lr=0.001", "optim.lr=0.003"]
+    for job in jobs:
+        assert json.loads((job / "metrics.json").read_text())["steps"] == 2
+    kept = {job: sorted((p, p.read_bytes()) for p in job.rglob("*") if p.is_file()) for job in jobs}
+    out = run_gpt1(
+        "pretrain", "-m", "hydra/launcher=submitit_local", "optim.lr=1e-3,3e-3,1e-2", "resume=auto", *args, cwd=tmp_path
+    ).stdout
+    lines = [line.strip() for line in out.splitlines() if line.startswith("  optim.lr=")]
+    assert [line.partition(" (")[0] for line in lines] == [
+        "optim.lr=0.001: finished before: not run again, its directory kept as it was",
+        "optim.lr=0.003: finished before: not run again, its directory kept as it was",
+        "optim.lr=0.01: started",
+    ]
+    assert {job: sorted((p, p.read_bytes()) for p in job.rglob("*") if p.is_file()) for job in jobs} == kept
+    (new,) = set(sweep_jobs(sweep)) - set(jobs)
+    assert json.loads((new / "metrics.json").read_text())["steps"] == 2
 
 
 @pytest.fixture

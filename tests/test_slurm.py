@@ -2,8 +2,9 @@
 start`, as root; .ci/run starts it). A pre-training job on 2 nodes; a job that reaches its time limit, one that is
 pre-empted (`scontrol requeue`) and a DDP job over both nodes that reaches its time limit, each requeued and resumed
 to the uninterrupted run's weights, bit for bit; a fine-tuning sweep of 4 jobs, 2 at a time, and its report; a job
-that fails on a bad override. Marked `slurm` (`python -m pytest -m slurm`), skipped without sbatch. Also, without the
-cluster: the launcher's keys on CPU and the one line when the plugin is missing."""
+that fails on a bad override; a sweep with a job cancelled mid-way, resumed. Marked `slurm` (`python -m pytest -m
+slurm`), skipped without sbatch. Also, without the cluster: the launcher's keys on CPU and the one line when the plugin
+is missing."""
 
 import json
 import os
@@ -21,8 +22,9 @@ from hydra import compose, initialize_config_module
 
 import gpt1.cpu.kernels
 from gpt1.checkpoints.format import load_checkpoint
+from gpt1.cluster.slurm import _submitted
 from gpt1.commands.pretrain import train
-from tests.conftest import FEW, FEW_FINETUNE, REPO, TINY_RUN
+from tests.conftest import FEW, FEW_FINETUNE, REPO, TINY_RUN, sweep_jobs
 
 ENV = {
     **os.environ,
@@ -177,8 +179,9 @@ def test_a_two_node_job_runs_two_ranks_into_one_run_directory(tmp_path, cache_di
         )
     )
     assert_quiet(proc.stderr)
-    assert sorted(p.name for p in sweep.iterdir()) == [".submitit", "0", "multirun.yaml"]  # one run directory
-    metrics = json.loads((sweep / "0" / "metrics.json").read_text())
+    (job_dir,) = sweep_jobs(sweep)  # one run directory
+    assert sorted(p.name for p in sweep.iterdir()) == [".submitit", job_dir.name, "multirun.yaml"]
+    metrics = json.loads((job_dir / "metrics.json").read_text())
     assert metrics["steps"] == 4 and metrics["tokens_seen"] == 4 * 8 * 32  # the global batch of 8 over both ranks
     (job,) = slurm_jobs(sweep)
     ranks = {}
@@ -214,7 +217,7 @@ def test_a_two_node_job_on_a_fresh_cache_prepares_it_once(tmp_path):
     logs = "".join(log(sweep, task=task, kind=kind).read_text() for task in (0, 1) for kind in ("out", "err"))
     assert logs.count("trained a 513-token BPE") == 1, logs
     assert logs.count("packed 1 documents") == 2, logs  # train and valid, each once
-    assert json.loads((sweep / "0" / "metrics.json").read_text())["steps"] == 4
+    assert json.loads((sweep_jobs(sweep)[0] / "metrics.json").read_text())["steps"] == 4
 
 
 @pytest.fixture(scope="module")
@@ -265,11 +268,12 @@ def start_long(tmp_path: Path, cache_dir: Path, *overrides: str) -> tuple[subpro
 def preempt(proc: subprocess.Popen, sweep: Path, done: dict) -> None:
     """`scontrol requeue` the job once its first periodic checkpoint is written (what a partition that pre-empts by
     requeueing does)."""
-    ckpt = sweep / "0" / "checkpoints" / "step0000010.ckpt"
     deadline = time.monotonic() + 300
-    while not ckpt.exists() and proc.poll() is None and time.monotonic() < deadline:
+    while not list(sweep.glob("*/checkpoints/step0000010.ckpt")) and proc.poll() is None:
+        if time.monotonic() > deadline:
+            return
         time.sleep(0.2)
-    if ckpt.exists():
+    if list(sweep.glob("*/checkpoints/step0000010.ckpt")):
         done["requeue"] = subprocess.run(["scontrol", "requeue", slurm_jobs(sweep)[0]], capture_output=True, text=True)
 
 
@@ -348,8 +352,9 @@ def finish(proc: subprocess.Popen, sweep: Path, uninterrupted) -> tuple[list[int
     out, err = proc.communicate(timeout=600)
     assert proc.returncode == 0, f"{out}\n{err}\n{log(sweep).read_text()}"
     assert_quiet(err)
-    assert json.loads((sweep / "0" / "metrics.json").read_text())["steps"] == 100
-    got = weights(sweep / "0")
+    (job,) = sweep_jobs(sweep)
+    assert json.loads((job / "metrics.json").read_text())["steps"] == 100
+    got = weights(job)
     assert got.keys() == uninterrupted.keys()
     for name, tensor in uninterrupted.items():
         assert torch.equal(tensor, got[name]), name  # bit for bit
@@ -431,8 +436,9 @@ def test_a_finetuning_sweep_runs_its_jobs_two_at_a_time_and_reports(tmp_path, ca
         )
     )
     assert_quiet(proc.stderr)
-    for job in "0123":
-        assert json.loads((sweep / job / "metrics.json").read_text())["steps"] == 4
+    assert len(sweep_jobs(sweep)) == 4
+    for job in sweep_jobs(sweep):
+        assert json.loads((job / "metrics.json").read_text())["steps"] == 4
     array = slurm_jobs(sweep)[0].split("_")[0]
     assert "#SBATCH --array=0-3%2" in (sweep / ".submitit" / array / f"{array}_submission.sh").read_text()
     report = ok(run("gpt1", "report", str(sweep), cwd=tmp_path)).stdout
@@ -462,4 +468,39 @@ def test_a_failing_job_says_why_in_its_log_and_the_sweep_says_which(tmp_path, ca
     assert job_lines(job_log)[-1] == f"error: {problem}"  # the last line the job wrote
     which = f"job 1 (trainer.max_steps=-5; SLURM job {slurm_jobs(sweep)[1]})"
     assert proc.stderr.splitlines()[-1] == f"error: {which} of the sweep failed: {problem} (its log: {job_log})"
-    assert json.loads((sweep / "0" / "metrics.json").read_text())["steps"] == 2  # the other job ran
+    assert json.loads((sweep_jobs(sweep)[0] / "metrics.json").read_text())["steps"] == 2  # the other job ran
+
+
+@pytest.mark.slurm
+@needs_sbatch
+def test_a_sweep_with_a_job_cancelled_midway_resumes_it_and_skips_the_finished_one(tmp_path, cache_dir):
+    """Two pre-training jobs (seeds 1, 2; tests/slurm_app.py: slow until first stopped); the job of seed 2 is cancelled
+    (`scancel`) after its first checkpoint: it saves last.ckpt on SLURM's SIGTERM at the update it is at, and the
+    sweep fails, naming it. The same command again: seed 1 finished before (no SLURM job submitted for it, its
+    directory byte-equal), seed 2 resumed at the step it saved, to its end."""
+    sweep = tmp_path / "sweep"
+    steps = ["trainer.max_steps=30", "trainer.val_check_interval=30", "callbacks.checkpoint.every_n_steps=5"]
+    args = ["-m", *LONG, *steps, "hydra/launcher=submitit_slurm", "resume=auto", "seed=1,2"]
+    args += [f"hydra.sweep.dir={sweep}", f"paths.cache_dir={cache_dir}"]
+    app = [sys.executable, "-c", "from tests.slurm_app import main; main()"]
+    proc = subprocess.Popen([*app, *args], cwd=tmp_path, env={**ENV, "GPT1_TEST_STEP_S": STEP_S}, text=True)
+    deadline = time.monotonic() + 300
+    while not list(sweep.glob("seed=2-*/checkpoints/step0000005.ckpt")):
+        assert proc.poll() is None and time.monotonic() < deadline, "the sweep ended before seed 2's first checkpoint"
+        time.sleep(0.2)
+    (second,) = [job for job, (_, overrides) in _submitted(sweep / ".submitit").items() if "seed=2" in overrides]
+    ok(run("scancel", second, cwd=tmp_path))
+    assert proc.wait(timeout=600) == 2
+    jobs = {int(job.name.split("-")[0].removeprefix("seed=")): job for job in sweep_jobs(sweep)}
+    assert json.loads((jobs[1] / "metrics.json").read_text())["steps"] == 30 and not (jobs[2] / "metrics.json").exists()
+    kept = {p: p.read_bytes() for p in jobs[1].rglob("*") if p.is_file()}
+    submitted = set(slurm_jobs(sweep))
+    saved = torch.load(jobs[2] / "checkpoints" / "last.ckpt", weights_only=True)["global_step"]  # on SIGTERM
+
+    again = ok(run("gpt1", "pretrain", *args, cwd=tmp_path))
+    lines = [line.strip() for line in again.stdout.splitlines() if line.startswith("  seed=")]
+    assert lines[0] == f"seed=1: finished before: not run again, its directory kept as it was ({jobs[1]})"
+    assert lines[1] == f"seed=2: resumed at step {saved} ({jobs[2]})" and 5 <= saved < 30
+    assert len(set(slurm_jobs(sweep)) - submitted) == 1  # seed 2's only
+    assert {p: p.read_bytes() for p in jobs[1].rglob("*") if p.is_file()} == kept
+    assert json.loads((jobs[2] / "metrics.json").read_text())["steps"] == 30

@@ -791,19 +791,21 @@ def test_cache_skips_reading_and_follows_the_files(
 
 
 def test_epoch_sampler() -> None:
-    full = list(EpochSampler(10, seed=3, epoch=2))
-    assert sorted(full) == list(range(10)) and full == list(EpochSampler(10, seed=3, epoch=2))
-    assert full != list(EpochSampler(10, seed=3, epoch=1)) and full != list(EpochSampler(10, seed=4, epoch=2))
+    full = list(EpochSampler(10, seed=3, batch_size=10, epoch=2))
+    assert sorted(full) == list(range(10)) and full == list(EpochSampler(10, seed=3, batch_size=10, epoch=2))
+    assert full != list(EpochSampler(10, seed=3, batch_size=10, epoch=1))
+    assert full != list(EpochSampler(10, seed=4, batch_size=10, epoch=2))
     consumed = [4]
-    resumed = EpochSampler(10, seed=3, epoch=2, consumed=lambda: consumed[0])
+    resumed = EpochSampler(10, seed=3, batch_size=10, epoch=2, consumed=lambda: consumed[0])
     assert list(resumed) == full[4:] and len(resumed) == 10  # the epoch's length, for Lightning's counters
     consumed[0] = 0  # a new epoch (Lightning resets its counter): whole
     resumed.set_epoch(3)
-    assert list(resumed) == list(EpochSampler(10, seed=3, epoch=3))
-    shards = [list(EpochSampler(10, seed=3, epoch=2, num_replicas=2, rank=r)) for r in (0, 1)]
+    assert list(resumed) == list(EpochSampler(10, seed=3, batch_size=10, epoch=3))
+    shards = [list(EpochSampler(10, seed=3, batch_size=10, epoch=2, num_replicas=2, rank=r)) for r in (0, 1)]
     assert sorted(shards[0] + shards[1]) == list(range(10)) and shards[0] == full[0::2]
-    assert list(EpochSampler(10, seed=3, epoch=2, consumed=lambda: 2, num_replicas=2, rank=1)) == full[1::2][2:]
-    assert isinstance(EpochSampler(4, 0), torch.utils.data.DistributedSampler)  # so Lightning does not re-wrap it
+    resumed = EpochSampler(10, seed=3, batch_size=10, epoch=2, consumed=lambda: 2, num_replicas=2, rank=1)
+    assert list(resumed) == full[1::2][2:]
+    assert isinstance(EpochSampler(4, 0, 4), torch.utils.data.DistributedSampler)  # so Lightning does not re-wrap it
 
 
 def test_train_loader_resumes_mid_epoch(tmp_path: Path, tokenizer: Tokenizer) -> None:

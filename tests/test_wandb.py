@@ -97,7 +97,7 @@ def test_an_ablation_sweep_gives_one_wandb_run_per_job_and_a_report(tmp_path, ca
     assert sorted(r["name"] for r in runs) == [f"aux_lm_weight={w},seed={s}" for w in ("0", "0.5") for s in (1, 2)]
     for run in runs:
         assert run["exit"] == 0
-        assert {"aux_lm_weight", "seed", "task", "optim"} <= run["config"]  # the resolved config
+        assert {"aux_lm_weight", "seed", "task", "optim", "provenance"} <= run["config"]  # resolved, and what ran it
         assert {"val/accuracy", "train/loss", "val/predictions/_type"} <= run["history"]  # metrics, the table
         assert {"val/accuracy", "test/accuracy", "baseline/accuracy", "steps", "wall_time_s"} <= run["summary"]
     (table,) = jobs[0].glob("wandb/offline-run-*/files/media/table/val/predictions_*.table.json")
@@ -116,6 +116,7 @@ def test_an_ablation_sweep_gives_one_wandb_run_per_job_and_a_report(tmp_path, ca
     assert done.returncode == 0, done.stderr
     table = (sweep / "report.md").read_text()
     assert "| aux_lm_weight | n | failed | val/accuracy" in table and "| 0.5 | 2 | 0 |" in table
+    assert "Ran with (every job): gpt1 " in table  # the jobs' provenance.json, the same for all four
     assert (sweep / "report.csv").is_file() and (sweep / "ablation-val_accuracy.png").is_file()
 
 

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import os
+import shlex
 import sys
+
+from gpt1.core.provenance import COMMAND_LINE
 
 COMMANDS = {
     "pretrain": "pre-train GPT-1 on a corpus (default: the quickstart on the sample books)",
@@ -27,6 +31,7 @@ def main() -> None:
         lines = [f"  {name:<10} {text}" for name, text in COMMANDS.items()]
         print("usage: gpt1 <command> [key=value ...] [-m] [--cfg job] [--help]\n\ncommands:\n" + "\n".join(lines))
         sys.exit(0 if len(sys.argv) > 1 and sys.argv[1] in ("-h", "--help") else 2)
+    os.environ[COMMAND_LINE] = shlex.join(["gpt1", *sys.argv[1:]])  # as typed, for the run's record and its ranks
     command = sys.argv.pop(1)
     sys.argv[0] = f"gpt1 {command}"
     module = f"gpt1.{'tools' if command in TOOLS else 'commands'}.{command}"

@@ -27,6 +27,7 @@ from gpt1.app.config import (
     PretrainConfig,
     ZeroshotCommandConfig,
 )
+from gpt1.app.sweep import job_dir_of
 from gpt1.cluster.slurm import on_cpu
 from gpt1.core.errors import ConfigError
 from gpt1.data.sample import sample_data
@@ -145,6 +146,8 @@ def register() -> None:
         OmegaConf.register_new_resolver("gpt1.pretrain_run_name", _pretrain_run_name)
     if not OmegaConf.has_resolver("gpt1.sample_prompt"):  # the quickstart's prompt, or None on another corpus
         OmegaConf.register_new_resolver("gpt1.sample_prompt", _sample_prompt)
+    if not OmegaConf.has_resolver("gpt1.job_dir"):  # ${gpt1.job_dir:}: a sweep's job directory, by its overrides
+        OmegaConf.register_new_resolver("gpt1.job_dir", job_dir_of)
     if not OmegaConf.has_resolver("gpt1.on_cpu"):  # ${gpt1.on_cpu:${trainer.accelerator},A,B} (the SLURM launcher)
         OmegaConf.register_new_resolver("gpt1.on_cpu", on_cpu)
     cs = ConfigStore.instance()

@@ -25,10 +25,12 @@ from omegaconf.errors import OmegaConfBaseException
 import gpt1
 from gpt1.app.registration import register
 from gpt1.app.suggest import config_hint
+from gpt1.app.sweep import resuming_sweeps
 from gpt1.core.compat import hydra_reports_through
 from gpt1.core.errors import EXIT_USER_ERROR, UserError
 from gpt1.core.files import WriteError, write_error
 from gpt1.core.memory import memory_line, peak_memory
+from gpt1.core.provenance import recorded_attempt
 from gpt1.core.run_lock import hold, let_go, run_lock
 from gpt1.cpu.settings import configure as configure_cpu
 
@@ -185,16 +187,24 @@ def from_the_installed_package() -> None:
 def command(config_name: str) -> Callable[[Callable[[Any], Any]], Callable[[], None]]:
     """``@hydra.main`` for a gpt1 command: its config ``conf/<config_name>.yaml`` from the installed package, the
     schemas registered, user errors (in the configuration or raised by the command) reported as one line, its peak
-    memory as its last line (``gpt1.core.memory``), and the CPU settings applied (``gpt1.cpu.settings.configure``) in
-    every process that runs it, DDP's other ranks and the jobs of a submitit launcher (SLURM's, which run the job's
-    function in a process of their own) included."""
+    memory as its last line (``gpt1.core.memory``), each attempt recorded in its run directory's provenance.json
+    (global rank 0: ``gpt1.core.provenance``), a ``-m`` run resumable (``gpt1.app.sweep``), and the CPU settings
+    applied (``gpt1.cpu.settings.configure``) in every process that runs it, DDP's other ranks and the jobs of a
+    submitit launcher (SLURM's, which run the job's function in a process of their own) included."""
 
     def decorate(fn: Callable[[Any], Any]) -> Callable[[], None]:
         @functools.wraps(fn)
         def job(cfg: Any) -> Any:
+            from lightning_utilities.core.rank_zero import rank_zero_only
+
             from_the_installed_package()  # (a launcher's job process has not run main below)
             configure_cpu()  # (idempotent: a no-op where main below ran)
-            return fn(cfg)
+            if getattr(rank_zero_only, "rank", 0) != 0:
+                return fn(cfg)
+            # provenance.json: what ran, and how it ended; written holding the run directory (a sweep's job, whose
+            # directory HoldRunDir does not hold; reentrant where it does), so that a second process writes nothing
+            with run_lock(cfg.paths.output_dir, f"gpt1 {config_name}"), recorded_attempt(cfg.paths.output_dir):
+                return fn(cfg)
 
         hydra_main = hydra.main(version_base="1.3", config_path="pkg://gpt1.conf", config_name=config_name)(
             user_errors(_memory_line_after(job))
@@ -205,7 +215,7 @@ def command(config_name: str) -> Callable[[Callable[[Any], Any]], Callable[[], N
             user_errors(from_the_installed_package)()
             configure_cpu()  # before the first large allocation
             register()
-            with hydra_reports_through(user_errors):  # Hydra's own errors (composing the config) in one line too
+            with hydra_reports_through(user_errors), resuming_sweeps():  # Hydra's own errors in one line too
                 user_errors(hydra_main)()  # the flags' own errors, before Hydra composes anything
 
         return main

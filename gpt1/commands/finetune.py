@@ -37,6 +37,7 @@ from gpt1.text.tokenizer import Tokenizer
 from gpt1.training.loggers import wandb_job
 from gpt1.training.results import (
     baseline_metrics,
+    job_value,
     sample_predictions,
     single_class_note,
     task_scores,
@@ -164,7 +165,7 @@ def finetune(cfg: DictConfig) -> dict[str, Any]:
 @command("finetune")
 def main(cfg: DictConfig) -> float:
     with wandb_job():  # one W&B run per job of a multirun
-        return finetune(cfg)[f"val/{cfg.task.metrics[0]}"]
+        return job_value("finetune", cfg, finetune(cfg))
 
 
 if __name__ == "__main__":

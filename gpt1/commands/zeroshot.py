@@ -28,7 +28,7 @@ from gpt1.data.sources import resolve_files
 from gpt1.tasks.heuristics import get_heuristic, heuristic_of, metric_values
 from gpt1.tasks.spec import TaskConfig
 from gpt1.tasks.task_data import TaskDataModule
-from gpt1.training.results import single_class_note, write_metrics
+from gpt1.training.results import job_value, single_class_note, write_metrics
 
 TEXT_ONLY = 5
 """The context given to the ``TaskDataModule`` that only reads texts (``read`` needs neither tokenizer nor context)."""
@@ -119,7 +119,7 @@ def zeroshot(cfg: DictConfig) -> dict[str, Any]:
 
 @command("zeroshot")
 def main(cfg: DictConfig) -> float:
-    return zeroshot(cfg)["checkpoints"][-1][cfg.task.metrics[0]]
+    return job_value("zeroshot", cfg, zeroshot(cfg))
 
 
 if __name__ == "__main__":

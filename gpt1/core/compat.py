@@ -59,6 +59,22 @@ def hydra_reports_through(wrap: Callable[[Callable[[], Any]], Callable[[], Any]]
         utils.run_and_report = original
 
 
+@contextmanager
+def launchers_wrapped_by(wrap: Callable[[Any], Any]) -> Iterator[None]:
+    """Within it, every launcher a Hydra sweeper instantiates (through ``Plugins.instantiate_launcher``, which every
+    sweeper calls and then launches its jobs through what it returns) is ``wrap(launcher)``: gpt1's resumable sweeps
+    (``gpt1.app.sweep``). Hydra has no hook between a sweeper and its launcher: the method is replaced on the class (not
+    on the instance, which a submitit job's pickled state holds), then put back."""
+    from hydra.core.plugins import Plugins
+
+    original = Plugins.instantiate_launcher
+    Plugins.instantiate_launcher = lambda self, **kwargs: wrap(original(self, **kwargs))
+    try:
+        yield
+    finally:
+        Plugins.instantiate_launcher = original
+
+
 # -- OmegaConf --------------------------------------------------------------------------------------------------------
 
 
@@ -134,6 +150,23 @@ def epoch_batch_progress(trainer: object) -> object:
     """The count of the current epoch's training batches (its ``processed``: this rank's batches trained on, restored
     on resume) in Lightning's fit loop (``trainer.fit_loop.epoch_loop.batch_progress.current``, undocumented)."""
     return trainer.fit_loop.epoch_loop.batch_progress.current
+
+
+def count_batches_in_passes(trainer: object, then: int, now: int) -> bool:
+    """Make Lightning's counts of training batches, restored from a run that took ``then`` batches per update,
+    those of the same updates in ``now`` batches each: this epoch's and all epochs' (``ready``, ``started``,
+    ``processed``, ``completed`` of ``trainer.fit_loop.epoch_loop.batch_progress``'s ``current`` and ``total``,
+    undocumented), each kept at its offset from ``processed`` (``completed`` trails it by one after a save at a batch's
+    end). False, changing nothing, when a count of processed batches is not a whole number of updates."""
+    progress = trainer.fit_loop.epoch_loop.batch_progress
+    trackers = (progress.current, progress.total)
+    if any(t.processed % then for t in trackers):
+        return False
+    for tracker in trackers:
+        processed = tracker.processed
+        for name in ("ready", "started", "processed", "completed"):
+            setattr(tracker, name, processed // then * now + getattr(tracker, name) - processed)
+    return True
 
 
 # -- submitit ---------------------------------------------------------------------------------------------------------

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, ClassVar, Optional
 
 import lightning as L
@@ -14,7 +14,7 @@ from torch.utils.data import DataLoader, Dataset, Sampler
 
 from gpt1.core.compat import epoch_batch_progress
 from gpt1.core.errors import ConfigError
-from gpt1.data.loader import DeferredDataLoader, warn_if_order_changed
+from gpt1.data.loader import DeferredDataLoader, EvalShard, warn_if_order_changed
 
 
 def cache_key(*parts: Any) -> str:
@@ -52,6 +52,9 @@ class DataModule(L.LightningDataModule):
     Trainer is known; a seeded training order that a resumed run continues mid-epoch; loaders whose worker seeds never
     draw from the global RNG.
 
+    The training order is one of global batches: update k of an epoch trains on the same examples whatever the number
+    of processes and passes the batch is split into (the samplers give rank r draws r, r + R, ... of the epoch's, and
+    an epoch is whole global batches), so a run may resume on another number of processes, devices or nodes.
     Subclasses name what fixes their training order in ``ORDER_KEYS`` (key -> how a resume's warning names it) and
     return those settings from ``order_state``.
     """
@@ -71,21 +74,26 @@ class DataModule(L.LightningDataModule):
         self.seed, self.num_workers = seed, num_workers
         self.device_batch_size = micro_batch_size or batch_size
         """Examples per device per forward pass; set by ``connect``."""
+        self.passes = 1
+        """Forward passes per update (the Trainer's ``accumulate_grad_batches``); set by ``connect``."""
+        self.resumed_passes: Optional[int] = None
+        """The passes per update of the run whose checkpoint this one resumes (``load_state_dict``), None otherwise."""
 
     def connect(self, world_size: int, accumulate: int = 1) -> int:
         """Split the global batch over ``world_size`` devices (``micro_batch_size`` each, else their share in
         ``accumulate`` passes); return the passes per update (the Trainer's ``accumulate_grad_batches``)."""
-        self.device_batch_size, accumulate = split_batch(
+        self.device_batch_size, self.passes = split_batch(
             self.batch_size, world_size, self.micro_batch_size, accumulate, self.batch_key
         )
-        return accumulate
+        return self.passes
 
     # -- the training order ---------------------------------------------------------------------------------------
 
     def resume_point(self) -> tuple[int, Callable[[], int], int, int]:
         """What a training sampler needs to continue an epoch: (epoch, consumed, num_replicas, rank), ``consumed()``
         being this rank's examples of the epoch already trained on, read from Lightning's counters (restored on
-        resume) when iteration starts; (0, 0, 1, 0) without a Trainer."""
+        resume, in this run's passes: ``gpt1.training.callbacks.continue_epoch.ContinueEpoch``) when iteration
+        starts; (0, 0, 1, 0) without a Trainer."""
         trainer = self.trainer
         if trainer is None:
             return 0, lambda: 0, 1, 0
@@ -102,16 +110,15 @@ class DataModule(L.LightningDataModule):
         raise NotImplementedError
 
     def state_dict(self) -> dict[str, Any]:
-        """What fixes the training order, saved in checkpoints (Lightning's datamodule state)."""
-        return self.order_state()
+        """What fixes the training order, and the passes per update that Lightning's saved batch counts are in, saved
+        in checkpoints (Lightning's datamodule state)."""
+        return {**self.order_state(), "passes": self.passes}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """On resume: warn where this run draws its training examples otherwise than the checkpoint's run did."""
+        """On resume: warn where this run draws its training examples otherwise than the checkpoint's run did; keep
+        the passes per update its batch counts are in (another number of processes may take other passes)."""
         warn_if_order_changed(self, state, self.ORDER_KEYS)
-
-    def world_size(self) -> int:
-        """The processes the Trainer runs (1 without one)."""
-        return self.trainer.world_size if self.trainer is not None else 1
+        self.resumed_passes = state.get("passes")
 
     def loader(
         self,
@@ -132,3 +139,16 @@ class DataModule(L.LightningDataModule):
             pin_memory=torch.cuda.is_available(),
             generator=torch.Generator().manual_seed(self.seed),  # worker seeds never draw from the global RNG
         )
+
+    def eval_loader(
+        self,
+        ds: Dataset,
+        batch_size: int,
+        order: Optional[Sequence[int]] = None,
+        collate_fn: Optional[Callable[[list[Any]], Any]] = None,
+    ) -> DataLoader:
+        """A loader of this process's share of ``ds`` for evaluation (``EvalShard``): the examples of ``order`` (None:
+        in index order) at this rank's positions, every example once over all the processes."""
+        replicas, rank = (self.trainer.world_size, self.trainer.global_rank) if self.trainer is not None else (1, 0)
+        shard = EvalShard(range(len(ds)) if order is None else order, replicas, rank)
+        return self.loader(ds, batch_size, shard, collate_fn)

@@ -50,7 +50,8 @@ class DataConfig:
     threads over every core; more fork that many processes of one thread each (what the "openai" pipeline's Python
     needs). None: by the pipeline, 1 for "gpt1" and one per core for "openai" (the packed tokens are the same)."""
     samples_per_epoch: Optional[int] = ranged(None, ge=1)
-    """Random training windows per epoch; None: n_train_tokens // n_ctx (each token seen about once)."""
+    """Random training windows per epoch, rounded up to whole global batches (data.batch_size); None: n_train_tokens //
+    n_ctx (each token seen about once)."""
     max_valid_windows: Optional[int] = ranged(None, ge=1)
     """Use only the first this many validation windows (quick runs); None: all."""
 

@@ -1,13 +1,14 @@
-"""What the data modules share for an exact resume: a DataLoader whose iterator starts at the first batch, so that a
-resumed run's sampler sees the restored counters, and the warning when a resume changes the training order."""
+"""What the data modules share for an exact resume and for any number of processes: a DataLoader whose iterator starts
+at the first batch, so that a resumed run's sampler sees the restored counters; evaluation's share of each process;
+and the warning when a resume changes the training order."""
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Optional
 
-from torch.utils.data import DataLoader
+from torch.utils.data import DataLoader, DistributedSampler
 
 
 class DeferredDataLoader(DataLoader):
@@ -36,6 +37,24 @@ class _Deferred:
         if self._iterator is None:
             self._iterator = self._start()
         return next(self._iterator)
+
+
+class EvalShard(DistributedSampler):
+    """This process's share of an evaluation: the examples of ``order`` at positions rank, rank + num_replicas, ...:
+    every example once over all the processes, so that a metric is the same on any number of them. (Lightning's own
+    sampler evens the shares out by repeating examples, which then count twice, as many as the processes need.)
+    Being a ``DistributedSampler``, Lightning uses it as is."""
+
+    def __init__(self, order: Sequence[int], num_replicas: int = 1, rank: int = 0) -> None:
+        super().__init__(range(len(order)), num_replicas=num_replicas, rank=rank, shuffle=False)
+        self.order = list(order)[rank::num_replicas]
+        self.num_samples = len(self.order)
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self.order)
+
+    def __len__(self) -> int:
+        return len(self.order)
 
 
 def warn_if_order_changed(datamodule: Any, saved: Mapping[str, Any], names: Mapping[str, str]) -> None:

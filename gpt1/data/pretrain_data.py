@@ -53,8 +53,7 @@ class PretrainDataModule(DataModule):
 
     ORDER_KEYS = {
         "seed": "seed",
-        "batch_size": "data.batch_size per device and pass",
-        "world_size": "processes (devices x nodes)",
+        "global_batch_size": "data.batch_size",
         "train_tokens": "training tokens",
         "n_ctx": "model.n_ctx",
         "samples_per_epoch": "data.samples_per_epoch",
@@ -213,16 +212,14 @@ class PretrainDataModule(DataModule):
         ds = WindowDataset(self._train, self.n_ctx, stride=1)
         num_samples = self.cfg.samples_per_epoch or len(self._train) // self.n_ctx
         epoch, consumed, replicas, rank = self.resume_point()
-        return self.loader(
-            ds, self.device_batch_size, WindowSampler(len(ds), num_samples, self.seed, epoch, consumed, replicas, rank)
-        )
+        sampler = WindowSampler(len(ds), num_samples, self.seed, self.batch_size, epoch, consumed, replicas, rank)
+        return self.loader(ds, self.device_batch_size, sampler)
 
     def order_state(self) -> dict[str, Any]:
         """What fixes the order of the training windows (``ORDER_KEYS``)."""
         return {
             "seed": self.seed,
-            "batch_size": self.device_batch_size,
-            "world_size": self.world_size(),
+            "global_batch_size": self.batch_size,
             "train_tokens": len(self._train) if self._train is not None else 0,
             "n_ctx": self.n_ctx,
             "samples_per_epoch": self.cfg.samples_per_epoch,
@@ -232,7 +229,7 @@ class PretrainDataModule(DataModule):
         if self._valid is None:
             raise RuntimeError("no validation stream: call setup() first")
         valid = WindowDataset(self._valid, self.n_ctx, stride=self.n_ctx, limit=self.cfg.max_valid_windows)
-        return self.loader(valid, self.device_batch_size)
+        return self.eval_loader(valid, self.device_batch_size)
 
     def test_dataloader(self) -> DataLoader:
         """The validation windows (``gpt1 evaluate`` reports their perplexity)."""

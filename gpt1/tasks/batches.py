@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
 import torch
-from torch.utils.data import Dataset, DistributedSampler, Sampler
+from torch.utils.data import Dataset, DistributedSampler
 
 from gpt1.tasks.encoding import EncodedSplit
 from gpt1.tasks.task_type import TaskType, Transform
@@ -98,26 +98,20 @@ def real_tokens(batch: Mapping[str, torch.Tensor]) -> int:
     return int(lengths.sum())
 
 
-class LongestFirst(Sampler[int]):
+def longest_first(lengths: np.ndarray) -> list[int]:
     """Evaluation's order: the longest examples first, so that a batch's sequences have similar lengths and little
     padding (and a batch too large for memory fails first). Metrics do not depend on the order; predictions are
     written in index order."""
-
-    def __init__(self, lengths: np.ndarray) -> None:
-        self.order = np.argsort(-lengths, kind="stable").tolist()
-
-    def __iter__(self) -> Iterator[int]:
-        return iter(self.order)
-
-    def __len__(self) -> int:
-        return len(self.order)
+    return np.argsort(-lengths, kind="stable").tolist()
 
 
 class EpochSampler(DistributedSampler):
-    """A seeded shuffle of the training examples per epoch (a function of seed and epoch only), this rank's share of
-    it, without the draws ``consumed()`` says this epoch has already trained on (a resumed run's). With
-    ``batch_size`` (the global batch) only whole batches: the shuffle's last ``n % batch_size`` examples are left out
-    of the epoch, as the original's ``iter_data(..., truncate=True)`` (None: every example, the last batch partial).
+    """A seeded shuffle of the training examples per epoch (a function of seed and epoch only) in whole global batches
+    of ``batch_size``: the shuffle's last ``n % batch_size`` examples are left out of the epoch, as the original's
+    ``iter_data(..., truncate=True)``. This rank's share is the shuffle's positions rank, rank + num_replicas, ...,
+    so that update k trains on the shuffle's [k * batch_size, (k + 1) * batch_size) whatever the number of processes
+    and passes (``batch_size`` is a multiple of ``num_replicas``, ``gpt1.data.base.split_batch``); the draws
+    ``consumed()`` says this epoch has already trained on (a resumed run's) are left out.
 
     ``consumed`` is called when iteration starts, not when the sampler is built: Lightning may build the train
     loader (e.g. for ``estimated_stepping_batches``) before it restores a checkpoint's counters. Its length stays
@@ -129,17 +123,17 @@ class EpochSampler(DistributedSampler):
         self,
         n: int,
         seed: int,
+        batch_size: int,
         epoch: int = 0,
         consumed: Callable[[], int] = lambda: 0,
         num_replicas: int = 1,
         rank: int = 0,
-        batch_size: Optional[int] = None,
     ) -> None:
-        whole = batch_size is not None
-        super().__init__(range(n), num_replicas=num_replicas, rank=rank, shuffle=True, seed=seed, drop_last=whole)
-        if whole:
-            self.total_size = n // batch_size * batch_size  # batch_size is a multiple of num_replicas (connect)
-            self.num_samples = self.total_size // num_replicas
+        if batch_size % num_replicas:
+            raise ValueError(f"batch_size={batch_size} is not a multiple of num_replicas={num_replicas}")
+        super().__init__(range(n), num_replicas=num_replicas, rank=rank, shuffle=True, seed=seed, drop_last=True)
+        self.total_size = n // batch_size * batch_size
+        self.num_samples = self.total_size // num_replicas
         self.epoch, self.consumed = epoch, consumed
 
     def __iter__(self) -> Iterator[int]:

@@ -26,7 +26,7 @@ from torch.utils.data import DataLoader
 from gpt1.core.errors import ConfigError, DataError
 from gpt1.data.base import DataModule, cache_key
 from gpt1.data.formats import row_location
-from gpt1.tasks.batches import Collate, EpochSampler, LongestFirst, TaskDataset
+from gpt1.tasks.batches import Collate, EpochSampler, TaskDataset, longest_first
 from gpt1.tasks.encoding import CACHE_VERSION, EncodedSplit
 from gpt1.tasks.examples import Examples
 from gpt1.tasks.rows import TaskSource
@@ -53,8 +53,7 @@ class TaskDataModule(DataModule):
 
     ORDER_KEYS = {
         "seed": "seed",
-        "batch_size": "examples per device and pass (micro_batch_size)",
-        "world_size": "processes (devices x nodes)",
+        "global_batch_size": "batch_size",
         "train_examples": "training examples",
     }
 
@@ -291,7 +290,7 @@ class TaskDataModule(DataModule):
             raise RuntimeError("no training split: call setup() first, on a task with a train split")
         ds = self._datasets["train"]
         epoch, consumed, replicas, rank = self.resume_point()
-        sampler = EpochSampler(len(ds), self.seed, epoch, consumed, replicas, rank, batch_size=self.batch_size)
+        sampler = EpochSampler(len(ds), self.seed, self.batch_size, epoch, consumed, replicas, rank)
         return self.loader(ds, self.device_batch_size, sampler, self.collate())
 
     def order_state(self) -> dict[str, Any]:
@@ -299,8 +298,7 @@ class TaskDataModule(DataModule):
         train = len(self._datasets["train"]) if "train" in self._datasets else 0
         return {
             "seed": self.seed,
-            "batch_size": self.device_batch_size,
-            "world_size": self.world_size(),
+            "global_batch_size": self.batch_size,
             "train_examples": train,
         }
 
@@ -318,8 +316,8 @@ class TaskDataModule(DataModule):
 
     def _eval_loaders(self, splits: list[str]) -> DataLoader | list[DataLoader]:
         loaders = [
-            self.loader(
-                self._datasets[s], self.eval_batch_size, LongestFirst(self._datasets[s].lengths()), self.collate()
+            self.eval_loader(
+                self._datasets[s], self.eval_batch_size, longest_first(self._datasets[s].lengths()), self.collate()
             )
             for s in splits
         ]

@@ -6,7 +6,9 @@
 A job is a directory with ``.hydra/overrides.yaml`` (each job of a Hydra multirun, or a single run). The swept
 parameters are the overrides whose values differ between jobs; jobs that share all of them but ``seed`` form one row,
 with the median, the min-max spread and the count (n) over seeds of every metric, beside the paper's own number where
-the task is one of the paper's. A job without ``metrics.json`` is listed as failed. Written into the first directory
+the task is one of the paper's. What ran the jobs (their provenance.json: gpt1's commit, the packages, the machine,
+processes, precision, kernels) is a column where it differs between jobs, a line where it does not. A job without
+``metrics.json`` is listed as failed. Written into the first directory
 (``--out`` elsewhere): ``report.md``, ``report.csv`` and PNG plots: the layers-transferred curve when ``n_transfer``
 was swept, the zero-shot curve (score per pre-training step) for ``gpt1 zeroshot`` jobs, ablation plots otherwise
 (every run a point).
@@ -28,7 +30,9 @@ from typing import Any, Optional
 import yaml
 
 from gpt1.app.runner import user_errors
+from gpt1.app.sweep import NOT_OF_THE_JOB
 from gpt1.core.errors import DataError, UserError
+from gpt1.core.provenance import attempts
 
 PAPER: dict[str, dict[str, float]] = {
     # Radford et al. 2018, Tables 2 and 3 (scores x 100; mostly test sets): task -> metric key suffix -> score.
@@ -60,12 +64,15 @@ PAPER_STYLE = {"color": "C3", "linestyle": "--", "label": "paper"}
 
 @dataclass
 class Job:
-    """One run directory: its overrides, its saved config (plain YAML, unresolved) and its metrics (None: failed)."""
+    """One run directory: its overrides, its saved config (plain YAML, unresolved), its metrics (None: failed) and
+    what ran it (``provenance``)."""
 
     path: Path
     overrides: dict[str, str]
     config: dict[str, Any]
     metrics: Optional[dict[str, Any]]
+    ran: dict[str, str] = field(default_factory=dict)
+    """What ran the job (``provenance``): column -> value."""
 
     def value(self, key: str) -> str:
         """The job's value of a parameter: its override, else its config's value, else ""."""
@@ -112,6 +119,10 @@ class Row:
     def values(self, metric: str) -> list[float]:
         return [r.metrics[metric] for r in self.done if metric in r.metrics]
 
+    def ran(self, key: str) -> str:
+        """What ran the row's jobs, for a provenance column: its value, or their values joined by " / "."""
+        return " / ".join(sorted({r.job.ran.get(key, "") for r in self.records}))
+
     def task(self) -> Optional[str]:
         tasks = {r.task for r in self.done}
         return tasks.pop() if len(tasks) == 1 else None
@@ -156,9 +167,50 @@ def read_job(path: Path) -> Job:
     overrides = {}
     for item in load(".hydra/overrides.yaml", yaml.safe_load) or []:
         key, _, value = str(item).partition("=")
-        overrides[key.lstrip("+~")] = value
+        if key.lstrip("+~") not in NOT_OF_THE_JOB:  # how a job was run (resume=auto), not which job: no parameter
+            overrides[key.lstrip("+~")] = value
     metrics = load("metrics.json", json.loads)
-    return Job(path, overrides, load(".hydra/config.yaml", yaml.safe_load) or {}, metrics)
+    return Job(path, overrides, load(".hydra/config.yaml", yaml.safe_load) or {}, metrics, provenance(path))
+
+
+def provenance(path: Path) -> dict[str, str]:
+    """What ran the job in ``path``, from its provenance.json (``gpt1.core.provenance``), as report columns: gpt1
+    (version, commit, uncommitted changes), the packages' versions, Python, the host, CPU, GPUs, processes, precision
+    and CPU matmul kernels. Where its attempts (a first start, each resume) differ, their values in order, joined by
+    " -> "; none for a job without a record."""
+    columns: dict[str, list[str]] = {}
+    for attempt in attempts(path):
+        for key, value in _attempt_columns(attempt).items():
+            if value not in columns.setdefault(key, []):
+                columns[key].append(value)
+    return {key: " -> ".join(values) for key, values in columns.items()}
+
+
+def _attempt_columns(attempt: dict[str, Any]) -> dict[str, str]:
+    code, machine, run = attempt.get("gpt1") or {}, attempt.get("machine") or {}, attempt.get("run") or {}
+    if code.get("commit"):
+        built = f"{code.get('version')} {code['commit'][:10]}" + (" +uncommitted changes" if code.get("dirty") else "")
+    else:
+        built = f"{code.get('version')} (installed, no git checkout)"
+    columns = {"gpt1": built, **(attempt.get("packages") or {})}
+    columns |= {"python": machine.get("python"), "host": machine.get("host"), "cpu": machine.get("cpu")}
+    columns["gpu"] = f"{machine.get('gpus')} x {machine['gpu']}" if machine.get("gpu") else "none"
+    if run:
+        columns["processes"] = f"{run.get('processes')} ({run.get('nodes')} node{'s' if run.get('nodes') != 1 else ''})"
+        columns["precision"] = str(run.get("precision"))
+        by_kernel: dict[str, list[str]] = defaultdict(list)
+        for kind, kernel in sorted(((run.get("kernels") or {}).get("cpu_matmuls") or {}).items()):
+            by_kernel[kernel].append(kind)
+        columns["cpu matmuls"] = "; ".join(f"{k}: {', '.join(kinds)}" for k, kinds in sorted(by_kernel.items()))
+    return {key: str(value) for key, value in columns.items() if value is not None}
+
+
+def ran_with(jobs: Sequence[Job]) -> tuple[list[str], dict[str, str]]:
+    """The provenance columns whose values differ between ``jobs`` (a job without a value counts as ""), and those
+    that are the same for all of them, with their value."""
+    keys = list(dict.fromkeys(k for job in jobs for k in job.ran))
+    values = {k: {job.ran.get(k, "") for job in jobs} for k in keys}
+    return [k for k in keys if len(values[k]) > 1], {k: v.pop() for k, v in values.items() if len(v) == 1}
 
 
 def _numbers(metrics: dict[str, Any], keep: Iterable[str]) -> dict[str, float]:
@@ -262,18 +314,21 @@ def _short(value: str, digits: int = 4) -> str:
         return value
 
 
-def write_csv(path: Path, swept: Sequence[str], metrics: Sequence[str], rows: Sequence[Row]) -> None:
-    """One line per row: the settings, n (jobs with metrics), failed, then median, min, max (and the paper's score,
-    where there is one) of each metric."""
+def write_csv(
+    path: Path, swept: Sequence[str], metrics: Sequence[str], rows: Sequence[Row], differ: Sequence[str] = ()
+) -> None:
+    """One line per row: the settings, what ran them where that ``differ``s between jobs (``ran_with``), n (jobs with
+    metrics), failed, then median, min, max (and the paper's score, where there is one) of each metric."""
     papers = [m for m in metrics if any(row.paper(m) is not None for row in rows)]
-    header = [*swept, "n", "failed"]
+    header = [*swept, *differ, "n", "failed"]
     for m in metrics:
         header += [f"{m} median", f"{m} min", f"{m} max"] + ([f"{m} paper"] if m in papers else [])
     with path.open("w", newline="") as f:
         out = csv.writer(f)
         out.writerow(header)
         for row in rows:
-            line: list[Any] = [*(row.params.get(k, "") for k in swept), len(row.done), row.failed]
+            line: list[Any] = [*(row.params.get(k, "") for k in swept), *map(row.ran, differ)]
+            line += [len(row.done), row.failed]
             for m in metrics:  # full precision: the CSV is for further analysis
                 line += [*summary(row.values(m)), *([row.paper(m)] if m in papers else [])]
             out.writerow(["" if x is None else x for x in line])
@@ -288,7 +343,9 @@ def markdown(
     rows: Sequence[Row],
     plots: Sequence[Path],
 ) -> str:
-    """The report: what was read, the table (median [min, max] over n seeds per metric), the plots, failed jobs."""
+    """The report: what was read and what ran it, the table (median [min, max] over n seeds per metric, and what ran
+    each row where that differs between jobs), the plots, failed jobs."""
+    differ, same = ran_with(jobs)
     papers = [m for m in metrics if any(row.paper(m) is not None for row in rows)]
     failed = [job for job in jobs if job.metrics is None]
     lines = [
@@ -298,6 +355,8 @@ def markdown(
     ]
     if fixed:
         lines += ["", "Fixed: " + ", ".join(f"`{k}={_short(v)}`" for k, v in fixed.items()) + "."]
+    if same:
+        lines += ["", "Ran with (every job): " + "; ".join(f"{k} {v}" for k, v in same.items() if v) + "."]
     lines += [
         "",
         "Each cell: the median over seeds [min, max] (4 significant digits; report.csv: in full); n: jobs "
@@ -307,12 +366,13 @@ def markdown(
         ),
         "",
     ]
-    header = [*swept, "n", "failed"]
+    header = [*swept, *differ, "n", "failed"]
     for m in metrics:
         header += [m] + ([f"{m} (paper)"] if m in papers else [])
     lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for row in rows:
-        cells = [*(_short(row.params.get(k, "")) for k in swept), str(len(row.done)), str(row.failed)]
+        cells = [*(_short(row.params.get(k, "")) for k in swept), *map(row.ran, differ), str(len(row.done))]
+        cells.append(str(row.failed))
         for m in metrics:
             median, low, high = summary(row.values(m))
             cells.append(
@@ -451,19 +511,21 @@ def _title(main: str, rows: Sequence[Row], kind: str) -> str:
 
 def report(dirs: Sequence[Path], out: Optional[Path] = None) -> dict[str, Any]:
     """Read the jobs under ``dirs``, write report.md, report.csv and the plots into ``out`` (default: the first
-    directory); return {"jobs", "failed", "swept", "rows", "markdown", "csv", "plots"}."""
+    directory); return {"jobs", "failed", "swept", "ran_with", "rows", "markdown", "csv", "plots"} (ran_with: the
+    provenance columns that differ between jobs)."""
     jobs = find_jobs(dirs)
     out = out or dirs[0]
     out.mkdir(parents=True, exist_ok=True)
     swept, fixed, rows = group(jobs)
     metrics = metric_columns(rows)
     plots = plot(out, swept, rows)
-    write_csv(out / "report.csv", swept, metrics, rows)
+    write_csv(out / "report.csv", swept, metrics, rows, ran_with(jobs)[0])
     (out / "report.md").write_text(markdown(dirs, jobs, swept, fixed, metrics, rows, plots))
     return {
         "jobs": len(jobs),
         "failed": [str(j.path) for j in jobs if j.metrics is None],
         "swept": swept,
+        "ran_with": ran_with(jobs)[0],
         "rows": rows,
         "markdown": out / "report.md",
         "csv": out / "report.csv",

@@ -22,6 +22,7 @@ from omegaconf import DictConfig, OmegaConf
 from gpt1.core.errors import ConfigError, UserError
 from gpt1.core.files import atomic_file
 from gpt1.training.csv_log import ResumableCSVLogger
+from gpt1.training.hydra_job import swept_keys
 from gpt1.training.schema import LoggerConfig, WandbConfig, WandbMode
 
 
@@ -110,21 +111,10 @@ def wandb_group_and_name(cfg: WandbConfig, run_name: str) -> tuple[Optional[str]
         group = os.path.relpath(sweep, hydra.runtime.cwd) if sweep.is_relative_to(hydra.runtime.cwd) else str(sweep)
         group = group[-128:]  # W&B's limit on a group's length
         parser = OverridesParser.create()
-        swept = _swept_keys(parser, hydra, sweep)
+        swept = swept_keys(hydra, sweep)
         mine = [o.input_line for o in parser.parse_overrides(list(hydra.overrides.task)) if o.key_or_group in swept]
         name = ",".join(mine) or hydra.job.override_dirname or f"job {hydra.job.num}"
     return cfg.group or group, cfg.name or name
-
-
-def _swept_keys(parser: OverridesParser, hydra: DictConfig, sweep: Path) -> set[str]:
-    """The keys a multirun sweeps: its sweeper's params (an experiment's) and the command line's sweeps, as the
-    sweep directory's multirun.yaml records them (a job's own overrides hold one value each)."""
-    keys = set((hydra.sweeper.get("params") or {}).keys())
-    saved = sweep / "multirun.yaml"
-    if saved.is_file():
-        command_line = parser.parse_overrides(list(OmegaConf.load(saved).hydra.overrides.task))
-        keys |= {o.key_or_group for o in command_line if o.is_sweep_override()}
-    return keys
 
 
 @contextmanager

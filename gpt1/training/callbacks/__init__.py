@@ -2,7 +2,8 @@
 (``periodic_checkpoint``, written atomically by ``atomic_io``'s plugin), a checkpoint on SIGTERM, Ctrl-C or a SLURM
 job's time-limit warning (``safe_stop``), text samples (``sample_text``), the metrics of a short run
 (``short_runs``), the weights of the best validation and their selection after training (``best_weights``), the run's
-CPU kernels (``run_kernels``); and the CSV log's start over (``gpt1.training.csv_log``)."""
+CPU kernels (``run_kernels``), a resumed epoch continued in another number of passes per update (``continue_epoch``),
+how the run ran (``provenance``); and the CSV log's start over (``gpt1.training.csv_log``)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,9 @@ from typing import Optional
 from lightning.pytorch.callbacks import Callback, LearningRateMonitor, ThroughputMonitor
 
 from gpt1.training.callbacks.best_weights import BestWeights
+from gpt1.training.callbacks.continue_epoch import ContinueEpoch
 from gpt1.training.callbacks.periodic_checkpoint import PeriodicCheckpoint
+from gpt1.training.callbacks.provenance import RecordRun
 from gpt1.training.callbacks.run_kernels import RunKernels
 from gpt1.training.callbacks.safe_stop import SafeStop
 from gpt1.training.callbacks.sample_text import SampleText
@@ -60,6 +63,8 @@ def build_callbacks(
             # GPT1Module.on_before_batch_transfer counts them), over 10 steps
             callbacks.append(ThroughputMonitor(lambda b: b["input_ids"].size(0), lambda b: b["tokens"], window_size=10))
     callbacks.append(RunKernels(output_dir))  # the run's CPU kernels, fixed at its start, in every checkpoint
+    callbacks.append(ContinueEpoch())  # a resumed epoch's batches counted in this run's passes per update
+    callbacks.append(RecordRun(output_dir))  # how this attempt runs, its kernels fixed: provenance.json and W&B
     if with_loggers:
         callbacks.append(ForgetLogsOfAFreshStart())
     callbacks.append(SafeStop(output_dir / "checkpoints" / "last.ckpt"))  # after the batch's other callbacks
