@@ -85,7 +85,7 @@ def test_flops_per_token_is_6n_plus_12_layers_width_seq_counted_by_hand(stubbed)
     assert out["flops_per_token"] == 6 * n + 12 * 2 * 32 * 16
 
 
-def test_every_figure_is_the_median_of_its_runs_and_the_ratios_follow(stubbed, tmp_path, capsys):
+def test_every_figure_is_the_median_of_its_runs_and_the_ratios_follow(stubbed, openai_vocab, tmp_path, capsys):
     out = main([*TINY, "--mc-batch", "2", "--compare", "hf", "--json", str(tmp_path / "b.json")])
     assert json.loads((tmp_path / "b.json").read_text()) == json.loads(json.dumps(out))
     train = out["train"]
@@ -185,7 +185,7 @@ def test_the_multiple_choice_step_is_skipped_with_a_note_without_the_original_pi
     assert "multiple-choice step skipped" in captured.err and "multiple-choice step skipped" in captured.out
 
 
-def test_each_phase_says_on_stderr_when_it_starts(stubbed, monkeypatch, capsys):
+def test_each_phase_says_on_stderr_when_it_starts(stubbed, openai_vocab, monkeypatch, capsys):
     monkeypatch.setattr(gpt1.tools.bench, "onednn_available", lambda: True)
     main([*TINY, "--mc-batch", "2", "--device", "cpu", "--compare", "hf"])
     err = capsys.readouterr().err.splitlines()
