@@ -48,8 +48,11 @@ class Bag(nn.Module):
         x = self.drop(self.tokens_embed(idx)).cumsum(1)  # (B, T, C)
         return self.proj(x / torch.arange(1, idx.size(1) + 1, device=idx.device)[:, None])
 
+    def lm_table(self) -> torch.Tensor:
+        return self.tokens_embed.weight
+
     def lm_logits(self, hidden: torch.Tensor) -> torch.Tensor:
-        return self.lm_head(hidden, self.tokens_embed.weight)
+        return self.lm_head(hidden, self.lm_table())
 
     def reader(self, idx: torch.Tensor, use_cache: bool):
         return self

@@ -62,10 +62,11 @@ class RunKernels(Callback):
             return
         used = dict(kernels.CPU_MATMULS)
         layers = "gpt1's CPU layers" if on_cpu_layers(pl_module.model) else "torch's own layers (not on the CPU)"
-        line = f"CPU matmul kernels: {_kinds(used)}; {source}; the model on {layers}"
+        line = f"CPU matmul kernels: {_kinds(used)}; {source}"
         forced = os.environ.get("GPT1_CPU_MATMUL", "auto")
         if self.loaded is not None and forced in settings.FORCED and used != own:
             line += f" (GPT1_CPU_MATMUL={forced} applies to new runs only: a resumed run keeps its kernels)"
+        line += f"; the model on {layers}"
         print(line, file=sys.stderr, flush=True)
         with atomic_file(self.record, "w") as f:
             json.dump(used, f, indent=1, sort_keys=True)
