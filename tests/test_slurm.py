@@ -359,7 +359,9 @@ def finish(proc: subprocess.Popen, sweep: Path, uninterrupted) -> tuple[list[int
     for name, tensor in uninterrupted.items():
         assert torch.equal(tensor, got[name]), name  # bit for bit
     kernels = [line for line in job_lines(log(sweep)) if line.startswith("CPU matmul kernels: ")]
-    assert kernels[0].endswith("chosen at the run's start (GPT1_CPU_MATMUL=torch)"), kernels  # configured in the job
+    assert kernels[0].endswith(  # configured in the job
+        "chosen at the run's start (GPT1_CPU_MATMUL=torch); the model on gpt1's CPU layers"
+    ), kernels
     assert all(
         "which this run was started with (GPT1_CPU_MATMUL=onednn applies to new runs only" in line
         for line in kernels[1:]
