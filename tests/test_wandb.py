@@ -57,7 +57,6 @@ def test_an_ablation_sweep_gives_one_wandb_run_per_job_and_a_report(tmp_path, ca
         **os.environ,
         "WANDB_MODE": "offline",
         "WANDB_SILENT": "true",
-        "WANDB_DIR": str(tmp_path),
         "WANDB_DISABLE_GIT": "true",
         "OMP_NUM_THREADS": "1",
     }
