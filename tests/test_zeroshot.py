@@ -217,7 +217,7 @@ def test_verbalizer_scores_every_checkpoint(
     assert applied == [True] * 3  # each checkpoint scored on gpt1's CPU layers
     assert written == metrics
     out, err = capsys.readouterr()  # progress on stderr: checkpoints, and sequences (7 texts x 2 words) per one
-    assert "checkpoints: 100%" in err and "3/3" in err and "sequences:" in err and "/14 " in err
+    assert "checkpoints: 3/3 ckpt (100%)" in err and "sequences:" in err and "/14 " in err  # whole lines: not a tty
     assert out.count("(step ") == 3 and "checkpoints:" not in out  # a line per checkpoint, above the bar
     assert (metrics["task"], metrics["heuristic"], metrics["examples"]) == ("mine", "verbalizer", 7)
     entries = metrics["checkpoints"]
