@@ -13,6 +13,7 @@ return the metrics they write to metrics.json.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -63,16 +64,17 @@ def compose(command: str, overrides: Sequence[str] = (), *, task: Any = None) ->
     from hydra import initialize_config_module
     from omegaconf import open_dict
 
-    from gpt1.app.registration import register, register_task
+    from gpt1.app.registration import register, task_option
     from gpt1.core.errors import ConfigError
 
     register()
-    if task is not None:
-        if any(o.lstrip("+~").split("=")[0] == "task" for o in overrides):
-            raise ConfigError("compose got a task and a task= override: give one of them")
-        overrides = [*overrides, f"task={register_task(task)}"]
-    with initialize_config_module("gpt1.conf", version_base="1.3"):
-        cfg = hydra_compose(command, overrides=list(overrides), return_hydra_config=True)
+    with contextlib.ExitStack() as scope:
+        if task is not None:
+            if any(o.lstrip("+~").split("=")[0] == "task" for o in overrides):
+                raise ConfigError("compose got a task and a task= override: give one of them")
+            overrides = [*overrides, f"task={scope.enter_context(task_option(task))}"]
+        with initialize_config_module("gpt1.conf", version_base="1.3"):
+            cfg = hydra_compose(command, overrides=list(overrides), return_hydra_config=True)
     with open_dict(cfg):  # what needs Hydra's node (the groups chosen) is read, then the node goes
         cfg.run_name = cfg.run_name  # finetune/${gpt1.choice:task} -> finetune/sentiment
         if cfg.get("task") is not None and not cfg.task.name:

@@ -9,6 +9,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 from hydra import compose, initialize_config_module
+from hydra.core.config_store import ConfigStore
 
 from gpt1 import api
 from gpt1.core.errors import ConfigError
@@ -71,6 +72,7 @@ def test_a_task_of_ones_own_from_python_runs_and_is_placed_by_its_name(tiny_ckpt
 def test_compose_takes_a_task_config_or_a_task_files_path_and_says_what_is_wrong(tmp_path):
     fields = {"type": "classification", "data_files": {"train": "a.csv"}, "text": "x"}
     assert api.compose("finetune", ["init_from=x"], task=TaskConfig(name="mine", **fields)).run_name == "finetune/mine"
+    assert "mine.yaml" not in ConfigStore.instance().repo["task"]  # the option goes with the call (else a schema)
     (tmp_path / "reviews.yaml").write_text("type: classification\ndata_files: {train: a.csv}\ntext: x\n")
     cfg = api.compose("zeroshot", ["ckpts=[x]"], task=tmp_path / "reviews.yaml")  # named by its file
     assert (cfg.run_name, cfg.task.name) == ("zeroshot/reviews", "reviews")

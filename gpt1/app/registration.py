@@ -4,11 +4,12 @@ Hydra's ConfigStore and registers gpt1's OmegaConf resolvers (``${gpt1.choice:ta
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import time
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from importlib.resources import files
 from pathlib import Path
 from typing import Any, Optional
@@ -101,11 +102,13 @@ def _choice(group: str, *, _root_: DictConfig) -> str:
     return chosen or group
 
 
-def register_task(task: TaskConfig | Mapping[str, Any] | str | os.PathLike) -> str:
-    """Make a task of one's own an option of the task group, as a file conf/task/NAME.yaml would be, and return NAME
-    (compose then with task=NAME: every task.* override applies to it, and it names the run, finetune/NAME). ``task``:
-    a ``TaskConfig``, a dict of its fields (those of a task YAML file), or the path of a task YAML file; NAME is its
-    ``name`` (a YAML file's stem when it has none)."""
+@contextlib.contextmanager
+def task_option(task: TaskConfig | Mapping[str, Any] | str | os.PathLike) -> Iterator[str]:
+    """Within the block, a task of one's own is an option of the task group, as a file conf/task/NAME.yaml would be;
+    yields NAME (compose with task=NAME: every task.* override applies to it, and it names the run, finetune/NAME).
+    ``task``: a ``TaskConfig``, a dict of its fields (those of a task YAML file), or the path of a task YAML file;
+    NAME is its ``name`` (a YAML file's stem when it has none). The option goes with the block: Hydra's ConfigStore is
+    the process's, and a stored task/NAME would become the schema of a later conf/task/NAME.yaml."""
     if isinstance(task, (str, os.PathLike)):
         path = Path(task)
         if not path.is_file():
@@ -128,8 +131,16 @@ def register_task(task: TaskConfig | Mapping[str, Any] | str | os.PathLike) -> s
         raise ConfigError("task.name is not set: a task of one's own names its runs (outputs/finetune/<name>/...)")
     if files("gpt1.conf").joinpath("task", f"{name}.yaml").is_file():
         raise ConfigError(f"task.name={name!r} is gpt1's task conf/task/{name}.yaml: give yours a name of its own")
+    group = ConfigStore.instance().repo.setdefault("task", {})
+    stored = group.get(f"{name}.yaml")
     ConfigStore.instance().store(group="task", name=name, node=node)
-    return str(name)
+    try:
+        yield str(name)
+    finally:
+        if stored is None:
+            del group[f"{name}.yaml"]
+        else:
+            group[f"{name}.yaml"] = stored
 
 
 def register() -> None:

@@ -69,8 +69,8 @@ def user_message(e: BaseException) -> str | None:
     cause = e.__cause__ if isinstance(e.__cause__, OmegaConfBaseException) else e
     if isinstance(cause, OmegaConfBaseException):  # e.g. Key 'n_layr' not in 'GPTConfig' / cannot convert 'abc'
         first = str(cause).splitlines()[0] if str(cause) else type(cause).__name__
-        raised = _raised_within(cause)  # a resolver's own error: its line, not OmegaConf's wrapping of it
-        if isinstance(raised, UserError):
+        raised = _user_error_within(cause)  # a resolver's own error: its line, not OmegaConf's wrapping of it
+        if raised is not None:
             first = " ".join(str(raised).split())
         key = getattr(cause, "full_key", None)
         hint = " (`--cfg job` prints every key)" if "not in" in first else ""
@@ -80,13 +80,16 @@ def user_message(e: BaseException) -> str | None:
     return None
 
 
-def _raised_within(e: BaseException) -> BaseException:
-    """The first exception ``e`` came from (through ``__cause__`` and ``__context__``)."""
+def _user_error_within(e: BaseException) -> UserError | None:
+    """The outermost user error ``e`` came from (through ``__cause__`` and ``__context__``): a resolver's
+    ``WriteError`` rather than the ``OSError`` it was raised from."""
     seen = {id(e)}
     while (inner := e.__cause__ or e.__context__) is not None and id(inner) not in seen:
+        if isinstance(inner, UserError):
+            return inner
         seen.add(id(inner))
         e = inner
-    return e
+    return None
 
 
 def _one_line(text: str) -> str:
