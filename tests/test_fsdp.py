@@ -135,7 +135,6 @@ def test_an_fsdp_checkpoint_is_one_file_that_every_command_loads(pretrained, mak
     assert scores["val/ppl"] > 1  # (fine-tuning starts from it below)
 
 
-@pytest.mark.slow  # a fifth 2-process run (fine-tuning's resume below is the default suite's): 20-30 s on 2 cores
 def test_a_resumed_fsdp_pretraining_equals_the_uninterrupted_run(pretrained, tmp_path, cache_dir):
     fsdp = pretrained["fsdp"]
     resumed = run(
@@ -160,6 +159,7 @@ def finetuned(tmp_path_factory, cache_dir, pretrained) -> dict[str, Path]:
     }
 
 
+@pytest.mark.slow  # two more 2-process runs (60 s on 2 cores); the default suite resumes the FSDP pre-training
 def test_fsdp_finetunes_as_ddp(finetuned, make_cfg):
     ddp, fsdp = finetuned["ddp"], finetuned["fsdp"]
     for key in ("train/loss", "train/task_loss", "train/lm_loss"):
@@ -175,6 +175,7 @@ def test_fsdp_finetunes_as_ddp(finetuned, make_cfg):
     assert scores["val/accuracy"] == pytest.approx(metrics["val/accuracy"], abs=1e-6)  # the selected weights
 
 
+@pytest.mark.slow  # on the two fine-tuning runs above
 def test_a_resumed_fsdp_finetuning_equals_the_uninterrupted_run(finetuned, pretrained, tmp_path, cache_dir):
     """Each rank continues from its own generators (fine-tuning's packed rows make their dropout draws differ)."""
     fsdp = finetuned["fsdp"]

@@ -24,6 +24,7 @@ def gpu_check():
     return module
 
 
+@pytest.mark.slow  # every step of the GPU script, on the CPU: 30 s on 2 cores
 def test_every_step_runs_dry_on_the_cpu(tmp_path, cache_dir, sample_data):
     """``bash experiments/gpu_check.sh dry``: the steps that ``all`` (the script's default) runs on a GPU."""
     env = {**os.environ, "GPT1_SAMPLE_DATA": str(sample_data), "OUT": str(tmp_path)}

@@ -5,7 +5,7 @@ import pytest
 import torch
 from torch.utils.data import Sampler
 
-from gpt1.core.errors import ConfigError
+from gpt1.core.errors import ConfigError, DataError
 from gpt1.data.base import DataModule, split_batch
 from gpt1.data.loader import DeferredDataLoader, EvalShard, warn_if_order_changed
 
@@ -78,3 +78,5 @@ def test_an_evaluation_counts_each_example_once_over_any_number_of_processes():
         assert sorted(i for shard in shards for i in shard) == list(range(7)) and shards[0] == order[::n]
         assert [len(EvalShard(order, n, r)) for r in range(n)] == [len(s) for s in shards]
     assert isinstance(EvalShard(order), torch.utils.data.DistributedSampler)  # so Lightning does not wrap it
+    with pytest.raises(DataError, match="an evaluation split of 7 examples leaves some of the 8 processes none"):
+        EvalShard(order, num_replicas=8, rank=7)  # (Lightning would skip rank 7's evaluation, and the others wait)

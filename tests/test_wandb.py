@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 from wandb.proto import wandb_internal_pb2
 
 REPO = Path(__file__).resolve().parents[1]
@@ -51,6 +52,7 @@ def offline_run(run_dir: Path) -> dict[str, Any]:
     return run
 
 
+@pytest.mark.slow  # a 4-job sweep: 30 s on 2 cores (a run per job: the failed-job test below, default suite)
 def test_an_ablation_sweep_gives_one_wandb_run_per_job_and_a_report(tmp_path, cache_dir, tiny_ckpt):
     sweep = tmp_path / "sweep"
     env = {

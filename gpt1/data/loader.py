@@ -10,6 +10,8 @@ from typing import Any, Optional
 
 from torch.utils.data import DataLoader, DistributedSampler
 
+from gpt1.core.errors import DataError
+
 
 class DeferredDataLoader(DataLoader):
     """A DataLoader whose iterator is created when the first batch is asked for, not by ``iter()``.
@@ -43,9 +45,17 @@ class EvalShard(DistributedSampler):
     """This process's share of an evaluation: the examples of ``order`` at positions rank, rank + num_replicas, ...:
     every example once over all the processes, so that a metric is the same on any number of them. (Lightning's own
     sampler evens the shares out by repeating examples, which then count twice, as many as the processes need.)
-    Being a ``DistributedSampler``, Lightning uses it as is."""
+    Being a ``DistributedSampler``, Lightning uses it as is. Fewer examples than processes are refused: Lightning
+    skips an evaluation of no batches on that process, and the others would wait for it forever at their metrics'
+    synchronisation."""
 
     def __init__(self, order: Sequence[int], num_replicas: int = 1, rank: int = 0) -> None:
+        if 0 < len(order) < num_replicas:
+            raise DataError(
+                f"an evaluation split of {len(order)} examples leaves some of the {num_replicas} processes none: "
+                "give it at least one example per process, or run on fewer processes (trainer.devices, "
+                "trainer.num_nodes)"
+            )
         super().__init__(range(len(order)), num_replicas=num_replicas, rank=rank, shuffle=False)
         self.order = list(order)[rank::num_replicas]
         self.num_samples = len(self.order)

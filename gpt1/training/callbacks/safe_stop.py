@@ -8,11 +8,13 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
 from typing import Any, Optional
 
 import lightning as L
+import torch
 from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.trainer.states import TrainerFn
 from lightning.pytorch.utilities.exceptions import SIGTERMException
@@ -34,7 +36,8 @@ class SafeStop(Callback):
     validation under way finishes first.
 
     After the last update the signal stops the command too, at the end of training or at the next batch of the
-    evaluation that follows it (the final validation, the test splits, the predictions), or before metrics.json is
+    evaluation that follows it (the final validation, the test splits, the predictions; under DDP the next batch that
+    every rank has, or the evaluation's end), or before metrics.json is
     written (``check``): ``last.ckpt`` holds the trained weights, the rest of the evaluation is skipped, and
     ``resume=auto`` does it. The handlers stay until the run's results are written or an exception ends it
     (``release``, which ``gpt1.training.run.TrainingRun`` calls as its ``with`` block ends), and are then those from
@@ -62,6 +65,8 @@ class SafeStop(Callback):
         """The signals' handlers before the run (made before any trainer call: Lightning's come and go with each)."""
         self._taken: list[int] = []
         self._step = -1
+        self._shared_batches: list[int] = []
+        """Per dataloader of the evaluation under way, the batches that every rank has."""
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self.received = self.stopped = None
@@ -118,15 +123,57 @@ class SafeStop(Callback):
             for signum in self._taken:
                 signal.signal(signum, self._handle)
 
-    def on_validation_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, *args: Any) -> None:
-        if trainer.state.fn != TrainerFn.FITTING:  # (a validation in training finishes first)
+    # The evaluation after training (a validation in training finishes first). Under DDP each rank's share of it may
+    # be a batch shorter than another's (``gpt1.data.loader.EvalShard``: every example once), and the stop is agreed
+    # on by a collective: at each batch that every rank has, then at the evaluation's end, which every rank reaches
+    # (callbacks' epoch-end hooks run before the module's metric syncs). A collective at a batch that one rank lacks
+    # would wait forever on the others' next one.
+    def on_validation_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if trainer.state.fn != TrainerFn.FITTING:
+            self._evaluation_starts(trainer, trainer.num_val_batches)
+
+    def on_test_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._evaluation_starts(trainer, trainer.num_test_batches)
+
+    def on_predict_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._evaluation_starts(trainer, trainer.num_predict_batches)
+
+    def on_validation_batch_end(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any, batch_idx: int, dl: int = 0
+    ) -> None:
+        if trainer.state.fn != TrainerFn.FITTING:
+            self._evaluation_batch_end(trainer, batch_idx, dl)
+
+    def on_test_batch_end(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any, batch_idx: int, dl: int = 0
+    ) -> None:
+        self._evaluation_batch_end(trainer, batch_idx, dl)
+
+    def on_predict_batch_end(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any, batch_idx: int, dl: int = 0
+    ) -> None:
+        self._evaluation_batch_end(trainer, batch_idx, dl)
+
+    def on_validation_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if trainer.state.fn != TrainerFn.FITTING:
             self._stop_after_training(trainer)
 
-    def on_test_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, *args: Any) -> None:
+    def on_test_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self._stop_after_training(trainer)
 
-    def on_predict_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, *args: Any) -> None:
+    def on_predict_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self._stop_after_training(trainer)
+
+    def _evaluation_starts(self, trainer: L.Trainer, batches: Sequence[int | float]) -> None:
+        """Note, per dataloader, how many batches every rank has (the fewest of any rank's)."""
+        self._shared_batches = [int(min(n, sys.maxsize)) for n in batches]  # (inf: a dataloader without a length)
+        if trainer.world_size > 1 and self.armed:
+            counts = torch.tensor(self._shared_batches, dtype=torch.long)  # (D,) this rank's
+            self._shared_batches = trainer.strategy.all_gather(counts).reshape(-1, len(counts)).amin(0).tolist()
+
+    def _evaluation_batch_end(self, trainer: L.Trainer, batch_idx: int, dataloader_idx: int) -> None:
+        if batch_idx < self._shared_batches[dataloader_idx]:
+            self._stop_after_training(trainer)
 
     def check(self, trainer: L.Trainer) -> None:
         """Before the run's results are written (metrics.json): stop if a signal came after the last update."""
