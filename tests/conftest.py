@@ -98,7 +98,14 @@ QUICK = {
 minute on 2 cores, collection included). tests/test_imports.py checks that every room has an entry."""
 
 
+SLOWEST_FIRST = ["test_scale.py", "test_errors.py", "test_experiments.py", "test_readme.py", "test_sweeps.py"]
+SLOWEST_FIRST += ["test_fsdp.py", "test_cli.py", "test_prepare.py", "test_stops.py", "test_finetune.py"]
+"""The files whose tests take a minute or more (on 2 cores), first: pytest-xdist runs a file's tests on one worker
+(``--dist loadfile``, pyproject.toml) in this order, so that no long file is left to run alone at the end."""
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    items.sort(key=lambda item: SLOWEST_FIRST.index(item.path.name) if item.path.name in SLOWEST_FIRST else 99)
     if not torch.cuda.is_available():
         for item in items:
             if "gpu" in item.keywords:

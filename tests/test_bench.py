@@ -198,6 +198,7 @@ def test_each_phase_says_on_stderr_when_it_starts(stubbed, openai_vocab, monkeyp
     ]
 
 
+@pytest.mark.slow  # 23 s; each phase stubbed: the tests above
 def test_bench_runs_every_measurement_end_to_end(capsys, caplog):
     """Unstubbed, once: every phase runs on the tiny model and HF's twins, and the report prints each part."""
     out = main([*TINY, "--mc-batch", "2", "--compare", "hf", "--device", "cpu"])

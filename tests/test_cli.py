@@ -59,6 +59,7 @@ def test_a_misspelt_key_fails_at_start_up_naming_it(tmp_path):
     assert "n_layr" in proc.stderr and "Traceback" not in proc.stderr  # Hydra's message, not a stack dump
 
 
+@pytest.mark.slow  # 30 s; the long commands from the command line: tests/test_clean_logs.py
 def test_pretrain_then_evaluate_and_generate_from_the_command_line(tmp_path, cache_dir):
     run = tmp_path / "run"
     gpt1("pretrain", *TINY_RUN, "debug=fast", f"hydra.run.dir={run}", f"paths.cache_dir={cache_dir}", cwd=tmp_path)
@@ -98,6 +99,7 @@ def test_python_dash_m_runs_a_command(tmp_path):
     assert proc.returncode == 0 and "max_new_tokens: 100" in proc.stdout
 
 
+@pytest.mark.slow  # 16 s; sweeps from the command line: tests/test_sweeps.py
 def test_multirun_sweeps_over_overrides(tmp_path, cache_dir):
     sweep = tmp_path / "sweep"
     gpt1(
@@ -127,6 +129,7 @@ def test_positional_convert_arguments_become_overrides():
     assert positional_to_overrides(["to-hf", "x", "y", "--cfg", "job"])[-2:] == ["--cfg", "job"]
 
 
+@pytest.mark.slow  # 16 s; both conversions in this process: tests/test_hf.py
 def test_convert_from_hf_then_generate_then_back_to_hf(tmp_path, make_cfg):
     """Converted OpenAI-format weights work with every command, and survive the round trip exactly."""
     transformers = pytest.importorskip("transformers")
@@ -167,6 +170,7 @@ def test_convert_from_hf_then_generate_then_back_to_hf(tmp_path, make_cfg):
         assert torch.allclose(back(x).logits, hf(x).logits, atol=1e-5)
 
 
+@pytest.mark.slow  # 15 s
 def test_pretrain_on_a_corpus_it_has_never_seen(tmp_path, sample_data):
     """The issue's command, verbatim in form: a bare glob of .txt files and a validation file."""
     stories = [json.loads(line)["context"] for line in (sample_data / "tasks/story/train.jsonl").open()]

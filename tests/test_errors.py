@@ -354,6 +354,7 @@ def test_a_model_config_that_cannot_be_built_fails_before_any_data_work(gpt1, tm
             ["data.train_files={bad}/nothere.txt"],
             ["data.train_files", "nothere.txt", "matches no file"],
             id="data-error-python-m-gpt1.commands.pretrain",
+            marks=pytest.mark.slow,  # 27 s; the data errors' lines: the tests above, in this process
         ),
         pytest.param(
             "cli",

@@ -178,6 +178,7 @@ def test_the_optuna_search_maximises_the_returned_metric_around_the_papers_recip
         assert interval.start <= paper <= interval.end, override.key_or_group
 
 
+@pytest.mark.slow  # 24 s; a sweep's directories: tests/test_sweeps.py
 def test_an_ablation_sweep_runs_one_directory_per_job(tmp_path, tiny_ckpt, cache_dir):
     """The issue's command: gpt1 finetune -m experiment=ablation_aux_lm task=sentiment init_from=CKPT seed=1,2."""
     gpt1(

@@ -158,6 +158,7 @@ def test_choices_of_different_numbers_and_long_texts_finetune_counted(small_run,
         assert noise not in proc.stdout + proc.stderr, noise
 
 
+@pytest.mark.slow  # 19 s
 def test_a_debug_overfit_finetune_prints_no_library_noise(small_run, tmp_path):
     run, _ = small_run
     proc = gpt1(

@@ -164,6 +164,7 @@ def test_one_last_ckpt_whatever_stopped_the_run(make_cfg, monkeypatch, capsys, s
     assert again["steps"] == 10 and sorted(p.name for p in (run / "checkpoints").iterdir()) == names
 
 
+@pytest.mark.slow  # 35 s (two runs with W&B offline)
 def test_a_resumed_run_continues_its_wandb_run(tmp_path, cache_dir):
     """Stopped by SIGTERM and resumed: W&B (offline) records both attempts under one run id."""
     from tests.test_stops import LONG, start, wait_for

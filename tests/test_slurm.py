@@ -129,7 +129,7 @@ sys.meta_path.insert(0, Hide())
 """
 
 
-@pytest.mark.parametrize("launcher", ["submitit_slurm", "submitit_local"])
+@pytest.mark.parametrize("launcher", ["submitit_slurm", pytest.param("submitit_local", marks=pytest.mark.slow)])  # 12 s
 def test_a_launcher_without_the_plugin_says_to_install_it(tmp_path, launcher):
     """The plugin hidden as if not installed (Hydra's plugin scan and the imports skip it)."""
     (tmp_path / "hide").mkdir()

@@ -225,7 +225,7 @@ def uninterrupted_long(tmp_path_factory, cache_dir):
     return weights(run)
 
 
-@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGKILL])
+@pytest.mark.parametrize("signum", [pytest.param(signal.SIGTERM, marks=pytest.mark.slow), signal.SIGKILL])  # 15 s each
 def test_a_killed_subprocess_resumes_exactly(tmp_path, cache_dir, make_cfg, monkeypatch, uninterrupted_long, signum):
     """SIGTERM: the run saves last.ckpt where it stops and exits 143. SIGKILL: nothing is saved; resume=auto starts
     from the last periodic checkpoint. Either way the resumed run ends with the uninterrupted run's weights."""
