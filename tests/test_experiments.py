@@ -205,6 +205,7 @@ def test_an_ablation_sweep_runs_one_directory_per_job(tmp_path, tiny_ckpt, cache
         assert OmegaConf.load(job / ".hydra" / "config.yaml").aux_lm_weight == point["aux_lm_weight"]
 
 
+@pytest.mark.slow  # 16 s alone, 26 s beside the suite's other worker
 def test_the_pretraining_ablation_takes_the_checkpoint_once(tmp_path, tiny_ckpt, cache_dir):
     """tokenizer_from=CKPT: one job from random weights, one from the checkpoint's (its path one value, commas and
     all); each job's overrides name it."""

@@ -284,6 +284,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.slow  # two processes on a fresh cache: 20 s alone, 37 s beside the suite's other worker
 def test_two_ddp_processes_on_a_fresh_cache_prepare_it_once(tmp_path):
     """Both ranks start at once (torchrun, as srun starts a node's tasks): one trains the tokenizer and packs each
     split, the other waits, then both train on the same files."""

@@ -93,6 +93,7 @@ def test_a_resumed_run_multiplies_on_the_kernels_it_started_with(make_cfg, monke
     assert set(ckpt["callbacks"]["RunKernels"]["cpu_matmuls"].values()) == {"onednn"}
 
 
+@pytest.mark.slow  # two runs: 19 s beside the suite's other worker
 @needs_onednn
 def test_the_same_command_with_other_kernels_is_another_run(make_cfg, tmp_path, kernels):
     """Two runs of one command whose processes' caches chose different kernels (measured on another CPU, thread
