@@ -139,20 +139,38 @@ class SafeStop(Callback):
         self._evaluation_starts(trainer, trainer.num_predict_batches)
 
     def on_validation_batch_end(
-        self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any, batch_idx: int, dl: int = 0
+        self,
+        trainer: L.Trainer,
+        pl_module: L.LightningModule,
+        outputs: Any,
+        batch: Any,
+        batch_idx: int,
+        dataloader_idx: int = 0,
     ) -> None:
         if trainer.state.fn != TrainerFn.FITTING:
-            self._evaluation_batch_end(trainer, batch_idx, dl)
+            self._evaluation_batch_end(trainer, batch_idx, dataloader_idx)
 
     def on_test_batch_end(
-        self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any, batch_idx: int, dl: int = 0
+        self,
+        trainer: L.Trainer,
+        pl_module: L.LightningModule,
+        outputs: Any,
+        batch: Any,
+        batch_idx: int,
+        dataloader_idx: int = 0,
     ) -> None:
-        self._evaluation_batch_end(trainer, batch_idx, dl)
+        self._evaluation_batch_end(trainer, batch_idx, dataloader_idx)
 
     def on_predict_batch_end(
-        self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any, batch_idx: int, dl: int = 0
+        self,
+        trainer: L.Trainer,
+        pl_module: L.LightningModule,
+        outputs: Any,
+        batch: Any,
+        batch_idx: int,
+        dataloader_idx: int = 0,
     ) -> None:
-        self._evaluation_batch_end(trainer, batch_idx, dl)
+        self._evaluation_batch_end(trainer, batch_idx, dataloader_idx)
 
     def on_validation_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if trainer.state.fn != TrainerFn.FITTING:
