@@ -21,6 +21,7 @@ import gpt1.training.run
 from gpt1.app.runner import user_message
 from gpt1.checkpoints.format import load_checkpoint
 from gpt1.commands.pretrain import train
+from gpt1.cpu import kernels
 from gpt1.training.callbacks.safe_stop import SafeStop
 from gpt1.training.module import GPT1Module, NonFiniteLoss
 from tests.conftest import TINY_RUN
@@ -36,6 +37,21 @@ EXACT = [
     "callbacks.samples.every_n_steps=0",
 ]
 """10 updates of 8 windows, 6 batches an epoch, validation every 3 batches, a checkpoint every 2 updates."""
+
+
+@pytest.fixture(scope="module", autouse=True)
+def torch_kernels():
+    """This module's runs on torch's CPU kernels, in this process and in the subprocesses it starts: their weights are
+    compared bit for bit, and a subprocess's measured choice (oneDNN where it won by 3% at the load of the moment) or
+    an earlier test's in this worker would make two runs of one config differ in their last bits (seen failing
+    beside another worker: the killed subprocess on oneDNN, the in-process reference on torch)."""
+    before = dict(kernels.CPU_MATMULS)
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("GPT1_CPU_MATMUL", "torch")
+        kernels.set_cpu_matmuls(dict.fromkeys(kernels.KINDS, "torch"))
+        yield
+    kernels.set_cpu_matmuls(before)
+
 
 LONG = [
     *TINY_RUN,
