@@ -138,18 +138,6 @@ class SafeStop(Callback):
     def on_predict_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self._evaluation_starts(trainer, trainer.num_predict_batches)
 
-    def on_validation_batch_end(
-        self,
-        trainer: L.Trainer,
-        pl_module: L.LightningModule,
-        outputs: Any,
-        batch: Any,
-        batch_idx: int,
-        dataloader_idx: int = 0,
-    ) -> None:
-        if trainer.state.fn != TrainerFn.FITTING:
-            self._evaluation_batch_end(trainer, batch_idx, dataloader_idx)
-
     def on_test_batch_end(
         self,
         trainer: L.Trainer,
@@ -159,28 +147,23 @@ class SafeStop(Callback):
         batch_idx: int,
         dataloader_idx: int = 0,
     ) -> None:
-        self._evaluation_batch_end(trainer, batch_idx, dataloader_idx)
-
-    def on_predict_batch_end(
-        self,
-        trainer: L.Trainer,
-        pl_module: L.LightningModule,
-        outputs: Any,
-        batch: Any,
-        batch_idx: int,
-        dataloader_idx: int = 0,
-    ) -> None:
-        self._evaluation_batch_end(trainer, batch_idx, dataloader_idx)
-
-    def on_validation_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        if trainer.state.fn != TrainerFn.FITTING:
+        if batch_idx < self._shared_batches[dataloader_idx]:
             self._stop_after_training(trainer)
+
+    on_predict_batch_end = on_test_batch_end
+
+    def on_validation_batch_end(self, trainer: L.Trainer, *args: Any) -> None:
+        if trainer.state.fn != TrainerFn.FITTING:
+            self.on_test_batch_end(trainer, *args)
 
     def on_test_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self._stop_after_training(trainer)
 
-    def on_predict_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        self._stop_after_training(trainer)
+    on_predict_epoch_end = on_test_epoch_end
+
+    def on_validation_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if trainer.state.fn != TrainerFn.FITTING:
+            self._stop_after_training(trainer)
 
     def _evaluation_starts(self, trainer: L.Trainer, batches: Sequence[int | float]) -> None:
         """Note, per dataloader, how many batches every rank has (the fewest of any rank's)."""
@@ -188,10 +171,6 @@ class SafeStop(Callback):
         if trainer.world_size > 1 and self.armed:
             counts = torch.tensor(self._shared_batches, dtype=torch.long)  # (D,) this rank's
             self._shared_batches = trainer.strategy.all_gather(counts).reshape(-1, len(counts)).amin(0).tolist()
-
-    def _evaluation_batch_end(self, trainer: L.Trainer, batch_idx: int, dataloader_idx: int) -> None:
-        if batch_idx < self._shared_batches[dataloader_idx]:
-            self._stop_after_training(trainer)
 
     def check(self, trainer: L.Trainer) -> None:
         """Before the run's results are written (metrics.json): stop if a signal came after the last update."""
