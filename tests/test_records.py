@@ -47,10 +47,12 @@ def slug(heading: str) -> str:
 
 
 def anchors(page: Path) -> set[str]:
-    """The anchors of a page's headings (outside code blocks), a repeated heading numbered as GitHub numbers it."""
+    """The anchors of a page's headings (outside code blocks), a repeated heading numbered as GitHub numbers it, and
+    its ``<a id="..."></a>`` (a row of a table of today's figures)."""
     seen: dict[str, int] = {}
-    found = set()
-    for heading in re.findall(r"^#+ (.+)$", re.sub(r"```.*?```", "", page.read_text(), flags=re.S), re.M):
+    text = re.sub(r"```.*?```", "", page.read_text(), flags=re.S)
+    found = set(re.findall(r'<a id="([^"]+)"></a>', text))
+    for heading in re.findall(r"^#+ (.+)$", text, re.M):
         base = slug(heading)
         found.add(f"{base}-{seen[base]}" if base in seen else base)
         seen[base] = seen.get(base, 0) + 1
