@@ -277,18 +277,24 @@ def test_the_check_of_a_page_finds_an_untied_figure_a_wrong_one_and_a_stale_row(
     page = tmp_path / "page.md"
     page.write_text(
         "It trains in 131.9 s.\n\n"
-        f"It reaches [211.7]({FIGURES['TABLE']}#quickstart-ppl).\n\n"
         "```\nvalidation perplexity 212.0\n```\n\n"
-        "The model is 117M, its flag `--mb 100` code.\n"
+        "The model is 117M, its flag `--mb 100` code.\n\n"
+        f"It reaches [211.7]({FIGURES['TABLE']}#quickstart-ppl).\n"
     )
     found = findings(page, table)
     assert len(found) == 3, found
     assert "'131.9 s'" in found[0] and "tied to no row" in found[0]
-    assert "'211.7'" in found[1] and "not in the row it links to" in found[1]
-    assert "'212.0'" in found[2] and "tied to no row" in found[2]
+    assert "'212.0'" in found[1] and "tied to no row" in found[1]
+    assert "'211.7'" in found[2] and "not in the row it links to" in found[2]
     row = table["quickstart-ppl"]
     moved = FIGURES["Row"](**{**vars(row), "recipe": "00000000"})
     assert FIGURES["stale"]({row.id: moved}) and not FIGURES["stale"]({row.id: row})
+    page.write_text(f"It reaches [211.9]({FIGURES['TABLE']}#quickstart-ppl), 3 min 34 s.\n")
+    found = findings(page, table)  # 211.9 is the row's, 3 min 34 s another row's
+    assert len(found) == 1 and "'3 min 34 s'" in found[0], found
+    waiting = FIGURES["Row"](**{**vars(row), "value": f"to re-measure (why); before: {row.value}"})
+    found = findings(page, {**table, row.id: waiting})
+    assert len(found) == 2 and all("to be measured again" in f for f in found), found
 
 
 def test_a_row_is_rewritten_in_place_with_its_value_machine_and_commit(table):
