@@ -25,7 +25,8 @@ measured on it, and tests/test_figures.py fails them until they are measured aga
 measurement (a faster kernel) does not: speed figures are re-measured on a quiet machine when the code they time
 changes, by whoever changes it.
 
-Exit status of ``check``: 0, or 1 when a row is stale.
+Exit status: 0; ``check``: 1 when a row is stale; 2 for a row that is not there, or ``record`` in a tree with
+uncommitted changes.
 """
 
 from __future__ import annotations
@@ -285,7 +286,8 @@ def record(row: Row, value: str, machine: str | None) -> None:
     head = subprocess.run(["git", "rev-parse", "--short=7", "HEAD"], cwd=ROOT, capture_output=True, text=True)
     dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT, capture_output=True)
     if head.returncode or dirty.stdout:
-        sys.exit("error: record a measurement of a commit: commit (or stash) the changes to tracked files first")
+        print("error: a row records the measurement of a commit: commit or stash your changes", file=sys.stderr)
+        sys.exit(2)
     commit = f"{head.stdout.strip()} ({datetime.date.today().isoformat()}); recipe {fingerprint(recipe(row))}"
     TABLE.write_text(rewrite(TABLE.read_text(), row, value, machine, commit))
     print(f"experiments/README.md, row {row.id}: {value} ({machine or row.machine}), {commit}")
@@ -315,12 +317,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.action == "check":
         lines = stale(table)
         waiting = [r for r in table.values() if r.pending]
-        print("\n".join(lines) or f"the rows of experiments/README.md were measured on today's recipes ({len(table)})")
+        print("\n".join(lines) or f"{len(table) - len(waiting)} rows measured on today's recipes")
         for row in waiting:
             print(f"experiments/README.md, row {row.id}: waits to be measured again: {row.command}")
         return 1 if lines else 0
     if args.row not in table:
-        sys.exit(f"error: experiments/README.md has no row {args.row!r}; its rows: {', '.join(table)}")
+        print(f"error: experiments/README.md has no row {args.row!r}; its rows: {', '.join(table)}", file=sys.stderr)
+        return 2
     row = table[args.row]
     if args.action == "recipe":
         parts = recipe(row)
