@@ -20,7 +20,7 @@ seconds have passed:
   pretrain model=gpt1 ...`` keeps ``experiment=quickstart``'s 2 blocks, no dropout, lr 2.5e-3 and 30 warm-up
   updates: its 24.8 ms step is that model's, not GPT-1's), 32 x 512, bf16; then ``ddp`` and ``deepspeed`` again
   at ``trainer.precision=32-true``: the switch for why DeepSpeed's loss differs (``DEEPSPEED_HYPOTHESIS``); and
-  the DeepSpeed run's checkpoint, one file (``gpt1.training.deepspeed``): loaded, generated from, resumed.
+  the DeepSpeed run's checkpoint, one file (``gpt1.training.strategies.deepspeed``): loaded, generated from, resumed.
 - ``fsdp_compile``: ``trainer=fsdp compile=true`` at the same setting.
 - ``decode``: batch-1 greedy decoding of GPT-1 (fp32, 256 tokens after 16), ms/token; decoding with CUDA graphs is
   not built in gpt1, and the results say so.
@@ -257,12 +257,12 @@ def strategies(check: Check) -> None:
 
 
 def deepspeed_checkpoint(check: Check, overrides: list[str]) -> dict[str, Any]:
-    """The DeepSpeed run's last.ckpt: one file (``gpt1.training.deepspeed``) that gpt1's loader reads and that
-    generates, its shards beside it; then the run resumed from it (resume=auto) for 4 more updates."""
+    """The DeepSpeed run's last.ckpt: one file (``gpt1.training.strategies.deepspeed``) that gpt1's loader reads and
+    that generates, its shards beside it; then the run resumed from it (resume=auto) for 4 more updates."""
     if check.dry:
         return {"skipped": "Lightning runs DeepSpeed on CUDA GPUs only"}
     from gpt1 import api
-    from gpt1.training.deepspeed import shards_of
+    from gpt1.training.strategies.deepspeed import shards_of
 
     name = "strategies-deepspeed"
     last = check.out / name / "checkpoints" / "last.ckpt"

@@ -28,10 +28,11 @@ from gpt1.commands.pretrain import train
 from gpt1.core.errors import ConfigError
 from gpt1.data.base import split_batch
 from gpt1.model.decoder import GPT, PRESETS
-from gpt1.training.fsdp import FSDP2Strategy
 from gpt1.training.module import GPT1Module
 from gpt1.training.schema import OptimConfig
-from gpt1.training.trainer import build_strategy, build_trainer, check_accelerator, compile_model
+from gpt1.training.strategies.fsdp2 import FSDP2Strategy
+from gpt1.training.strategies.registry import strategy_for
+from gpt1.training.trainer import build_trainer, check_accelerator, compile_model
 from tests.conftest import FEW, FEW_FINETUNE, TINY_RUN, sweep_jobs
 
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
@@ -63,12 +64,15 @@ def test_strategies_compose_with_every_command():
 
 
 def test_fsdp_is_fsdp2_over_every_process_with_consolidated_checkpoints():
-    strategy = build_strategy(composed("pretrain", ["trainer=fsdp"]).trainer.strategy, {})
+    name = composed("pretrain", ["trainer=fsdp"]).trainer.strategy
+    strategy = strategy_for(name).build(name, {})
     assert isinstance(strategy, FSDP2Strategy)  # FSDP2, which runs on CPUs too (tests/test_fsdp.py)
     assert strategy._tensor_parallel_size == 1 and not strategy._save_distributed_checkpoint  # one file
-    assert build_strategy("ddp", {}) == "ddp"  # no options: Lightning's name as is
-    with pytest.raises(ConfigError, match="trainer.strategy=nonsense"):
-        build_strategy("nonsense", {"a": 1})
+    assert strategy_for("ddp").build("ddp", {}) == "ddp"  # no options: Lightning's name as is
+    with pytest.raises(ConfigError, match=r"^trainer.strategy=nonsense: not a strategy .* xla_debug, fsdp2 \(or"):
+        strategy_for("nonsense")
+    with pytest.raises(ConfigError, match="^trainer.strategy_options needs a strategy name Lightning knows, not"):
+        strategy_for("auto").build("auto", {"a": 1})
 
 
 @pytest.mark.skipif(importlib.util.find_spec("deepspeed") is not None, reason="DeepSpeed is installed")

@@ -15,9 +15,6 @@ from typing import Any
 import lightning as L
 import numpy as np
 import torch
-from lightning.pytorch.plugins.precision import MixedPrecision, Precision
-from lightning.pytorch.strategies import FSDPStrategy
-from lightning.pytorch.utilities import GradClipAlgorithmType
 from torch import nn
 from torch.nn import functional as F
 from torchmetrics import MeanMetric
@@ -31,6 +28,7 @@ from gpt1.tasks.batches import IGNORE_INDEX, real_tokens  # IGNORE_INDEX: target
 from gpt1.tasks.spec import TaskConfig
 from gpt1.text.tokenizer import Tokenizer
 from gpt1.training.schema import NonFinite, OptimConfig, Schedule
+from gpt1.training.strategies.registry import strategy_of
 
 
 class NonFiniteLoss(UserError):
@@ -111,14 +109,11 @@ class GPT1Module(L.LightningModule):
 
     def configure_model(self) -> None:
         """On the CPU: gpt1's CPU layers in place of the model's and the heads' own (``gpt1.cpu.layers``; the same
-        function, faster). Under trainer=fsdp (FSDP2, a device mesh set by the strategy): shard the decoder block by
-        block, then its root and the heads (``gpt1.training.fsdp.shard_module``)."""
+        function, faster). Then what the run's strategy does to the model (``TrainingStrategy.configure_model``:
+        trainer=fsdp shards it)."""
         if self.trainer.strategy.root_device.type == "cpu":
             use_cpu_layers(self.model, self.heads)
-        if self.device_mesh is not None:
-            from gpt1.training.fsdp import shard_module
-
-            shard_module(self, self.device_mesh["data_parallel"])
+        strategy_of(self.trainer).configure_model(self)
 
     def lm_loss(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
         """Mean next-token cross-entropy over every scored position, and the number of scored positions."""
@@ -255,20 +250,9 @@ class GPT1Module(L.LightningModule):
         gradient_clip_val: float | None = None,
         gradient_clip_algorithm: str | None = None,
     ) -> None:
-        """Clip as Lightning does, except under bf16-mixed and FSDP. Lightning refuses to clip for a fused optimizer
-        under any mixed precision, but bf16 has no GradScaler, so its gradients are clipped as fp32's are. Under FSDP
-        Lightning refuses to clip by norm (Lightning-AI/pytorch-lightning#19235): each rank holds a shard of the
-        gradients, so the norm is FSDP's own, reduced over the ranks."""
-        plugin = self.trainer.precision_plugin
-        value = gradient_clip_val if gradient_clip_val is not None else self.trainer.gradient_clip_val
-        algorithm = GradClipAlgorithmType(gradient_clip_algorithm or self.trainer.gradient_clip_algorithm or "norm")
-        if isinstance(self.trainer.strategy, FSDPStrategy) and algorithm == GradClipAlgorithmType.NORM:
-            if value:
-                self.trainer.model.clip_grad_norm_(value)
-        elif isinstance(plugin, MixedPrecision) and plugin.scaler is None:
-            Precision.clip_gradients(plugin, optimizer, value or 0.0, algorithm)
-        else:
-            self.clip_gradients(optimizer, gradient_clip_val, gradient_clip_algorithm)
+        """Clip as the run's strategy does (``TrainingStrategy.clip_gradients``: as Lightning, but under bf16-mixed
+        and Lightning's FSDP, where Lightning refuses to)."""
+        strategy_of(self.trainer).clip_gradients(self, optimizer, gradient_clip_val, gradient_clip_algorithm)
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         checkpoint["gpt1"] = metadata(self.model, self.tokenizer, self.task)

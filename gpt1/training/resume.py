@@ -11,7 +11,7 @@ import lightning as L
 
 from gpt1.checkpoints.format import read_checkpoint, state_mismatch
 from gpt1.core.errors import CheckpointError, ConfigError
-from gpt1.training.deepspeed import shards_of
+from gpt1.training.strategies.registry import resumable
 
 
 def resolve_resume(resume: str | None, output_dir: Path) -> str | None:
@@ -36,14 +36,15 @@ def resolve_resume(resume: str | None, output_dir: Path) -> str | None:
 
 def training_state(path: Path, resume: str) -> dict[str, Any]:
     """The checkpoint ``path`` (given as resume=``resume``), read as data; a ``CheckpointError`` unless it is a gpt1
-    training checkpoint, with the weights and the training state."""
+    training checkpoint, with the weights and the training state (in the file, or where the strategy that wrote it
+    keeps it: ``gpt1.training.strategies.registry.resumable``)."""
     raw = read_checkpoint(path, mmap=True)
     if not isinstance(raw, dict) or not isinstance(raw.get("gpt1"), dict) or "state_dict" not in raw:
         raise CheckpointError(
             f"resume={resume} is not a gpt1 checkpoint: give a checkpoint of a gpt1 run "
             "(<run dir>/checkpoints/last.ckpt)"
         )
-    if "loops" not in raw or ("optimizer_states" not in raw and not shards_of(path).is_dir()):  # (DeepSpeed's: shards)
+    if not resumable(raw, path):
         raise CheckpointError(
             f"resume={resume} holds weights but no training state (it was not saved by a "
             f"training run): start from its weights with init_from={path} instead"

@@ -11,8 +11,8 @@ from lightning.pytorch.loggers import TensorBoardLogger, WandbLogger
 
 from gpt1.text.tokenizer import prompt_ids
 from gpt1.training.console import print_above_bar
-from gpt1.training.fsdp import full_copy
 from gpt1.training.schema import SamplesConfig
+from gpt1.training.strategies.registry import strategy_of
 
 
 class SampleText(Callback):
@@ -36,9 +36,8 @@ class SampleText(Callback):
             self.sample(trainer, pl_module)
 
     def sample(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        tokenizer, model = pl_module.tokenizer, pl_module.model
-        if pl_module.device_mesh is not None:  # sharded (trainer=fsdp): every rank gathers, rank 0 decodes a copy
-            model = full_copy(model)
+        tokenizer = pl_module.tokenizer
+        model = strategy_of(trainer).full_model(pl_module.model)  # (sharded: every rank gathers, rank 0 decodes)
         self.last_step = trainer.global_step  # on every rank alike, so that they sample at the same steps
         if not trainer.is_global_zero:
             return

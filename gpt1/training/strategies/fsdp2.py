@@ -1,12 +1,12 @@
 """``trainer=fsdp``: Fully Sharded Data Parallel through FSDP2 (``torch.distributed.fsdp.fully_shard``), on GPUs
 (NCCL) and CPUs (gloo) alike.
 
-Lightning's ``FSDPStrategy`` (FSDP1) refuses CPUs; its ``ModelParallelStrategy`` runs FSDP2 on a device mesh of the
-device's type, so sharded training runs, and is tested, on CPU processes. ``FSDP2Strategy`` is that strategy with
-every process data-parallel (no tensor parallelism) and consolidated checkpoints: one file in gpt1's format, as
-DDP's, that every gpt1 command loads. The module shards itself (``shard_module``, called from
-``GPT1Module.configure_model``): each transformer block a unit, then the decoder's root (embeddings, so the tied LM
-head with them: one parameter, sharded once), then each task head.
+Lightning's ``FSDPStrategy`` (FSDP1, ``gpt1.training.strategies.fsdp1``) refuses CPUs; its ``ModelParallelStrategy``
+runs FSDP2 on a device mesh of the device's type, so sharded training runs, and is tested, on CPU processes.
+``FSDP2Strategy`` is that strategy with every process data-parallel (no tensor parallelism) and consolidated
+checkpoints: one file in gpt1's format, as DDP's, that every gpt1 command loads. ``FSDP2.configure_model`` shards the
+module: each transformer block a unit, then the decoder's root (embeddings, so the tied LM head with them: one
+parameter, sharded once), then each task head.
 """
 
 from __future__ import annotations
@@ -14,16 +14,20 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+import lightning as L
 from lightning.pytorch.strategies import ModelParallelStrategy
+from omegaconf import DictConfig
 from torch import nn
 
 from gpt1.core.compat import set_data_parallel_size
+from gpt1.core.errors import ConfigError
+from gpt1.training.strategies.base import TrainingStrategy
 
 if TYPE_CHECKING:
     from torch.distributed.device_mesh import DeviceMesh
 
-NAME = "fsdp2"
-"""trainer.strategy's name for ``FSDP2Strategy`` (``trainer=fsdp``); Lightning's own ``fsdp`` is FSDP1."""
+PRECISIONS = ("auto", "32-true", "32", "bf16-mixed", "bf16", "bf16-true", "16-true")
+"""The trainer.precision values Lightning's ModelParallelStrategy takes."""
 
 
 class FSDP2Strategy(ModelParallelStrategy):
@@ -51,6 +55,30 @@ class FSDP2Strategy(ModelParallelStrategy):
             )
 
 
+class FSDP2(TrainingStrategy):
+    """``trainer.strategy=fsdp2``: ``FSDP2Strategy``, the module sharded, the weights gathered for decoding."""
+
+    names = ("fsdp2",)
+
+    def check(self, cfg: DictConfig) -> None:
+        super().check(cfg)
+        if str(cfg.precision) not in PRECISIONS:
+            raise ConfigError(
+                f"trainer=fsdp (FSDP2) does not take trainer.precision={cfg.precision}: use bf16-mixed, "
+                "bf16-true, 16-true or 32-true"
+            )
+
+    def build(self, name: str, options: dict[str, Any]) -> FSDP2Strategy:
+        return FSDP2Strategy(**options)
+
+    def configure_model(self, module: L.LightningModule) -> None:
+        """Shard ``module`` over the data-parallel dimension of the mesh that ``FSDP2Strategy`` gave it."""
+        shard_module(module, module.device_mesh["data_parallel"])
+
+    def full_model(self, model: nn.Module) -> nn.Module | None:
+        return full_copy(model)
+
+
 def shard_module(module: nn.Module, mesh: DeviceMesh) -> None:
     """Shard ``module`` (a ``GPT1Module``) over ``mesh`` with FSDP2: each block of its decoder (``model.h``, a
     GPT's), then the decoder (the rest of its parameters: embeddings, which the LM head reads), then each head.
@@ -69,8 +97,7 @@ def shard_module(module: nn.Module, mesh: DeviceMesh) -> None:
 def full_copy(model: nn.Module) -> nn.Module | None:
     """An unsharded copy of the sharded decoder ``model`` (a ``gpt1.model.registry.MODEL_TYPES`` model), on rank 0's
     device and on gpt1's CPU layers where model is (``gpt1.cpu.layers``); None on the other ranks. Gathering the
-    weights is a collective: every rank calls it. For what reads the weights outside a forward (``GPT.generate``'s
-    decoding) or runs on rank 0 alone."""
+    weights is a collective: every rank calls it."""
     import torch
     from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 
@@ -87,3 +114,6 @@ def full_copy(model: nn.Module) -> nn.Module | None:
     if on_cpu_layers(model):
         use_cpu_layers(copy)
     return copy.to(device)
+
+
+STRATEGY = FSDP2()

@@ -1,23 +1,29 @@
-"""``trainer=deepspeed``: Lightning's DeepSpeed ZeRO with consolidated checkpoints, as FSDP2's
-(``gpt1.training.fsdp``): each checkpoint is one file in gpt1's format that every gpt1 command loads.
+"""``trainer=deepspeed``: Lightning's DeepSpeed ZeRO (every ``deepspeed*`` name Lightning knows; the YAML's
+``deepspeed_stage_2``), on CUDA GPUs only, with consolidated checkpoints, as FSDP2's
+(``gpt1.training.strategies.fsdp2``): each checkpoint is one file in gpt1's format that every gpt1 command loads.
 
 DeepSpeed saves a checkpoint as a directory of shards, every rank its own (the fp32 master weights and the optimizer's
 moments are partitioned). ``DeepSpeedConsolidated`` has the engine write them to ``<checkpoint>.deepspeed/``, then
 rank 0 gathers the fp32 weights from them (DeepSpeed's ``zero_to_fp32``) into the checkpoint's own path, one file
 with the training state Lightning keeps (step, loops, callbacks, schedulers, gpt1's metadata and RNG states). The
-optimizer's moments stay in the shards: a DeepSpeed run resumes from the shards beside the file.
+optimizer's moments stay in the shards: a DeepSpeed run resumes from the shards beside the file. DeepSpeed itself is
+imported only where it runs (``pip install "gpt1[deepspeed]"``).
 """
 
 from __future__ import annotations
 
+import importlib.util
 import shutil
 from pathlib import Path
 from typing import Any
 
 from lightning.fabric.utilities.types import _PATH
-from lightning.pytorch.strategies import DeepSpeedStrategy
+from lightning.pytorch.strategies import DeepSpeedStrategy, StrategyRegistry
+from omegaconf import DictConfig
 
 from gpt1.checkpoints.format import atomic_save
+from gpt1.core.errors import ConfigError
+from gpt1.training.strategies.base import TrainingStrategy, lightning_names
 
 SHARDS = ".deepspeed"
 """The suffix of a checkpoint's shard directory: last.ckpt's shards are last.ckpt.deepspeed/."""
@@ -57,3 +63,28 @@ class DeepSpeedConsolidated(DeepSpeedStrategy):
         super().remove_checkpoint(filepath)
         if self.is_global_zero:
             shutil.rmtree(shards_of(filepath), ignore_errors=True)
+
+
+class DeepSpeed(TrainingStrategy):
+    """``DeepSpeedConsolidated`` at the ZeRO settings of its name, refused in one line where it cannot run."""
+
+    names = lightning_names(DeepSpeedStrategy)
+    gpus_only = True
+
+    def check(self, cfg: DictConfig) -> None:
+        super().check(cfg)
+        if importlib.util.find_spec("deepspeed") is None:
+            raise ConfigError(
+                f"trainer.strategy={cfg.strategy} needs DeepSpeed, which is not installed: "
+                "pip install 'gpt1[deepspeed]'"
+            )
+
+    def build(self, name: str, options: dict[str, Any]) -> DeepSpeedConsolidated:
+        return DeepSpeedConsolidated(**{**StrategyRegistry[name]["init_params"], **options})
+
+    def holds_training_state(self, checkpoint: dict[str, Any], path: Path) -> bool:
+        """The file's loops, the optimizer's moments in the shards beside it."""
+        return super().holds_training_state(checkpoint, path) or ("loops" in checkpoint and shards_of(path).is_dir())
+
+
+STRATEGY = DeepSpeed()
