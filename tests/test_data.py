@@ -19,9 +19,9 @@ from gpt1.core.errors import ConfigError, DataError
 from gpt1.data.corpus import pack
 from gpt1.data.data_config import DataConfig
 from gpt1.data.formats import file_columns
+from gpt1.data.loader import EpochSampler
 from gpt1.data.pretrain_data import PretrainDataModule, unigram_perplexity
 from gpt1.data.sources import load_files, load_hub, resolve_files
-from gpt1.data.windows import WindowSampler
 from gpt1.text.tokenizer import Tokenizer, TokenizerConfig, train_bpe
 
 DOCS = [
@@ -160,7 +160,9 @@ def test_batches_depend_only_on_seed_and_epoch(tmp_path, tok, corpus):
     assert epoch(a, 0) == epoch(b, 0)
     assert epoch(a, 1) == epoch(b, 1) != epoch(a, 0)
     assert epoch(c, 0) != epoch(a, 0)
-    assert list(WindowSampler(100, 50, seed=3, batch_size=10)) == list(WindowSampler(100, 50, seed=3, batch_size=10))
+    assert list(EpochSampler(100, draws=50, seed=3, batch_size=10)) == list(
+        EpochSampler(100, draws=50, seed=3, batch_size=10)
+    )
 
 
 def test_window_dataset_pickles_without_its_tokens(tmp_path, tok, corpus):
@@ -388,22 +390,22 @@ def test_file_fields_take_one_glob_or_a_list():
 
 
 def test_sampler_resumes_an_epoch_and_shards_it_by_rank():
-    whole = list(WindowSampler(1000, 20, seed=3, batch_size=4, epoch=2))
+    whole = list(EpochSampler(1000, draws=20, seed=3, batch_size=4, epoch=2))
     consumed = [8]  # read when iteration starts (Lightning restores its counters after building the loader)
-    resumed = WindowSampler(1000, 20, seed=3, batch_size=4, epoch=2, consumed=lambda: consumed[0])
+    resumed = EpochSampler(1000, draws=20, seed=3, batch_size=4, epoch=2, consumed=lambda: consumed[0])
     assert list(resumed) == whole[8:] and len(resumed) == 20  # length stays the epoch's
     consumed[0] = 0  # a new epoch: Lightning resets its counter
     resumed.set_epoch(3)
-    assert list(resumed) == list(WindowSampler(1000, 20, seed=3, batch_size=4, epoch=3))
+    assert list(resumed) == list(EpochSampler(1000, draws=20, seed=3, batch_size=4, epoch=3))
     # Two ranks share the epoch's draws: rank r takes draws r, r + 2, ...; a resumed rank leaves out its own first.
-    shards = [WindowSampler(1000, 20, seed=3, batch_size=4, epoch=2, num_replicas=2, rank=r) for r in (0, 1)]
+    shards = [EpochSampler(1000, draws=20, seed=3, batch_size=4, epoch=2, num_replicas=2, rank=r) for r in (0, 1)]
     assert [len(s) for s in shards] == [10, 10] and list(shards[0]) == whole[0::2] and list(shards[1]) == whole[1::2]
     # The reproduction (2 ranks, 64 draws, 16 already consumed) raised IndexError under Lightning's wrapper.
-    rank1 = list(WindowSampler(1000, 64, seed=3, batch_size=8, num_replicas=2, rank=1))
-    resumed = WindowSampler(1000, 64, seed=3, batch_size=8, consumed=lambda: 16, num_replicas=2, rank=1)
+    rank1 = list(EpochSampler(1000, draws=64, seed=3, batch_size=8, num_replicas=2, rank=1))
+    resumed = EpochSampler(1000, draws=64, seed=3, batch_size=8, consumed=lambda: 16, num_replicas=2, rank=1)
     assert list(resumed) == rank1[16:]
     # An epoch is whole global batches, split evenly: 5 draws in batches of 4 are 8 draws, 4 a rank.
-    assert [len(WindowSampler(1000, 5, seed=3, batch_size=4, num_replicas=2, rank=r)) for r in (0, 1)] == [4, 4]
+    assert [len(EpochSampler(1000, draws=5, seed=3, batch_size=4, num_replicas=2, rank=r)) for r in (0, 1)] == [4, 4]
     assert isinstance(shards[0], torch.utils.data.DistributedSampler)  # so Lightning does not wrap it
 
 

@@ -23,9 +23,9 @@ from gpt1.commands.evaluate import evaluate
 from gpt1.commands.finetune import finetune, start_from
 from gpt1.commands.zeroshot import zeroshot
 from gpt1.core.errors import ConfigError
+from gpt1.data.loader import EpochSampler
 from gpt1.model.decoder import GPT, PRESETS, GPTConfig
 from gpt1.model.heads import MultipleChoiceHead
-from gpt1.tasks.batches import EpochSampler
 from gpt1.tasks.registry import get_task_type
 from gpt1.tasks.spec import task_from_dict
 from gpt1.tasks.task_data import TaskDataModule

@@ -20,12 +20,12 @@ from gpt1.commands.finetune import REQUIRED, finetune, start_from
 from gpt1.commands.pretrain import train
 from gpt1.core.errors import CheckpointError, ConfigError
 from gpt1.data.base import split_batch
+from gpt1.model.lm_loss import IGNORE_INDEX
 from gpt1.model.lstm import LSTM
-from gpt1.tasks.batches import IGNORE_INDEX
 from gpt1.tasks.metrics import build_metric
-from gpt1.tasks.packing import task_logits
 from gpt1.tasks.spec import TASK_SPECIAL_TOKENS, task_from_dict
 from gpt1.tasks.task_data import TaskDataModule
+from gpt1.training.packing import task_logits
 from gpt1.training.schema import OptimConfig
 from gpt1.training.task_module import TaskModule
 from tests.conftest import TINY_RUN

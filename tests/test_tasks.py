@@ -18,7 +18,9 @@ import torch
 from omegaconf import OmegaConf
 
 from gpt1.core.errors import ConfigError, DataError
-from gpt1.tasks.batches import IGNORE_INDEX, PAD_ID, Collate, EpochSampler, real_tokens
+from gpt1.data.loader import EpochSampler
+from gpt1.model.lm_loss import IGNORE_INDEX
+from gpt1.tasks.batches import PAD_ID, Collate, real_tokens
 from gpt1.tasks.registry import get_task_type
 from gpt1.tasks.spec import TASK_SPECIAL_TOKENS, TaskConfig, task_from_dict, task_to_dict
 from gpt1.tasks.task_data import TaskDataModule
@@ -276,12 +278,6 @@ def test_classification_batch(tmp_path: Path, tokenizer: Tokenizer) -> None:
         assert (batch["targets"][b, n - 1 :] == IGNORE_INDEX).all()
         assert batch["extract"][b] == n - 1 and batch["input_ids"][b, n - 1] == tokenizer.special_id("extract")
     assert batch["labels"].tolist() == [1, 0] and batch["index"].tolist() == [0, 1]
-
-
-def test_ignore_index_is_the_modules() -> None:
-    from gpt1.tasks.batches import IGNORE_INDEX as MODULE_IGNORE_INDEX
-
-    assert IGNORE_INDEX == MODULE_IGNORE_INDEX
 
 
 def test_similarity_batch_has_both_orderings(tmp_path: Path, tokenizer: Tokenizer) -> None:

@@ -32,7 +32,8 @@ from gpt1.data.base import DataModule, cache_key
 from gpt1.data.cache import made_once
 from gpt1.data.corpus import PIECE_CHARS, CorpusSource, pack, token_dtype
 from gpt1.data.data_config import DataConfig
-from gpt1.data.windows import TokenStream, WindowDataset, WindowSampler
+from gpt1.data.loader import EpochSampler
+from gpt1.data.windows import TokenStream, WindowDataset
 from gpt1.text.tokenizer import Tokenizer, TokenizerConfig, build_tokenizer
 
 log = logging.getLogger(__name__)
@@ -212,7 +213,7 @@ class PretrainDataModule(DataModule):
         ds = WindowDataset(self._train, self.n_ctx, stride=1)
         num_samples = self.cfg.samples_per_epoch or len(self._train) // self.n_ctx
         epoch, consumed, replicas, rank = self.resume_point()
-        sampler = WindowSampler(len(ds), num_samples, self.seed, self.batch_size, epoch, consumed, replicas, rank)
+        sampler = EpochSampler(len(ds), self.seed, self.batch_size, epoch, consumed, replicas, rank, num_samples)
         return self.loader(ds, self.device_batch_size, sampler)
 
     def order_state(self) -> dict[str, Any]:

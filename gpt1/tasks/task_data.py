@@ -26,7 +26,8 @@ from torch.utils.data import DataLoader
 from gpt1.core.errors import ConfigError, DataError
 from gpt1.data.base import DataModule, cache_key
 from gpt1.data.formats import row_location
-from gpt1.tasks.batches import Collate, EpochSampler, TaskDataset, longest_first
+from gpt1.data.loader import EpochSampler
+from gpt1.tasks.batches import Collate, TaskDataset, longest_first
 from gpt1.tasks.encoding import CACHE_VERSION, EncodedSplit
 from gpt1.tasks.examples import Examples
 from gpt1.tasks.rows import TaskSource
