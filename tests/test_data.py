@@ -313,6 +313,23 @@ def test_second_run_hits_the_cache(tmp_path, corpus, monkeypatch):
     assert joined.train_tokens.tolist() == expected(changed.tokenizer, [doc.read_text(), *DOCS[1:3]], separate=False)
 
 
+def test_lightnings_later_calls_resolve_no_split_again(tmp_path, tok, corpus, monkeypatch):
+    """prepare_data and setup, called again at every fit, validate and test, resolve nothing again: each split's
+    files globbed and stat'ed once (the key of its stream), the tokenizer serialised once (the streams' keys)."""
+    import gpt1.data.sources as sources
+
+    calls = []
+    for owner, name in ((sources, "resolve_files"), (sources, "files_key"), (Tokenizer, "to_str")):
+        real = getattr(owner, name)
+        monkeypatch.setattr(owner, name, lambda *a, real=real, name=name, **k: calls.append(name) or real(*a, **k))
+    dm = prepared(tmp_path, tok, **corpus)
+    for stage in ("fit", "validate", "test"):
+        dm.prepare_data()
+        dm.setup(stage)
+    assert sorted(calls) == ["files_key", "files_key", "resolve_files", "resolve_files", "to_str"]
+    assert dm.valid_tokens.tolist() == expected(tok, DOCS[3:])
+
+
 def test_setup_before_prepare_data_says_so(tmp_path, tok, corpus):
     dm = PretrainDataModule(DataConfig(**corpus), tok, n_ctx=8, seed=0, cache_dir=tmp_path / "cache")
     with pytest.raises(FileNotFoundError, match="prepare_data"):
@@ -414,8 +431,8 @@ def test_a_new_file_format_is_one_entry(tmp_path, monkeypatch):
     and its errors name the line."""
     from gpt1.data.corpus import CorpusSource
     from gpt1.data.formats import FORMATS, Csv
-    from gpt1.tasks.rows import TaskSource
     from gpt1.tasks.spec import TaskConfig, split_specs
+    from gpt1.tasks.split import TaskSplit
 
     class Psv(Csv):
         name, sep, holds = "psv", "|", "a bar"
@@ -427,14 +444,14 @@ def test_a_new_file_format_is_one_entry(tmp_path, monkeypatch):
     assert [text for text, _ in src.pieces()] == ["first doc", "second, with a comma"]
     task = TaskConfig(type="classification", data_files={"train": str(path)}, text="body")
     (spec,) = split_specs(task)
-    examples = TaskSource(task, spec, tmp_path).read()
+    examples = TaskSplit(task, spec, tmp_path).read()
     assert examples.text == ["first doc", "second, with a comma"] and examples.labels.tolist() == [1, 0]
 
     path.write_text("label|body\n1|first doc\n0|a|b\n")
     with pytest.raises(
         DataError, match=r"rows\.psv:3: 3 fields where the header has 2: quote a field that holds a bar"
     ):
-        TaskSource(task, spec, tmp_path).read()
+        TaskSplit(task, spec, tmp_path).read()
 
 
 def test_the_default_number_of_tokenising_processes_follows_the_pipeline(tmp_path, monkeypatch):

@@ -594,9 +594,9 @@ def test_messy_local_files(tmp_path: Path, tokenizer: Tokenizer) -> None:
     }
     dm = module(task, tokenizer, tmp_path / "cache")
     assert dm.train_labels().tolist() == [1, 0] and dm.stats["train"] == {"examples": 2, "truncated": 0, "dropped": 2}
-    assert dm.read("train").text == ["x", "1984"]
+    assert dm.splits["train"].read().text == ["x", "1984"]
     assert not dm.has_labels("test") and dm.encoded["test"].index.tolist() == [1, 2]
-    assert dm.read("validation").text == ["w, quoted", "v"]
+    assert dm.splits["validation"].read().text == ["w, quoted", "v"]
 
 
 def test_unquoted_tsv_files_read_with_quoting_none(tmp_path: Path, tokenizer: Tokenizer, caplog: Any) -> None:
@@ -617,7 +617,7 @@ def test_unquoted_tsv_files_read_with_quoting_none(tmp_path: Path, tokenizer: To
         "data_files": {"train": str(tmp_path / "glue.tsv"), "validation": str(tmp_path / "glue.tsv")},
     }
     dm = module({**task, "quoting": "none"}, tokenizer, tmp_path / "cache")
-    examples = dm.read("train")
+    examples = dm.splits["train"].read()
     assert dm.train_labels().tolist() == [0, 1, 0, 1, 0, 1] and examples.text[1] == '"Hi, he said'
     assert examples.pair[3:5] == ['ok" she said', '"Go" now']
     assert "quoting" not in caplog.text
@@ -766,13 +766,13 @@ def test_cache_skips_reading_and_follows_the_files(
     first = module(task, tokenizer, tmp_path / "cache")
     assert len(list((tmp_path / "cache" / "tasks").glob("*.npz"))) == 1
 
-    from gpt1.tasks.rows import TaskSource
+    from gpt1.tasks.split import TaskSplit
 
     def no_reading(self: Any) -> None:
         raise AssertionError("read although cached")
 
     with monkeypatch.context() as m:
-        m.setattr(TaskSource, "read", no_reading)
+        m.setattr(TaskSplit, "read", no_reading)
         again = module(task, tokenizer, tmp_path / "cache")
     assert sequences(again, "train", 1) == sequences(first, "train", 1)
     assert again.train_labels().tolist() == [0, 1] and again.stats == first.stats
