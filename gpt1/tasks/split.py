@@ -138,29 +138,23 @@ class TaskSplit:
     # -- the examples -----------------------------------------------------------------------------------------
 
     def prepare(self) -> None:
-        """Encode the split into the cache unless it is there, once (a no-op without a cache); what it encodes stays
-        for ``encoded``."""
-        if self.cache_path is None or self._prepared:
+        """Read and encode the split unless the cache has it, once; what it encodes goes into the cache (if any) and
+        stays for ``encoded``."""
+        if self._prepared:
             return
         self._prepared = True
-        if self._encoded is None and not self.cache_path.is_file():
-            self._encoded = self._encode()
+        if self.cache_path is None or not self.cache_path.is_file():
+            self._encoded = EncodedSplit.encode(self.read(), self.tokenizer)
+            if self.cache_path is not None:
+                self._encoded.save(self.cache_path)
 
     def encoded(self) -> EncodedSplit:
-        """The split's examples as ids, once: those ``prepare`` encoded, else the cache's, else read and encoded (and
-        cached)."""
+        """The split's examples as ids, once: those ``prepare`` encoded (a process that did not prepare prepares
+        here), else the cache's."""
+        self.prepare()
         if self._encoded is None:
-            if self.cache_path is not None and self.cache_path.is_file():
-                self._encoded = EncodedSplit.load(self.cache_path)
-            else:
-                self._encoded = self._encode()
+            self._encoded = EncodedSplit.load(self.cache_path)
         return self._encoded
-
-    def _encode(self) -> EncodedSplit:
-        split = EncodedSplit.encode(self.read(), self.tokenizer)
-        if self.cache_path is not None:
-            split.save(self.cache_path)
-        return split
 
     def read(self) -> Examples:
         """The split's examples as text: texts joined, choices gathered, labels mapped, rows without a label

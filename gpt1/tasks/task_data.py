@@ -3,7 +3,7 @@
 batched. A new task needs a YAML file, no code; a new kind of task, a ``TaskType``.
 
 The splits are resolved (files globbed, headers checked) when the module is made; ``prepare_data`` encodes those
-missing from the cache into it, on the process that prepares, and ``setup`` loads them, on every rank: each once,
+the cache lacks into it, on the process that prepares, and ``setup`` loads the others, on every rank: each once,
 however often Lightning calls them (at every fit, validate, test and predict).
 
 Truncation (``task.truncation``), counted per split in ``stats["truncated"]`` and logged at start-up:
@@ -112,13 +112,13 @@ class TaskDataModule(DataModule):
     # -- preparation ------------------------------------------------------------------------------------------
 
     def prepare_data(self) -> None:
-        """Encode every split missing from the cache into it, once (a no-op without a cache_dir)."""
+        """Read and encode every split the cache lacks (every split without a cache) into it, once."""
         for split in self.splits.values():
             split.prepare()
 
     def setup(self, stage: Optional[str] = None) -> None:
-        """Load every split (as ``prepare_data`` encoded it, from the cache, else read and encode it), check it, settle
-        the labels, count the truncated examples. Once: a later call does nothing."""
+        """Load every split (as ``prepare_data`` encoded it, else from the cache), check it, settle the labels, count
+        the truncated examples. Once: a later call does nothing."""
         if self.encoded:
             return
         if stage == "fit":
