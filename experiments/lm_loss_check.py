@@ -78,7 +78,7 @@ def one_step(how: str, batch: int, seq: int, iters: int, chunk: int | None) -> d
     from gpt1.cpu.layers import use_cpu_layers
     from gpt1.cpu.settings import configure
     from gpt1.model.decoder import GPT, PRESETS
-    from gpt1.tasks.batches import IGNORE_INDEX
+    from gpt1.model.lm_loss import IGNORE_INDEX
     from gpt1.tools.bench_measure import peak_rss_gib, reset_peak_rss, train_step
     from gpt1.training.module import next_token_loss
 

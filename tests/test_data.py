@@ -19,9 +19,9 @@ from gpt1.core.errors import ConfigError, DataError
 from gpt1.data.corpus import pack
 from gpt1.data.data_config import DataConfig
 from gpt1.data.formats import file_columns
+from gpt1.data.loader import EpochSampler
 from gpt1.data.pretrain_data import PretrainDataModule, unigram_perplexity
 from gpt1.data.sources import load_files, load_hub, resolve_files
-from gpt1.data.windows import WindowSampler
 from gpt1.text.tokenizer import Tokenizer, TokenizerConfig, train_bpe
 
 DOCS = [
@@ -160,7 +160,9 @@ def test_batches_depend_only_on_seed_and_epoch(tmp_path, tok, corpus):
     assert epoch(a, 0) == epoch(b, 0)
     assert epoch(a, 1) == epoch(b, 1) != epoch(a, 0)
     assert epoch(c, 0) != epoch(a, 0)
-    assert list(WindowSampler(100, 50, seed=3, batch_size=10)) == list(WindowSampler(100, 50, seed=3, batch_size=10))
+    assert list(EpochSampler(100, draws=50, seed=3, batch_size=10)) == list(
+        EpochSampler(100, draws=50, seed=3, batch_size=10)
+    )
 
 
 def test_window_dataset_pickles_without_its_tokens(tmp_path, tok, corpus):
@@ -311,6 +313,23 @@ def test_second_run_hits_the_cache(tmp_path, corpus, monkeypatch):
     assert joined.train_tokens.tolist() == expected(changed.tokenizer, [doc.read_text(), *DOCS[1:3]], separate=False)
 
 
+def test_lightnings_later_calls_resolve_no_split_again(tmp_path, tok, corpus, monkeypatch):
+    """prepare_data and setup, called again at every fit, validate and test, resolve nothing again: each split's
+    files globbed and stat'ed once (the key of its stream), the tokenizer serialised once (the streams' keys)."""
+    import gpt1.data.sources as sources
+
+    calls = []
+    for owner, name in ((sources, "resolve_files"), (sources, "files_key"), (Tokenizer, "to_str")):
+        real = getattr(owner, name)
+        monkeypatch.setattr(owner, name, lambda *a, real=real, name=name, **k: calls.append(name) or real(*a, **k))
+    dm = prepared(tmp_path, tok, **corpus)
+    for stage in ("fit", "validate", "test"):
+        dm.prepare_data()
+        dm.setup(stage)
+    assert sorted(calls) == ["files_key", "files_key", "resolve_files", "resolve_files", "to_str"]
+    assert dm.valid_tokens.tolist() == expected(tok, DOCS[3:])
+
+
 def test_setup_before_prepare_data_says_so(tmp_path, tok, corpus):
     dm = PretrainDataModule(DataConfig(**corpus), tok, n_ctx=8, seed=0, cache_dir=tmp_path / "cache")
     with pytest.raises(FileNotFoundError, match="prepare_data"):
@@ -388,22 +407,22 @@ def test_file_fields_take_one_glob_or_a_list():
 
 
 def test_sampler_resumes_an_epoch_and_shards_it_by_rank():
-    whole = list(WindowSampler(1000, 20, seed=3, batch_size=4, epoch=2))
+    whole = list(EpochSampler(1000, draws=20, seed=3, batch_size=4, epoch=2))
     consumed = [8]  # read when iteration starts (Lightning restores its counters after building the loader)
-    resumed = WindowSampler(1000, 20, seed=3, batch_size=4, epoch=2, consumed=lambda: consumed[0])
+    resumed = EpochSampler(1000, draws=20, seed=3, batch_size=4, epoch=2, consumed=lambda: consumed[0])
     assert list(resumed) == whole[8:] and len(resumed) == 20  # length stays the epoch's
     consumed[0] = 0  # a new epoch: Lightning resets its counter
     resumed.set_epoch(3)
-    assert list(resumed) == list(WindowSampler(1000, 20, seed=3, batch_size=4, epoch=3))
+    assert list(resumed) == list(EpochSampler(1000, draws=20, seed=3, batch_size=4, epoch=3))
     # Two ranks share the epoch's draws: rank r takes draws r, r + 2, ...; a resumed rank leaves out its own first.
-    shards = [WindowSampler(1000, 20, seed=3, batch_size=4, epoch=2, num_replicas=2, rank=r) for r in (0, 1)]
+    shards = [EpochSampler(1000, draws=20, seed=3, batch_size=4, epoch=2, num_replicas=2, rank=r) for r in (0, 1)]
     assert [len(s) for s in shards] == [10, 10] and list(shards[0]) == whole[0::2] and list(shards[1]) == whole[1::2]
     # The issue's reproduction (2 ranks, 64 draws, 16 already consumed) raised IndexError under Lightning's wrapper.
-    rank1 = list(WindowSampler(1000, 64, seed=3, batch_size=8, num_replicas=2, rank=1))
-    resumed = WindowSampler(1000, 64, seed=3, batch_size=8, consumed=lambda: 16, num_replicas=2, rank=1)
+    rank1 = list(EpochSampler(1000, draws=64, seed=3, batch_size=8, num_replicas=2, rank=1))
+    resumed = EpochSampler(1000, draws=64, seed=3, batch_size=8, consumed=lambda: 16, num_replicas=2, rank=1)
     assert list(resumed) == rank1[16:]
     # An epoch is whole global batches, split evenly: 5 draws in batches of 4 are 8 draws, 4 a rank.
-    assert [len(WindowSampler(1000, 5, seed=3, batch_size=4, num_replicas=2, rank=r)) for r in (0, 1)] == [4, 4]
+    assert [len(EpochSampler(1000, draws=5, seed=3, batch_size=4, num_replicas=2, rank=r)) for r in (0, 1)] == [4, 4]
     assert isinstance(shards[0], torch.utils.data.DistributedSampler)  # so Lightning does not wrap it
 
 
@@ -412,8 +431,8 @@ def test_a_new_file_format_is_one_entry(tmp_path, monkeypatch):
     and its errors name the line."""
     from gpt1.data.corpus import CorpusSource
     from gpt1.data.formats import FORMATS, Csv
-    from gpt1.tasks.rows import TaskSource
     from gpt1.tasks.spec import TaskConfig, split_specs
+    from gpt1.tasks.split import TaskSplit
 
     class Psv(Csv):
         name, sep, holds = "psv", "|", "a bar"
@@ -425,14 +444,14 @@ def test_a_new_file_format_is_one_entry(tmp_path, monkeypatch):
     assert [text for text, _ in src.pieces()] == ["first doc", "second, with a comma"]
     task = TaskConfig(type="classification", data_files={"train": str(path)}, text="body")
     (spec,) = split_specs(task)
-    examples = TaskSource(task, spec, tmp_path).read()
+    examples = TaskSplit(task, spec, tmp_path).read()
     assert examples.text == ["first doc", "second, with a comma"] and examples.labels.tolist() == [1, 0]
 
     path.write_text("label|body\n1|first doc\n0|a|b\n")
     with pytest.raises(
         DataError, match=r"rows\.psv:3: 3 fields where the header has 2: quote a field that holds a bar"
     ):
-        TaskSource(task, spec, tmp_path).read()
+        TaskSplit(task, spec, tmp_path).read()
 
 
 def test_the_default_number_of_tokenising_processes_follows_the_pipeline(tmp_path, monkeypatch):

@@ -23,12 +23,12 @@ from gpt1.commands.evaluate import evaluate
 from gpt1.commands.finetune import finetune, start_from
 from gpt1.commands.zeroshot import zeroshot
 from gpt1.core.errors import ConfigError
+from gpt1.data.loader import EpochSampler
 from gpt1.model.decoder import GPT, PRESETS, GPTConfig
 from gpt1.model.heads import MultipleChoiceHead
-from gpt1.tasks.batches import EpochSampler
 from gpt1.tasks.registry import get_task_type
-from gpt1.tasks.spec import task_from_dict
-from gpt1.tasks.task_data import TaskDataModule
+from gpt1.tasks.spec import split_specs, task_from_dict
+from gpt1.tasks.split import TaskSplit
 from gpt1.training.schema import OptimConfig
 from tests.conftest import REPO
 from tests.test_finetune import FAST, pretrained  # noqa: F401  (the tiny pre-trained checkpoint)
@@ -286,16 +286,9 @@ def test_story_clozes_validation_stories_are_the_originals(make_cfg, tmp_path):
     cfg = make_cfg("finetune", ["task=story_cloze", f"task.data_dir={tmp_path}", "init_from=x"])
     from omegaconf import OmegaConf
 
-    data = TaskDataModule(
-        OmegaConf.to_object(cfg.task),
-        tokenizer=None,
-        n_ctx=5,
-        batch_size=1,
-        seed=0,
-        cache_dir=None,
-        roles=("train", "validation"),
-    )
-    train, val = data.read("train"), data.read("validation")
+    task = OmegaConf.to_object(cfg.task)
+    specs = {s.role: s for s in split_specs(task)}
+    train, val = TaskSplit(task, specs["train"], None).read(), TaskSplit(task, specs["validation"], None).read()
     # datasets.py: train_test_split(storys, ..., test_size=374, random_state=3535999445): (train part, validation)
     original_train, original_val = train_test_split(np.arange(1871), test_size=374, random_state=3535999445)
     assert val.index.tolist() == original_val.tolist() and train.index.tolist() == original_train.tolist()
@@ -373,9 +366,8 @@ def test_winograd_substitutes_each_candidate_for_the_pronoun(tmp_path):
             "choices": "candidates",
         }
     )
-    val = TaskDataModule(
-        task, tokenizer=None, n_ctx=5, batch_size=1, seed=0, cache_dir=None, roles=("validation",)
-    ).read("validation")
+    (spec,) = split_specs(task)
+    val = TaskSplit(task, spec, None).read()
     # the first "it" as a word (not the one in "fit"): the rest after it, the sentence up to it with each candidate
     assert val.text[0] == " is too big."
     assert val.choices[0] == [
@@ -395,9 +387,8 @@ def test_winograd_substitutes_each_candidate_for_the_pronoun(tmp_path):
             "choices": "options",
         }
     )
-    val = TaskDataModule(
-        task, tokenizer=None, n_ctx=5, batch_size=1, seed=0, cache_dir=None, roles=("validation",)
-    ).read("validation")
+    (spec,) = split_specs(task)
+    val = TaskSplit(task, spec, None).read()
     assert val.text[0] == " was hungry." and val.choices[0][1] == "He said the man ate because the dog"
     with pytest.raises(ConfigError, match="task.pronoun: a winograd task needs it"):
         task_from_dict({"type": "winograd", "data_files": {"test": "x.jsonl"}, "text": "text", "choices": "options"})

@@ -7,6 +7,7 @@ import math
 import os
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import lightning as L
@@ -20,15 +21,15 @@ from gpt1.commands.finetune import REQUIRED, finetune, start_from
 from gpt1.commands.pretrain import train
 from gpt1.core.errors import CheckpointError, ConfigError
 from gpt1.data.base import split_batch
+from gpt1.model.lm_loss import IGNORE_INDEX
 from gpt1.model.lstm import LSTM
-from gpt1.tasks.batches import IGNORE_INDEX
 from gpt1.tasks.metrics import build_metric
-from gpt1.tasks.packing import task_logits
 from gpt1.tasks.spec import TASK_SPECIAL_TOKENS, task_from_dict
 from gpt1.tasks.task_data import TaskDataModule
+from gpt1.training.packing import task_logits
 from gpt1.training.schema import OptimConfig
 from gpt1.training.task_module import TaskModule
-from tests.conftest import TINY_RUN
+from tests.conftest import FEW_FINETUNE, TINY_RUN
 
 SAMPLE_TASKS = ["sentiment", "entailment", "nli", "similarity", "paraphrase", "multiple_choice", "story"]
 CAPPED = [
@@ -579,3 +580,61 @@ def test_resuming_a_finetune_with_another_data_order_says_so(run_finetune, tmp_p
     )
     err = capsys.readouterr().err
     assert "another data order" in err and "seed: 1234 -> 7" in err
+
+
+def test_each_split_is_read_once_a_run_however_often_lightning_prepares_it(
+    tmp_path, tiny_ckpt, sample_data, monkeypatch
+):
+    """A split is resolved once a run (issue 53): its files globbed and their headers read once, its rows read and
+    encoded once into the cache and kept (not loaded back); a rerun loads each from the cache once and reads no row,
+    though fit, validate, test and predict each call prepare_data and setup again."""
+    import gpt1.data.sources as sources
+    from gpt1.tasks.encoding import EncodedSplit
+    from gpt1.tasks.split import TaskSplit
+
+    calls: Counter = Counter()
+
+    def spy(owner: object, name: str, what) -> None:
+        real = getattr(owner, name)
+
+        def counted(*args, **kwargs):
+            calls[what(*args, **kwargs)] += 1
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(owner, name, counted)
+
+    spy(sources, "resolve_files", lambda patterns, field: ("glob", field.rpartition(".")[2]))
+    spy(sources.FileSource, "columns", lambda source, path: ("header", Path(path).stem))
+    spy(TaskSplit, "read", lambda split: ("read", split.id))
+    spy(EncodedSplit, "encode", lambda examples, tokenizer: ("encode",))
+    spy(EncodedSplit, "load", lambda path: ("load",))
+    spy(TaskDataModule, "prepare_data", lambda data: ("prepare_data",))
+    spy(TaskDataModule, "setup", lambda data, stage=None: ("setup", stage))
+
+    for run in ("first", "again"):
+        overrides = [
+            f"paths.output_dir={tmp_path / run}",
+            f"paths.cache_dir={tmp_path / 'cache'}",  # its own: the first run finds nothing encoded
+            f"paths.sample_data={sample_data}",
+            "task=sentiment",
+            f"init_from={tiny_ckpt}",
+            *FEW_FINETUNE,
+            "predict=true",
+        ]
+        calls.clear()
+        with initialize_config_module(config_module="gpt1.conf", version_base="1.3"):
+            metrics = finetune(compose(config_name="finetune", overrides=overrides))
+        predictions = tmp_path / run / "predictions" / "test.tsv"
+        assert {"val/accuracy", "test/accuracy"} <= set(metrics) and predictions.is_file()
+        stages = {key[1]: calls.pop(key) for key in list(calls) if key[0] == "setup"}
+        assert stages == {"fit": 2, "validate": 1, "test": 1, "predict": 1}  # the command's, then Lightning's
+        assert calls.pop(("prepare_data",)) == 5
+        once = {(what, split): 1 for split in ("train", "validation", "test") for what in ("glob", "header")}
+        if run == "first":
+            assert calls == {
+                **once,
+                **{("read", split): 1 for split in ("train", "validation", "test")},
+                ("encode",): 3,
+            }
+        else:
+            assert calls == {**once, ("load",): 3}

@@ -21,9 +21,9 @@ from gpt1.checkpoints.hf import (
 )
 from gpt1.model.decoder import GPT
 from gpt1.model.heads import MultipleChoiceHead
-from gpt1.tasks.packing import task_logits
 from gpt1.tasks.spec import TASK_SPECIAL_TOKENS
 from gpt1.text.tokenizer import train_bpe
+from gpt1.training.packing import task_logits
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # before transformers is imported: these tests never download
 transformers = pytest.importorskip("transformers", reason="the parity test compares against transformers")

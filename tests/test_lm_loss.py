@@ -15,8 +15,7 @@ import gpt1.model.lm_loss
 from gpt1 import api
 from gpt1.cpu.layers import use_cpu_layers
 from gpt1.model.decoder import GPT, PRESETS
-from gpt1.model.lm_loss import LMLoss, chunked_lm_loss, chunked_logprobs
-from gpt1.tasks.batches import IGNORE_INDEX
+from gpt1.model.lm_loss import IGNORE_INDEX, LMLoss, chunked_lm_loss, chunked_logprobs
 from gpt1.training.module import next_token_loss
 
 V = 500  # the tiny preset's 512 less some: the table padded to 512 (pad_vocab_to_multiple=64), 12 rows never scored

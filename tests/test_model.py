@@ -15,7 +15,7 @@ from gpt1.cpu.layers import CpuEmbedding, use_cpu_layers
 from gpt1.model.decoder import GPT, MLP, PRESETS, Attention, Block, GPTConfig, TiedHead
 from gpt1.model.kv_cache import LayerCache
 from gpt1.model.lstm import LSTM, LSTMConfig
-from gpt1.tasks.packing import pack_choices, pack_sequences
+from gpt1.training.packing import pack_choices, pack_sequences
 
 TINY = PRESETS["tiny"]
 

@@ -18,7 +18,9 @@ import torch
 from omegaconf import OmegaConf
 
 from gpt1.core.errors import ConfigError, DataError
-from gpt1.tasks.batches import IGNORE_INDEX, PAD_ID, Collate, EpochSampler, real_tokens
+from gpt1.data.loader import EpochSampler
+from gpt1.model.lm_loss import IGNORE_INDEX
+from gpt1.tasks.batches import PAD_ID, Collate, real_tokens
 from gpt1.tasks.registry import get_task_type
 from gpt1.tasks.spec import TASK_SPECIAL_TOKENS, TaskConfig, task_from_dict, task_to_dict
 from gpt1.tasks.task_data import TaskDataModule
@@ -276,12 +278,6 @@ def test_classification_batch(tmp_path: Path, tokenizer: Tokenizer) -> None:
         assert (batch["targets"][b, n - 1 :] == IGNORE_INDEX).all()
         assert batch["extract"][b] == n - 1 and batch["input_ids"][b, n - 1] == tokenizer.special_id("extract")
     assert batch["labels"].tolist() == [1, 0] and batch["index"].tolist() == [0, 1]
-
-
-def test_ignore_index_is_the_modules() -> None:
-    from gpt1.tasks.batches import IGNORE_INDEX as MODULE_IGNORE_INDEX
-
-    assert IGNORE_INDEX == MODULE_IGNORE_INDEX
 
 
 def test_similarity_batch_has_both_orderings(tmp_path: Path, tokenizer: Tokenizer) -> None:
@@ -598,9 +594,9 @@ def test_messy_local_files(tmp_path: Path, tokenizer: Tokenizer) -> None:
     }
     dm = module(task, tokenizer, tmp_path / "cache")
     assert dm.train_labels().tolist() == [1, 0] and dm.stats["train"] == {"examples": 2, "truncated": 0, "dropped": 2}
-    assert dm.read("train").text == ["x", "1984"]
+    assert dm.splits["train"].read().text == ["x", "1984"]
     assert not dm.has_labels("test") and dm.encoded["test"].index.tolist() == [1, 2]
-    assert dm.read("validation").text == ["w, quoted", "v"]
+    assert dm.splits["validation"].read().text == ["w, quoted", "v"]
 
 
 def test_unquoted_tsv_files_read_with_quoting_none(tmp_path: Path, tokenizer: Tokenizer, caplog: Any) -> None:
@@ -621,7 +617,7 @@ def test_unquoted_tsv_files_read_with_quoting_none(tmp_path: Path, tokenizer: To
         "data_files": {"train": str(tmp_path / "glue.tsv"), "validation": str(tmp_path / "glue.tsv")},
     }
     dm = module({**task, "quoting": "none"}, tokenizer, tmp_path / "cache")
-    examples = dm.read("train")
+    examples = dm.splits["train"].read()
     assert dm.train_labels().tolist() == [0, 1, 0, 1, 0, 1] and examples.text[1] == '"Hi, he said'
     assert examples.pair[3:5] == ['ok" she said', '"Go" now']
     assert "quoting" not in caplog.text
@@ -770,13 +766,13 @@ def test_cache_skips_reading_and_follows_the_files(
     first = module(task, tokenizer, tmp_path / "cache")
     assert len(list((tmp_path / "cache" / "tasks").glob("*.npz"))) == 1
 
-    from gpt1.tasks.rows import TaskSource
+    from gpt1.tasks.split import TaskSplit
 
     def no_reading(self: Any) -> None:
         raise AssertionError("read although cached")
 
     with monkeypatch.context() as m:
-        m.setattr(TaskSource, "read", no_reading)
+        m.setattr(TaskSplit, "read", no_reading)
         again = module(task, tokenizer, tmp_path / "cache")
     assert sequences(again, "train", 1) == sequences(first, "train", 1)
     assert again.train_labels().tolist() == [0, 1] and again.stats == first.stats

@@ -26,12 +26,9 @@ from gpt1.core.progress import bar, write
 from gpt1.cpu.layers import use_cpu_layers
 from gpt1.data.sources import resolve_files
 from gpt1.tasks.heuristics import get_heuristic, heuristic_of, metric_values
-from gpt1.tasks.spec import TaskConfig
-from gpt1.tasks.task_data import TaskDataModule
+from gpt1.tasks.spec import TaskConfig, split_specs
+from gpt1.tasks.split import TaskSplit
 from gpt1.training.results import job_value, single_class_note, write_metrics
-
-TEXT_ONLY = 5
-"""The context given to the ``TaskDataModule`` that only reads texts (``read`` needs neither tokenizer nor context)."""
 
 
 @holds_run_dir
@@ -50,19 +47,12 @@ def zeroshot(cfg: DictConfig) -> dict[str, Any]:
         raise CheckpointError(str(e)) from e
     if not paths:
         raise ConfigError("ckpts is empty: give the checkpoints to score, e.g. ckpts='[run/checkpoints/*.ckpt]'")
-    data = TaskDataModule(
-        task,
-        tokenizer=None,
-        n_ctx=TEXT_ONLY,
-        batch_size=1,
-        seed=cfg.seed,
-        cache_dir=cfg.paths.cache_dir,
-        roles=("train", "validation"),
-    )
-    if not data.roles["validation"]:
+    specs = {s.role: s for s in reversed(split_specs(task))}  # role -> its first split
+    if "validation" not in specs:
         raise ConfigError(f"task {task.name} has no validation split (task.splits.validation) to score")
-    val = data.read(data.roles["validation"][0])
-    train = data.read("train") if data.roles["train"] else None
+    cache_dir = Path(cfg.paths.cache_dir)
+    val = TaskSplit(task, specs["validation"], cache_dir).read()
+    train = TaskSplit(task, specs["train"], cache_dir).read() if "train" in specs else None
     if val.labels is None:
         raise DataError(f"task {task.name}: its validation split has no labels to score against")
     if scorer.fits and train is None:
@@ -104,7 +94,7 @@ def zeroshot(cfg: DictConfig) -> dict[str, Any]:
     metrics = {
         "task": task.name,
         "heuristic": heuristic,
-        "split": data.roles["validation"][0],
+        "split": specs["validation"].id,
         "examples": len(labels),
         "checkpoints": results,
     }

@@ -196,7 +196,7 @@ class Csv(Format):
                         return None
                     at = record.index(column)
                 elif len(record) <= at and end == start:  # (one over several lines is a quoted field run on to a
-                    return start  # later quote, which TaskSource warns of: task.quoting)
+                    return start  # later quote, which TaskSplit warns of: task.quoting)
         return None
 
 

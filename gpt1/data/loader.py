@@ -1,16 +1,71 @@
-"""What the data modules share for an exact resume and for any number of processes: a DataLoader whose iterator starts
-at the first batch, so that a resumed run's sampler sees the restored counters; evaluation's share of each process;
-and the warning when a resume changes the training order."""
+"""What the data modules share for an exact resume and for any number of processes: the training order
+(``EpochSampler``), a DataLoader whose iterator starts at the first batch, so that a resumed run's sampler sees the
+restored counters; evaluation's share of each process; and the warning when a resume changes the training order."""
 
 from __future__ import annotations
 
+import math
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Optional
 
+import numpy as np
+import torch
 from torch.utils.data import DataLoader, DistributedSampler
 
 from gpt1.core.errors import DataError
+
+
+class EpochSampler(DistributedSampler):
+    """A training epoch's order of ``n`` examples in whole global batches of ``batch_size``, a function of (seed,
+    epoch) only: runs repeat exactly, and each epoch (``set_epoch``, called by Lightning) draws anew.
+
+    draws None (fine-tuning): a seeded shuffle (torch's ``randperm``, as ``DistributedSampler``'s), each example
+    once, its last ``n % batch_size`` left out of the epoch, as the original's ``iter_data(..., truncate=True)``.
+    draws given (pre-training's windows): that many starts drawn uniformly with replacement (numpy's, seeded with
+    (seed, epoch)), rounded up to whole global batches.
+
+    Under data parallelism this rank takes draws ``rank, rank + num_replicas, ...`` of the epoch's, in batches of its
+    share: update k then trains on draws [k * batch_size, (k + 1) * batch_size) of the epoch over all the ranks and
+    passes, whatever their number (``batch_size`` is a multiple of ``num_replicas``, ``gpt1.data.base.split_batch``).
+    Whole batches make it so at an epoch's end too: a last partial batch would be split unevenly over the ranks (or
+    padded with extra draws), and so hold other examples on another number of processes.
+
+    ``consumed()`` is how many of this rank's draws of the epoch were already trained on (a resumed run's); they are
+    left out. It is called when iteration starts (at the loader's first batch: ``DeferredDataLoader``), not when the
+    sampler is built: Lightning may build the train loader (e.g. for ``estimated_stepping_batches``) before it
+    restores a checkpoint's counters. The length stays the whole epoch's share, so those counters stay right. Being a
+    ``DistributedSampler``, Lightning uses it as is under DDP (it wraps only other samplers).
+    """
+
+    def __init__(
+        self,
+        n: int,
+        seed: int,
+        batch_size: int,
+        epoch: int = 0,
+        consumed: Callable[[], int] = lambda: 0,
+        num_replicas: int = 1,
+        rank: int = 0,
+        draws: Optional[int] = None,
+    ) -> None:
+        if draws is not None and (n < 1 or draws < 1):
+            raise ValueError(f"EpochSampler needs n >= 1 and draws >= 1, got {n}, {draws}")
+        if batch_size % num_replicas:
+            raise ValueError(f"batch_size={batch_size} is not a multiple of num_replicas={num_replicas}")
+        shuffle = draws is None
+        super().__init__(range(n), num_replicas=num_replicas, rank=rank, shuffle=shuffle, seed=seed, drop_last=shuffle)
+        self.draws, self.epoch, self.consumed = draws, epoch, consumed
+        whole = n // batch_size if shuffle else math.ceil(draws / batch_size)
+        self.total_size = whole * batch_size  # the epoch's draws over all the ranks
+        self.num_samples = self.total_size // num_replicas  # this rank's share (DistributedSampler's meaning)
+
+    def __iter__(self) -> Iterator[int]:
+        if self.draws is None:
+            order = torch.randperm(len(self.dataset), generator=torch.Generator().manual_seed(self.seed + self.epoch))
+        else:
+            order = np.random.default_rng([self.seed, self.epoch]).integers(0, len(self.dataset), self.total_size)
+        return iter(order[: self.total_size].tolist()[self.rank :: self.num_replicas][self.consumed() :])
 
 
 class DeferredDataLoader(DataLoader):

@@ -10,7 +10,9 @@ batches of windows (``gpt1.data.windows``).
 
 A rerun with the same inputs finds the .bin files and neither tokenises nor loads the raw data (local files). Each
 file is made by one process (``gpt1.data.cache.made_once``): the others started on the same cache (DDP ranks, SLURM
-tasks, other jobs) wait for it, then map the same files.
+tasks, other jobs) wait for it, then map the same files. Each split's source is resolved once, when the module is made
+(``CorpusSource``), and its stream's file once, by ``prepare_data`` or ``setup``: Lightning's later calls of them (at
+every fit, validate and test) find them.
 """
 
 from __future__ import annotations
@@ -32,7 +34,8 @@ from gpt1.data.base import DataModule, cache_key
 from gpt1.data.cache import made_once
 from gpt1.data.corpus import PIECE_CHARS, CorpusSource, pack, token_dtype
 from gpt1.data.data_config import DataConfig
-from gpt1.data.windows import TokenStream, WindowDataset, WindowSampler
+from gpt1.data.loader import EpochSampler
+from gpt1.data.windows import TokenStream, WindowDataset
 from gpt1.text.tokenizer import Tokenizer, TokenizerConfig, build_tokenizer
 
 log = logging.getLogger(__name__)
@@ -82,7 +85,7 @@ class PretrainDataModule(DataModule):
         self.tokenizer_path: Optional[Path] = None
         """The trained tokenizer's file in the cache (None: a given or loaded tokenizer); set by ``prepare_data``."""
         self.paths: dict[str, Path] = {}
-        """Split -> its packed stream's file; set by ``prepare_data``."""
+        """Split -> its packed stream's file; set by ``prepare_data`` (or ``setup``: ``_stream_paths``)."""
         self._train: Optional[TokenStream] = None
         self._valid: Optional[TokenStream] = None
 
@@ -111,9 +114,9 @@ class PretrainDataModule(DataModule):
     def prepare_data(self) -> None:
         """Build (or find in the cache) the tokenizer and the packed .bin stream of every split."""
         tokenizer = self._get_tokenizer(create=True)
+        paths = self._stream_paths(tokenizer)
         for split, src in self._sources():
-            path = self.paths[split] = self._bin_path(split, src, tokenizer)
-            made_once(path, lambda s=split, c=src, p=path: self._tokenise_and_pack(s, c, tokenizer, p))
+            made_once(paths[split], lambda s=split, c=src: self._tokenise_and_pack(s, c, tokenizer, paths[s]))
         self.tokenizer = tokenizer
 
     def setup(self, stage: Optional[str] = None) -> None:
@@ -122,8 +125,7 @@ class PretrainDataModule(DataModule):
             return
         tokenizer = self.tokenizer or self._get_tokenizer(create=False)
         streams = {}
-        for split, src in self._sources():
-            path = self._bin_path(split, src, tokenizer)
+        for split, path in self._stream_paths(tokenizer).items():
             if not path.is_file():
                 raise FileNotFoundError(f"{path} does not exist: call prepare_data() before setup()")
             n = path.stat().st_size // np.dtype(token_dtype(tokenizer)).itemsize
@@ -182,9 +184,15 @@ class PretrainDataModule(DataModule):
             f.write(tokenizer.to_str().encode())
         log.info("trained a %d-token BPE in %.1fs -> %s", tokenizer.vocab_size, time.perf_counter() - start, path)
 
-    def _bin_path(self, split: str, src: CorpusSource, tokenizer: Tokenizer) -> Path:
-        key = cache_key(PACK_VERSION, src.key, tokenizer.to_str(), self.cfg.separate_documents)
-        return self.cache_dir / "tokens" / key / f"{split}.bin"
+    def _stream_paths(self, tokenizer: Tokenizer) -> dict[str, Path]:
+        """Split -> its packed stream's file in the cache (``paths``), keyed by the split's documents, the tokenizer and
+        separate_documents; worked out once."""
+        if not self.paths:
+            tokenizer_json = tokenizer.to_str()
+            for split, src in self._sources():
+                key = cache_key(PACK_VERSION, src.key, tokenizer_json, self.cfg.separate_documents)
+                self.paths[split] = self.cache_dir / "tokens" / key / f"{split}.bin"
+        return self.paths
 
     def _num_proc(self, tokenizer: Tokenizer) -> int:
         """data.num_proc, or by the pipeline: tokenizers' own threads take every core for "gpt1", while the "openai"
@@ -212,7 +220,7 @@ class PretrainDataModule(DataModule):
         ds = WindowDataset(self._train, self.n_ctx, stride=1)
         num_samples = self.cfg.samples_per_epoch or len(self._train) // self.n_ctx
         epoch, consumed, replicas, rank = self.resume_point()
-        sampler = WindowSampler(len(ds), num_samples, self.seed, self.batch_size, epoch, consumed, replicas, rank)
+        sampler = EpochSampler(len(ds), self.seed, self.batch_size, epoch, consumed, replicas, rank, num_samples)
         return self.loader(ds, self.device_batch_size, sampler)
 
     def order_state(self) -> dict[str, Any]:

@@ -219,7 +219,7 @@ class GPT(nn.Module):
     ) -> torch.Tensor:
         """Token ids (B, T) -> final hidden states (B, T, C). With a cache, idx holds only the new tokens.
 
-        Several sequences packed into each row (``gpt1.tasks.packing.pack_choices``) give each token's position (B, T)
+        Several sequences packed into each row (``gpt1.training.packing``) give each token's position (B, T)
         and which tokens it may attend to, attn_mask (B, T, T) (True: attend), instead of 0..T-1 and the causal mask."""
         B, T = idx.shape
         past = cache[0].length if cache is not None else 0

@@ -32,6 +32,10 @@ from enum import Enum
 import torch
 from torch.nn import functional as F
 
+IGNORE_INDEX = -100
+"""Target of positions that are not scored (cross-entropy's ignore_index): a task batch's padding
+(``gpt1.tasks.batches.Collate``)."""
+
 
 class LMLoss(str, Enum):
     """How the LM loss over the tied head is computed (the ``lm_loss`` key of the training and evaluation

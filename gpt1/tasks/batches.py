@@ -1,4 +1,4 @@
-"""A task split as a torch dataset of transformed examples, its batches and its orders.
+"""A task split as a torch dataset of transformed examples, its batches and its evaluation order.
 
 Batches (``Collate``; right padding with ``PAD_ID`` to the batch's longest sequence, T; the task type lays them
 out, ``TaskType.batch``): ``input_ids``, ``targets`` (B, T) or (B, K, T), ``extract`` (B,) or (B, K), and for
@@ -11,21 +11,19 @@ extract included), as the original's ``M[:, 1:]``; a dummy choice has none.
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 import torch
-from torch.utils.data import Dataset, DistributedSampler
+from torch.utils.data import Dataset
 
+from gpt1.model.lm_loss import IGNORE_INDEX
 from gpt1.tasks.encoding import EncodedSplit
 from gpt1.tasks.task_type import TaskType, Transform
 
 PAD_ID = 0
 """Id that right-pads batches (never scored, never read by a head)."""
-IGNORE_INDEX = -100
-"""Target of positions that are not scored (cross-entropy's ignore_index)."""
 
 
 class TaskDataset(Dataset):
@@ -103,38 +101,3 @@ def longest_first(lengths: np.ndarray) -> list[int]:
     padding (and a batch too large for memory fails first). Metrics do not depend on the order; predictions are
     written in index order."""
     return np.argsort(-lengths, kind="stable").tolist()
-
-
-class EpochSampler(DistributedSampler):
-    """A seeded shuffle of the training examples per epoch (a function of seed and epoch only) in whole global batches
-    of ``batch_size``: the shuffle's last ``n % batch_size`` examples are left out of the epoch, as the original's
-    ``iter_data(..., truncate=True)``. This rank's share is the shuffle's positions rank, rank + num_replicas, ...,
-    so that update k trains on the shuffle's [k * batch_size, (k + 1) * batch_size) whatever the number of processes
-    and passes (``batch_size`` is a multiple of ``num_replicas``, ``gpt1.data.base.split_batch``); the draws
-    ``consumed()`` says this epoch has already trained on (a resumed run's) are left out.
-
-    ``consumed`` is called when iteration starts, not when the sampler is built: Lightning may build the train
-    loader (e.g. for ``estimated_stepping_batches``) before it restores a checkpoint's counters. Its length stays
-    the whole epoch's share, so those counters stay right. Being a ``DistributedSampler``, Lightning uses it as is
-    under DDP (it wraps only other samplers).
-    """
-
-    def __init__(
-        self,
-        n: int,
-        seed: int,
-        batch_size: int,
-        epoch: int = 0,
-        consumed: Callable[[], int] = lambda: 0,
-        num_replicas: int = 1,
-        rank: int = 0,
-    ) -> None:
-        if batch_size % num_replicas:
-            raise ValueError(f"batch_size={batch_size} is not a multiple of num_replicas={num_replicas}")
-        super().__init__(range(n), num_replicas=num_replicas, rank=rank, shuffle=True, seed=seed, drop_last=True)
-        self.total_size = n // batch_size * batch_size
-        self.num_samples = self.total_size // num_replicas
-        self.epoch, self.consumed = epoch, consumed
-
-    def __iter__(self) -> Iterator[int]:
-        return itertools.islice(super().__iter__(), self.consumed(), None)

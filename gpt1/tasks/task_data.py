@@ -1,9 +1,10 @@
-"""A fine-tuning task's data: ``TaskDataModule`` reads, checks, encodes (cached), transforms and batches every split of
-a ``TaskConfig`` (``gpt1.tasks.spec``). A new task needs a YAML file, no code; a new kind of task, a ``TaskType``.
+"""A fine-tuning task's data: ``TaskDataModule`` serves every split of a ``TaskConfig`` (``gpt1.tasks.spec``), each a
+``TaskSplit`` (``gpt1.tasks.split``: read, checked and encoded once, cached), its labels settled, transformed and
+batched. A new task needs a YAML file, no code; a new kind of task, a ``TaskType``.
 
-Encoded splits are cached in ``<cache_dir>/tasks/<key>.npz`` (``prepare_data``; ``setup`` reads them on every
-rank), key: the split's files (paths, sizes, mtimes) or hub fingerprint, its slice, the tokenizer and the task's
-columns and labels: a rerun neither reads local files again nor encodes anything.
+The splits are resolved (files globbed, headers checked) when the module is made; ``prepare_data`` encodes those
+the cache lacks into it, on the process that prepares, and ``setup`` loads the others, on every rank: each once,
+however often Lightning calls them (at every fit, validate, test and predict).
 
 Truncation (``task.truncation``), counted per split in ``stats["truncated"]`` and logged at start-up:
 ``original`` (default), as the original ``transform_roc``, cuts each text to its share of the context, keeping its
@@ -25,12 +26,11 @@ from torch.utils.data import DataLoader
 
 from gpt1.core.errors import ConfigError, DataError
 from gpt1.data.base import DataModule, cache_key
-from gpt1.data.formats import row_location
-from gpt1.tasks.batches import Collate, EpochSampler, TaskDataset, longest_first
-from gpt1.tasks.encoding import CACHE_VERSION, EncodedSplit
-from gpt1.tasks.examples import Examples
-from gpt1.tasks.rows import TaskSource
-from gpt1.tasks.spec import ROLES, TASK_SPECIAL_TOKENS, SplitSpec, TaskConfig, split_specs, task_from_dict
+from gpt1.data.loader import EpochSampler
+from gpt1.tasks.batches import Collate, TaskDataset, longest_first
+from gpt1.tasks.encoding import EncodedSplit
+from gpt1.tasks.spec import ROLES, TASK_SPECIAL_TOKENS, TaskConfig, split_specs, task_from_dict
+from gpt1.tasks.split import TaskSplit
 from gpt1.tasks.task_type import Transform
 
 if TYPE_CHECKING:
@@ -43,12 +43,12 @@ class TaskDataModule(DataModule):
     """A task's splits, transformed and batched (module docstring).
 
     task: a ``TaskConfig`` (or a dict / OmegaConf node of one). tokenizer: a ``gpt1.text.tokenizer.Tokenizer`` holding
-    ``TASK_SPECIAL_TOKENS`` (needed from ``setup``; ``read`` needs none). n_ctx: the model's context. batch_size:
-    training examples per update over all devices (``connect`` splits it); micro_batch_size: per device and forward
-    pass (None: the device's share in one pass); eval_batch_size: evaluation's (None: micro_batch_size, else
-    batch_size). seed: the training order. cache_dir: the datasets cache and the encoded splits (None: no cache).
-    roles: which roles to load (None: all the task has; e.g. ("validation", "test") to evaluate). predict: the test
-    split will be predicted (fine-tuning's predict=true), so ``setup("fit")`` demands one.
+    ``TASK_SPECIAL_TOKENS``. n_ctx: the model's context. batch_size: training examples per update over all devices
+    (``connect`` splits it); micro_batch_size: per device and forward pass (None: the device's share in one pass);
+    eval_batch_size: evaluation's (None: micro_batch_size, else batch_size). seed: the training order. cache_dir: the
+    datasets cache and the encoded splits (None: no cache). roles: which roles to load (None: all the task has; e.g.
+    ("validation", "test") to evaluate). predict: the test split will be predicted (fine-tuning's predict=true), so
+    ``setup("fit")`` demands one.
     """
 
     ORDER_KEYS = {
@@ -79,14 +79,15 @@ class TaskDataModule(DataModule):
             raise ConfigError(f"model.n_ctx={n_ctx}: a task example needs at least 5 tokens (3 special, 1 per text)")
         self.tokenizer, self.n_ctx = tokenizer, n_ctx
         self.eval_batch_size = eval_batch_size or micro_batch_size or batch_size
-        self.cache_dir = None if cache_dir is None else Path(cache_dir)
-        specs = split_specs(self.task)
+        cache_dir = None if cache_dir is None else Path(cache_dir)
         unknown = [r for r in roles or () if r not in ROLES]
         if unknown:
             raise ValueError(f"unknown roles {unknown}: choose among {ROLES}")
-        self.specs: dict[str, SplitSpec] = {s.id: s for s in specs if roles is None or s.role in roles}
-        """Split id -> the split, in role order."""
-        self.roles: dict[str, list[str]] = {r: [s.id for s in self.specs.values() if s.role == r] for r in ROLES}
+        specs = [s for s in split_specs(self.task) if roles is None or s.role in roles]
+        key = None if cache_dir is None or tokenizer is None else cache_key(tokenizer.to_str())  # (one hash)
+        self.splits = {s.id: TaskSplit(self._given, s, cache_dir, tokenizer, key) for s in specs}
+        """Split id -> the split (``TaskSplit``), resolved, in role order."""
+        self.roles: dict[str, list[str]] = {r: [s.id for s in specs if s.role == r] for r in ROLES}
         """Role -> the ids of its splits, in order (the order of the val/test/predict dataloaders)."""
         self.name = self.task.name or "task"
         self.stats: dict[str, dict[str, int]] = {}
@@ -97,8 +98,6 @@ class TaskDataModule(DataModule):
         self.encoded: dict[str, EncodedSplit] = {}
         """Split id -> its examples as ids; set by ``setup``."""
         self._datasets: dict[str, TaskDataset] = {}
-        self._where: dict[str, str] = {}
-        self._tokenizer_key: Optional[str] = None
 
     @property
     def num_labels(self) -> Optional[int]:
@@ -113,14 +112,13 @@ class TaskDataModule(DataModule):
     # -- preparation ------------------------------------------------------------------------------------------
 
     def prepare_data(self) -> None:
-        """Read, check and encode every split into the cache (idempotent; a no-op without a cache_dir)."""
-        if self.cache_dir is not None:
-            for spec in self.specs.values():
-                self._encoded(spec)
+        """Read and encode every split the cache lacks (every split without a cache) into it, once."""
+        for split in self.splits.values():
+            split.prepare()
 
     def setup(self, stage: Optional[str] = None) -> None:
-        """Load every split (from the cache, else read and encode it), check it, settle the labels, count the
-        truncated examples. Idempotent."""
+        """Load every split (as ``prepare_data`` encoded it, else from the cache), check it, settle the labels, count
+        the truncated examples. Once: a later call does nothing."""
         if self.encoded:
             return
         if stage == "fit":
@@ -131,12 +129,11 @@ class TaskDataModule(DataModule):
                         f"(or map a split to it with task.splits.{role})"
                     )
         specials = tuple(self.tokenizer.special_id(role) for role in TASK_SPECIAL_TOKENS)
-        encoded = {sid: self._encoded(spec) for sid, spec in self.specs.items()}
+        encoded = {sid: split.encoded() for sid, split in self.splits.items()}
         for sid, split in encoded.items():
-            role = self.specs[sid].role
-            if role != "test" and len(split) == 0:
+            if self.splits[sid].role != "test" and len(split) == 0:
                 raise DataError(
-                    f"task {self.name}: the {sid} split has no examples ({self._where[sid]}: "
+                    f"task {self.name}: the {sid} split has no examples ({self.splits[sid].where}: "
                     f"{split.rows} rows, {split.dropped} without a label)"
                 )
         self._settle_labels(encoded)
@@ -190,43 +187,6 @@ class TaskDataModule(DataModule):
         if self.predict and not self.roles["test"]:
             raise ConfigError(f"predict=true, but task {self.name} has no test split to predict")
 
-    def read(self, split: str) -> Examples:
-        """The examples of ``split`` (an id of ``specs``) as text, labels mapped (no tokenizer needed)."""
-        spec = self.specs[split]
-        return TaskSource(self._given, spec, self.cache_dir).read()
-
-    def _encoded(self, spec: SplitSpec) -> EncodedSplit:
-        """The split from the cache, or read, encoded and cached."""
-        src = TaskSource(self._given, spec, self.cache_dir)
-        self._where[spec.id] = src.where
-        path = None
-        if self.cache_dir is not None:
-            t = self._given  # (the settled task's label names may differ: the key stays the spec's)
-            columns = [
-                t.type,
-                t.text,
-                t.text_pair,
-                t.choices,
-                t.label,
-                t.label_names,
-                t.regression,
-                src.has_label,
-                *(getattr(t, key) for key in t.kind.columns),
-            ]
-            key = cache_key(CACHE_VERSION, src.key, self._tokenizer_hash(), columns)
-            path = self.cache_dir / "tasks" / f"{key}.npz"
-            if path.is_file():
-                return EncodedSplit.load(path)
-        split = EncodedSplit.encode(src.read(), self.tokenizer)
-        if path is not None:
-            split.save(path)
-        return split
-
-    def _tokenizer_hash(self) -> str:
-        if self._tokenizer_key is None:
-            self._tokenizer_key = cache_key(self.tokenizer.to_str())
-        return self._tokenizer_key
-
     def _settle_labels(self, encoded: dict[str, EncodedSplit]) -> None:
         """Settle the task's num_labels and label_names (``self.task``) from the data; check every label against
         them."""
@@ -243,7 +203,7 @@ class TaskDataModule(DataModule):
             if len(bad):
                 source = f"task.num_labels={t.num_labels}" if t.num_labels else f"task.label_names {names}"
                 raise DataError(
-                    f"{row_location(self._where[sid], s.index[bad[0]], t.quoting)}: "
+                    f"{self.splits[sid].locate(s.index[bad[0]])}: "
                     f"label {s.labels[bad[0]]} is out of range for {num_labels} classes ({source})"
                 )
         train = labelled.get(self.roles["train"][0]) if self.roles["train"] else None
@@ -256,7 +216,7 @@ class TaskDataModule(DataModule):
                     self.name,
                     ", ".join(map(repr, absent)),
                     "s" if len(absent) == 1 else "",
-                    self._where[self.roles["train"][0]],
+                    self.splits[self.roles["train"][0]].where,
                     "it" if len(absent) == 1 else "them",
                 )
 

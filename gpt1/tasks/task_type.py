@@ -161,7 +161,7 @@ class TaskType:
         return {"input_ids": input_ids, "extract": extract, "targets": targets}
 
     def pack(self, training: bool, share_context: bool) -> str:
-        """How the decoder runs a batch (``gpt1.tasks.packing.task_logits``'s pack): in training, packed rows without
+        """How the decoder runs a batch (``gpt1.training.packing.task_logits``'s pack): in training, packed rows without
         padding; in evaluation padded rows."""
         return "sequences" if training else "none"
 

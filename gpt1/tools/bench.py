@@ -72,8 +72,8 @@ from gpt1.cpu.kernels import onednn_available
 from gpt1.cpu.layers import use_cpu_layers
 from gpt1.cpu.settings import configure, cpu_flags, cpu_model, measure_matmuls
 from gpt1.model.decoder import GPT, PRESETS, GPTConfig
-from gpt1.model.lm_loss import LMLoss
-from gpt1.tasks.batches import IGNORE_INDEX, real_tokens
+from gpt1.model.lm_loss import IGNORE_INDEX, LMLoss
+from gpt1.tasks.batches import real_tokens
 from gpt1.tools.bench_hf import hf_generation, hf_multiple_choice_step, hf_twin
 from gpt1.tools.bench_measure import (
     device_peak,

@@ -23,8 +23,8 @@ from gpt1.checkpoints.format import metadata
 from gpt1.core.compat import attached_trainer
 from gpt1.core.errors import EXIT_USER_ERROR, UserError
 from gpt1.cpu.layers import use_cpu_layers
-from gpt1.model.lm_loss import LMLoss, chunked_lm_loss
-from gpt1.tasks.batches import IGNORE_INDEX, real_tokens  # IGNORE_INDEX: targets not scored (padding)
+from gpt1.model.lm_loss import IGNORE_INDEX, LMLoss, chunked_lm_loss  # IGNORE_INDEX: targets not scored
+from gpt1.tasks.batches import real_tokens
 from gpt1.tasks.spec import TaskConfig
 from gpt1.text.tokenizer import Tokenizer
 from gpt1.training.schema import NonFinite, OptimConfig, Schedule

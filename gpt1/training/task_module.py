@@ -11,13 +11,12 @@ from torch.nn import functional as F
 from torchmetrics import MaxMetric, MeanMetric, MinMetric
 
 from gpt1.model.decoder import GPT
-from gpt1.model.lm_loss import LMLoss, chunked_lm_loss
-from gpt1.tasks.batches import IGNORE_INDEX
+from gpt1.model.lm_loss import IGNORE_INDEX, LMLoss, chunked_lm_loss
 from gpt1.tasks.metrics import build_metric
-from gpt1.tasks.packing import TaskOutput, task_logits
 from gpt1.tasks.spec import TaskConfig
 from gpt1.text.tokenizer import Tokenizer
 from gpt1.training.module import GPT1Module
+from gpt1.training.packing import TaskOutput, task_logits
 from gpt1.training.schema import OptimConfig
 
 SINGLE_CLASS = "single_class_prediction"
