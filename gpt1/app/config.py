@@ -4,9 +4,9 @@ stores them in Hydra's ConfigStore (the commands call it).
 
 Each command's primary YAML (``conf/<command>.yaml``) lists its schema first in its defaults, so every config
 group and command-line override is merged into a typed node: a misspelt key or a wrong type fails at start-up
-with the offending key named. The ``model`` group's options are those of ``gpt1.model.registry.MODEL_TYPES`` (the GPT
-presets; ``lstm``, the LSTM baseline, for ``gpt1 finetune``) and ``checkpoint`` (the starting checkpoint's
-architecture, for ``gpt1 finetune``).
+with the offending key named. The ``model`` group's files (conf/model/) are typed by the schema each names: a model
+type's config (``gpt1.model.registry.MODEL_TYPES``: ``gpt1``, ``small``, ``tiny``; ``lstm``, the LSTM baseline) or
+``CheckpointModelConfig`` (``checkpoint``, the starting checkpoint's architecture, for ``gpt1 finetune``).
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from omegaconf import MISSING
 
 from gpt1.core.errors import ranged
 from gpt1.data.data_config import DataConfig
-from gpt1.model.decoder import GPTConfig
 from gpt1.model.lm_loss import LMLoss
 from gpt1.tasks.spec import TaskConfig
 from gpt1.text.tokenizer import TokenizerConfig
@@ -59,7 +58,8 @@ class PretrainConfig:
     """Start from the weights and tokenizer of this gpt1 checkpoint (e.g. converted OpenAI weights)."""
     resume: Optional[str] = None
     """Continue an interrupted run: a checkpoint path, or "auto" for last.ckpt of this run directory."""
-    model: GPTConfig = MISSING
+    model: Any = MISSING
+    """model=NAME (conf/model/NAME.yaml): a model type's config, GPT-1's (gpt1, small, tiny) or another's (lstm)."""
     tokenizer: TokenizerConfig = field(default_factory=TokenizerConfig)
     data: DataConfig = field(default_factory=DataConfig)
     optim: OptimConfig = field(default_factory=OptimConfig)
