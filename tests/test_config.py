@@ -123,7 +123,7 @@ TASKS = GROUPS.pop("task")  # fine-tuning's
         for g, options in GROUPS.items()
         if g not in ("experiment", "debug", "hydra", "hparams_search")
         for o in options
-    ],  # (hparams_search is fine-tuning's: tests/test_experiments.py)
+    ],  # (hparams_search: tests/test_objective.py, tests/test_experiments.py)
 )
 def test_every_group_option_composes(make_cfg, group, option):
     cfg = make_cfg("pretrain", [f"{group}={option}"])

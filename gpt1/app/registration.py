@@ -29,6 +29,7 @@ from gpt1.app.config import (
     ZeroshotCommandConfig,
 )
 from gpt1.app.model_group import model_schemas
+from gpt1.app.objective import direction
 from gpt1.app.sweep import job_dir_of
 from gpt1.cluster.slurm import on_cpu
 from gpt1.core.errors import ConfigError
@@ -159,6 +160,8 @@ def register() -> None:
         OmegaConf.register_new_resolver("gpt1.sample_prompt", _sample_prompt)
     if not OmegaConf.has_resolver("gpt1.job_dir"):  # ${gpt1.job_dir:}: a sweep's job directory, by its overrides
         OmegaConf.register_new_resolver("gpt1.job_dir", job_dir_of)
+    if not OmegaConf.has_resolver("gpt1.direction"):  # ${gpt1.direction:${optimized_metric}}: minimize or maximize
+        OmegaConf.register_new_resolver("gpt1.direction", direction)
     if not OmegaConf.has_resolver("gpt1.on_cpu"):  # ${gpt1.on_cpu:${trainer.accelerator},A,B} (the SLURM launcher)
         OmegaConf.register_new_resolver("gpt1.on_cpu", on_cpu)
     cs = ConfigStore.instance()

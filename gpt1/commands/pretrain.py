@@ -15,6 +15,7 @@ from typing import Any
 import lightning as L
 from omegaconf import DictConfig, OmegaConf
 
+from gpt1.app.objective import job_value
 from gpt1.app.ranges import check_ranges
 from gpt1.app.runner import command, holds_run_dir
 from gpt1.checkpoints.format import Loaded, load_checkpoint
@@ -115,9 +116,9 @@ def train(cfg: DictConfig) -> dict[str, Any]:
 
 
 @command("pretrain")
-def main(cfg: DictConfig) -> dict[str, Any]:
+def main(cfg: DictConfig) -> Any:
     with wandb_job():  # one W&B run per job of a multirun
-        return train(cfg)
+        return job_value(cfg, train(cfg))
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from gpt1.app.devices import resolve_device
+from gpt1.app.objective import job_value
 from gpt1.app.ranges import check_ranges
 from gpt1.app.registration import task_name
 from gpt1.app.runner import command, holds_run_dir
@@ -28,7 +29,7 @@ from gpt1.data.sources import resolve_files
 from gpt1.tasks.heuristics import get_heuristic, heuristic_of, metric_values
 from gpt1.tasks.spec import TaskConfig
 from gpt1.tasks.task_data import TaskDataModule
-from gpt1.training.results import job_value, single_class_note, write_metrics
+from gpt1.training.results import single_class_note, write_metrics
 
 TEXT_ONLY = 5
 """The context given to the ``TaskDataModule`` that only reads texts (``read`` needs neither tokenizer nor context)."""
@@ -118,8 +119,8 @@ def zeroshot(cfg: DictConfig) -> dict[str, Any]:
 
 
 @command("zeroshot")
-def main(cfg: DictConfig) -> float:
-    return job_value("zeroshot", cfg, zeroshot(cfg))
+def main(cfg: DictConfig) -> Any:
+    return job_value(cfg, zeroshot(cfg))
 
 
 if __name__ == "__main__":
