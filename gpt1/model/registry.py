@@ -1,7 +1,8 @@
 """The model types: a checkpoint's ``model_type`` -> the module, its config and what fine-tuning may do with it. A new
 model type is its own file in this folder (a module that is a ``LanguageModel``), one entry here and one YAML file per
 size in conf/model/ (``defaults: [/<type>_model_schema@_here_]``): checkpoints save and load it, ``gpt1 pretrain
-model=NAME`` trains it, ``gpt1 finetune model=NAME`` builds it from a checkpoint's token embeddings (as the LSTM
+model=NAME`` trains it (under an experiment that sets none of GPT-1's keys, as ``~experiment``: the quickstart's sets
+its depth and dropouts), ``gpt1 finetune model=NAME`` builds it from a checkpoint's token embeddings (as the LSTM
 baseline), the training stack trains it and, on the CPU, gpt1's layers replace its own (``gpt1.cpu.layers``).
 """
 
