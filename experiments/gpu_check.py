@@ -293,14 +293,15 @@ def decode(check: Check) -> None:
     """Batch-1 greedy decoding of GPT-1, fp32, as gpt1 bench times it; CUDA graphs: not built."""
     from dataclasses import replace
 
-    from gpt1.model.decoder import GPT, PRESETS
+    from gpt1.app.model_group import model_config
+    from gpt1.model.decoder import GPT
 
     def one() -> dict[str, Any]:
         settings = check.settings["decode"]
         device = "cpu" if check.dry else "cuda"
         preset = "tiny" if check.dry else "gpt1"
         torch.manual_seed(0)
-        model = GPT(replace(PRESETS[preset], vocab_size=settings["vocab"], pad_vocab_to_multiple=64))
+        model = GPT(replace(model_config(preset), vocab_size=settings["vocab"], pad_vocab_to_multiple=64))
         model = model.to(device).eval()
         prompt = torch.randint(0, settings["vocab"], (1, 16), device=device)
         sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)

@@ -16,7 +16,8 @@ from dataclasses import replace
 
 import torch
 
-from gpt1.model.decoder import GPT, PRESETS
+from gpt1.app.model_group import model_config
+from gpt1.model.decoder import GPT
 
 if "--configure" in sys.argv:
     from gpt1.cpu.settings import configure
@@ -30,7 +31,7 @@ device = "cuda" if torch.cuda.is_available() else "cpu"
 sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
 torch.manual_seed(0)
 torch.backends.cuda.matmul.allow_tf32 = True  # as the bench
-model = GPT(replace(PRESETS["gpt1"], vocab_size=40481, pad_vocab_to_multiple=64)).to(device).eval()
+model = GPT(replace(model_config("gpt1"), vocab_size=40481, pad_vocab_to_multiple=64)).to(device).eval()
 try:  # trees whose model is plain: the fast paths applied as gpt1 generate applies them
     from gpt1.cpu.decoding import decode_in_steps
     from gpt1.cpu.layers import use_cpu_layers

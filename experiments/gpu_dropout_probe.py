@@ -7,12 +7,23 @@ for the preset NAME (gpt1, or gpt1-no-dropout: every dropout 0), its JSON writte
 import sys
 from dataclasses import replace
 
-from gpt1.model.decoder import PRESETS
+import gpt1.tools.bench as bench
+from gpt1.app.model_group import model_config, model_options
 
-PRESETS["gpt1-no-dropout"] = replace(PRESETS["gpt1"], attn_pdrop=0.0, resid_pdrop=0.0, embd_pdrop=0.0)
-from gpt1.tools.bench import main  # noqa: E402  (its --model choices are read from PRESETS)
+NO_DROPOUT = "gpt1-no-dropout"
 
-main(
+
+def config(name: str):
+    """bench's model configs (conf/model/), and gpt1-no-dropout: the paper's model with every dropout 0."""
+    if name == NO_DROPOUT:
+        return replace(model_config("gpt1"), attn_pdrop=0.0, resid_pdrop=0.0, embd_pdrop=0.0)
+    return model_config(name)
+
+
+bench.model_config = config
+bench.model_options = lambda of_type=None: [*model_options(of_type), NO_DROPOUT]  # its --model choices
+
+bench.main(
     [
         "--model",
         sys.argv[1],

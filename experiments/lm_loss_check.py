@@ -75,9 +75,10 @@ def one_step(how: str, batch: int, seq: int, iters: int, chunk: int | None) -> d
     from torch.nn import functional as F
 
     import gpt1.model.lm_loss
+    from gpt1.app.model_group import model_config
     from gpt1.cpu.layers import use_cpu_layers
     from gpt1.cpu.settings import configure
-    from gpt1.model.decoder import GPT, PRESETS
+    from gpt1.model.decoder import GPT
     from gpt1.model.lm_loss import IGNORE_INDEX
     from gpt1.tools.bench_measure import peak_rss_gib, reset_peak_rss, train_step
     from gpt1.training.module import next_token_loss
@@ -86,7 +87,7 @@ def one_step(how: str, batch: int, seq: int, iters: int, chunk: int | None) -> d
         gpt1.model.lm_loss.CHUNK_ELEMENTS = chunk
     configure()  # as every gpt1 command: the allocator, huge pages, the measured kernel per kind of product
     torch.manual_seed(0)
-    model = GPT(replace(PRESETS["gpt1"], vocab_size=40478)).train()
+    model = GPT(replace(model_config("gpt1"), vocab_size=40478)).train()
     use_cpu_layers(model)  # as a run on the CPU (GPT1Module.configure_model)
     ids = torch.randint(0, 40478, (batch, seq))
     targets = F.pad(ids[:, 1:], (0, 1), value=IGNORE_INDEX)

@@ -31,7 +31,7 @@ _NAMES = {
     # the model and its tokenizer
     "GPT": "gpt1.model.decoder",
     "GPTConfig": "gpt1.model.decoder",
-    "PRESETS": "gpt1.model.decoder",
+    "model_config": "gpt1.app.model_group",  # conf/model/NAME.yaml as its config (a GPTConfig for "small")
     "Tokenizer": "gpt1.text.tokenizer",
     "load_tokenizer": "gpt1.text.tokenizer",
     "train_bpe": "gpt1.text.tokenizer",

@@ -1,7 +1,7 @@
 """``gpt1 finetune`` whose updates take at least ``GPT1_TEST_STEP_S`` seconds each in a job that starts from step 0
 (a sleep after each update, which changes no number), so that a test can kill a sweep in the middle of a job:
-``python tests/sweep_app.py -m ... hydra.job.name=finetune`` (the job's name, which says what it returns to a
-sweeper). For tests/test_sweeps.py."""
+``python tests/sweep_app.py -m ... hydra.job.name=finetune`` (the job's name, as gpt1 finetune's). For
+tests/test_sweeps.py."""
 
 import os
 import time
@@ -9,9 +9,9 @@ import time
 from lightning.pytorch.callbacks import Callback
 
 import gpt1.training.run
+from gpt1.app.objective import job_value
 from gpt1.app.runner import command
 from gpt1.commands.finetune import finetune
-from gpt1.training.results import job_value
 
 
 class Throttle(Callback):
@@ -32,7 +32,7 @@ def main(cfg):
     throttle = Throttle(float(os.environ["GPT1_TEST_STEP_S"]))
     gpt1.training.run.build_callbacks = lambda *a, **k: [throttle, *build(*a, **k)]
     try:
-        return job_value("finetune", cfg, finetune(cfg))
+        return job_value(cfg, finetune(cfg))
     finally:
         gpt1.training.run.build_callbacks = build
 

@@ -12,9 +12,10 @@ import gpt1.cpu.kernels
 import gpt1.cpu.settings
 import gpt1.tools.bench
 import gpt1.tools.bench_measure
+from gpt1.app.model_group import model_config
 from gpt1.cpu.decoding import SteppedGPT
 from gpt1.cpu.layers import on_cpu_layers
-from gpt1.model.decoder import GPT, PRESETS
+from gpt1.model.decoder import GPT
 from gpt1.tools.bench import main
 from gpt1.tools.bench_measure import DENSE_PEAK_TFLOPS, device_peak
 from gpt1.tools.bench_report import report
@@ -100,7 +101,7 @@ def test_every_figure_is_the_median_of_its_runs_and_the_ratios_follow(stubbed, o
     assert gen["batch1_ms_per_token_range"] == pytest.approx([10.5, 43])
     assert gen["batch2_ms_per_token"] == pytest.approx(17.5)
     assert out["hf"]["speedup_generate"] == pytest.approx(40.0 / b1)
-    weights = sum(p.numel() * 4 for p in GPT(replace(PRESETS["tiny"], vocab_size=40481)).parameters())
+    weights = sum(p.numel() * 4 for p in GPT(replace(model_config("tiny"), vocab_size=40481)).parameters())
     assert out["decode_bound_ms"] == pytest.approx(1e3 * weights / 1e9) and gen["bound_fraction"] == pytest.approx(
         out["decode_bound_ms"] / b1
     )
@@ -228,7 +229,7 @@ def test_the_matrix_vector_ceiling_tries_every_decoding_kernel_whatever_was_chos
         "linear",
         lambda *a: kernels_run.append(gpt1.cpu.kernels.CPU_MATMULS["decode"]) or real_linear(*a),
     )
-    model = GPT(PRESETS["tiny"])
+    model = GPT(model_config("tiny"))
     gpt1.tools.bench_measure.gemv_bandwidth(model)
     assert seen == ["torch"] * 3  # F.linear, the row blocks, the column blocks (no oneDNN here); each restored
     assert set(kernels_run) == {"row_blocks", "column_blocks"}
@@ -258,7 +259,7 @@ def test_the_cpu_peak_counts_each_weights_three_products_by_their_fastest_way(mo
         return float(len(ways))  # each way slower than the one before: a product's first way is its fastest
 
     monkeypatch.setattr(gpt1.tools.bench_measure, "median_seconds", seconds)
-    config = PRESETS["tiny"]
+    config = model_config("tiny")
     C, V, M = config.n_embd, config.vocab_size, 8
     peak = gpt1.tools.bench_measure.gemm_peak(config, M, torch.device("cpu"), torch.float32)
     flops = sum(3 * 2 * M * C * n for n in (3 * C, C, config.n_inner, config.n_inner, V))

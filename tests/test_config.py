@@ -1,5 +1,6 @@
 """Hydra configuration: every command and experiment composes into its typed schema; mistakes fail at start-up."""
 
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -9,10 +10,12 @@ from omegaconf import OmegaConf
 from omegaconf.errors import ConfigAttributeError, ValidationError
 
 from gpt1.app.config import CheckpointModelConfig, EvaluateConfig, FinetuneConfig, PretrainConfig
+from gpt1.app.model_group import model_config, model_options
 from gpt1.app.ranges import check_ranges
+from gpt1.commands.pretrain import main as pretrain_main
 from gpt1.commands.pretrain import train
 from gpt1.core.errors import ConfigError
-from gpt1.model.decoder import PRESETS, GPTConfig
+from gpt1.model.decoder import GPTConfig
 from gpt1.model.lstm import LSTMConfig
 from gpt1.tasks.spec import TaskConfig
 from gpt1.training.schema import Schedule
@@ -29,7 +32,7 @@ def test_default_pretrain_is_the_quickstart(make_cfg, sample_data):
     obj = OmegaConf.to_object(cfg)
     assert isinstance(obj, PretrainConfig) and isinstance(obj.model, GPTConfig)
     assert cfg.run_name == "quickstart" and obj.model == replace(
-        PRESETS["small"], n_layer=2, init_std=0.05, embd_pdrop=0.0, attn_pdrop=0.0, resid_pdrop=0.0
+        model_config("small"), n_layer=2, init_std=0.05, embd_pdrop=0.0, attn_pdrop=0.0, resid_pdrop=0.0
     )
     assert obj.trainer.accelerator == "cpu"
     assert Path(obj.data.train_files[0]).parent == sample_data / "books" / "train"
@@ -56,7 +59,7 @@ def test_every_debug_config_composes(make_cfg, debug):
 def test_paper_experiment_holds_the_papers_recipe(make_cfg):
     obj = OmegaConf.to_object(make_cfg("pretrain", ["experiment=paper"]))
     # the paper's model; its embedding padded for GPU matmuls (padded rows are never scored)
-    assert obj.model == replace(PRESETS["gpt1"], pad_vocab_to_multiple=64)
+    assert obj.model == replace(model_config("gpt1"), pad_vocab_to_multiple=64)
     assert (obj.data.batch_size, obj.tokenizer.vocab_size, obj.trainer.max_epochs) == (64, 40478, 100)
     assert (obj.optim.lr, obj.optim.warmup_steps, obj.optim.weight_decay) == (2.5e-4, 2000, 0.01)
     assert obj.optim.schedule is Schedule.cosine and obj.model.n_ctx == 512
@@ -109,7 +112,7 @@ def test_the_config_tree_is_typed_against_assignment_too(make_cfg):
 
 
 GROUPS = {g.name: sorted(p.stem for p in g.glob("*.yaml")) for g in CONF.iterdir() if g.is_dir()}
-GROUPS["model"] = sorted(PRESETS)  # registered from gpt1.model.decoder.PRESETS, not YAML
+GROUPS["model"] = model_options("gpt")  # (a pre-training model: lstm and checkpoint are fine-tuning's)
 TASKS = GROUPS.pop("task")  # fine-tuning's
 
 
@@ -120,12 +123,42 @@ TASKS = GROUPS.pop("task")  # fine-tuning's
         for g, options in GROUPS.items()
         if g not in ("experiment", "debug", "hydra", "hparams_search")
         for o in options
-    ],  # (hparams_search is fine-tuning's: tests/test_experiments.py)
+    ],  # (hparams_search: tests/test_objective.py, tests/test_experiments.py)
 )
 def test_every_group_option_composes(make_cfg, group, option):
     cfg = make_cfg("pretrain", [f"{group}={option}"])
     check_ranges(cfg)
     assert OmegaConf.is_missing(cfg.tokenizer, "path") or isinstance(OmegaConf.to_object(cfg), PretrainConfig)
+
+
+def test_help_lists_the_model_group(monkeypatch, capsys):
+    """``gpt1 pretrain --help`` lists the model group's files (conf/model/), as any group's."""
+    monkeypatch.setattr(sys, "argv", ["gpt1 pretrain", "--help"])
+    monkeypatch.setenv("GPT1_CPU_MATMUL", "torch")  # (not measured: the command's CPU settings apply first)
+    with pytest.raises(SystemExit) as done:
+        pretrain_main()
+    assert done.value.code == 0 and {"gpt1", "small", "tiny", "lstm", "checkpoint"} <= set(model_options())
+    assert f"model: {', '.join(model_options())}\n" in capsys.readouterr().out
+
+
+def test_a_model_of_the_group_composes_like_any_group_and_reads_the_same_outside_hydra(make_cfg):
+    """model=small and an override of its keys; every file of the group as Hydra composes it is what model_config
+    reads (gpt1 bench, the library, the tests)."""
+    random = ["task=sentiment", "init_from=random", "tokenizer_from=x.ckpt"]
+    obj = OmegaConf.to_object(make_cfg("finetune", [*random, "model=small", "model.n_layer=6"]))
+    assert obj.model == replace(model_config("small"), n_layer=6) and obj.model.n_embd == 256
+    for name in model_options():
+        assert OmegaConf.to_object(make_cfg("finetune", [*random, f"model={name}"])).model == model_config(name)
+    assert model_options("gpt") == ["gpt1", "small", "tiny"] and model_options("lstm") == ["lstm"]
+    with pytest.raises(ConfigError, match="model=huge: no conf/model/huge.yaml"):
+        model_config("huge")
+
+
+def test_pretraining_refuses_the_checkpoints_architecture_before_reading_data(make_cfg, tmp_path):
+    with pytest.raises(ConfigError, match=r"model=checkpoint\) is gpt1 finetune's"):
+        overrides = ["experiment=paper", "trainer=cpu", "model=checkpoint", f"paths.cache_dir={tmp_path / 'cache'}"]
+        train(make_cfg("pretrain", overrides))
+    assert {p.name for p in (tmp_path / "cache").glob("*")} <= {"sample_data"}  # no tokenizer trained, no data read
 
 
 @pytest.mark.parametrize("task", TASKS)

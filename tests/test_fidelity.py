@@ -18,13 +18,14 @@ from sklearn.model_selection import train_test_split
 
 import gpt1.commands.finetune as finetune_command
 import gpt1.training.run
+from gpt1.app.model_group import model_config
 from gpt1.checkpoints.format import load_checkpoint, save_checkpoint
 from gpt1.commands.evaluate import evaluate
 from gpt1.commands.finetune import finetune, start_from
 from gpt1.commands.zeroshot import zeroshot
 from gpt1.core.errors import ConfigError
 from gpt1.data.loader import EpochSampler
-from gpt1.model.decoder import GPT, PRESETS, GPTConfig
+from gpt1.model.decoder import GPT, GPTConfig
 from gpt1.model.heads import MultipleChoiceHead
 from gpt1.tasks.registry import get_task_type
 from gpt1.tasks.spec import split_specs, task_from_dict
@@ -82,7 +83,7 @@ def test_the_multiple_choice_head_shares_one_dropout_mask_across_the_choices():
 def _embeddings(mode: str) -> tuple[GPT, torch.Tensor, torch.Tensor, torch.Tensor]:
     """A tiny GPT with embedding dropout only, its position table zeroed: (model, ids, embeddings, states)."""
     torch.manual_seed(0)
-    config = replace(PRESETS["tiny"], embd_pdrop=0.5, attn_pdrop=0.0, resid_pdrop=0.0, embd_dropout=mode)
+    config = replace(model_config("tiny"), embd_pdrop=0.5, attn_pdrop=0.0, resid_pdrop=0.0, embd_dropout=mode)
     model = GPT(config).train()
     with torch.no_grad():
         model.positions_embed.weight.zero_()
@@ -112,7 +113,7 @@ def test_embedding_dropout_on_the_table_shares_a_tokens_mask_and_the_lm_head_rea
 
 
 def test_embedding_dropout_per_occurrence_stays_an_option_and_pretrainings_default():
-    assert GPTConfig().embd_dropout == "occurrence" and PRESETS["small"].embd_dropout == "occurrence"
+    assert GPTConfig().embd_dropout == "occurrence" and model_config("small").embd_dropout == "occurrence"
     model, ids, x, hidden = _embeddings("occurrence")
     rows = x[ids == 5]
     assert not torch.equal(rows[0], rows[1])  # each occurrence its own mask

@@ -200,7 +200,7 @@ def test_a_run_ending_with_a_validation_reports_it_without_validating_again(
     assert {*keys, "test/accuracy"} <= set(metrics)
     ckpt = Path(metrics["last_checkpoint"])
     result = evaluate(make_cfg("evaluate", [f"ckpt={ckpt}", "trainer.enable_progress_bar=false"]))
-    assert calls == [1]
+    assert calls == [1] and result["main_metric"] == "val/accuracy"  # the carried task's: a sweep's value
     for key in keys:
         assert result[key] == pytest.approx(metrics[key], abs=1e-6), key
     finetune(make_cfg("finetune", [*common, "trainer.max_steps=1", f"paths.output_dir={tmp_path / 'stopped'}"]))
@@ -220,6 +220,7 @@ def test_evaluate_scores_a_finetuned_models_perplexity_on_request(finetuned, mak
     base = [f"ckpt={ckpt}", "perplexity=true", "trainer.enable_progress_bar=false", f"paths.cache_dir={cache_dir}"]
     result = evaluate(make_cfg("evaluate", [*base, "data.max_valid_windows=4"]))
     assert "val/accuracy" not in result and result["tokens"] == 4 * 32 and math.isfinite(result["val/ppl"])
+    assert result["main_metric"] == "val/ppl"
     with pytest.raises(ConfigError, match="perplexity=true .* task= .* give one of them"):
         evaluate(make_cfg("evaluate", [*base, "task=sentiment"]))
 

@@ -6,12 +6,13 @@ import json
 import pytest
 import torch
 
+from gpt1.app.model_group import model_config
 from gpt1.checkpoints.format import load_checkpoint
 from gpt1.commands.finetune import finetune
 from gpt1.commands.generate import generate
 from gpt1.commands.pretrain import train
 from gpt1.cpu.decoding import TokenStep
-from gpt1.model.decoder import GPT, PRESETS
+from gpt1.model.decoder import GPT
 from gpt1.tools.bench import main as bench
 from tests.conftest import FEW, FEW_FINETUNE
 
@@ -24,7 +25,7 @@ def relative_error(x: torch.Tensor, ref: torch.Tensor) -> float:
 
 def test_cuda_logits_match_the_cpu_in_fp32_and_bf16():
     torch.manual_seed(0)
-    model = GPT(PRESETS["small"]).eval()
+    model = GPT(model_config("small")).eval()
     ids = torch.randint(0, model.config.vocab_size, (2, 64))
     with torch.no_grad():
         ref = model.lm_logits(model(ids))  # (2, 64, V) on the CPU, fp32
@@ -40,7 +41,7 @@ def test_cuda_logits_match_the_cpu_in_fp32_and_bf16():
 def test_greedy_generation_on_the_gpu_is_the_argmax_of_full_passes():
     """The KV cache on the GPU: each generated token is the argmax of a full forward over the sequence so far."""
     torch.manual_seed(0)
-    model = GPT(PRESETS["tiny"]).cuda().eval()
+    model = GPT(model_config("tiny")).cuda().eval()
     prompt = torch.randint(0, model.config.vocab_size, (2, 5), device="cuda")
     out = model.generate(prompt, 12, temperature=0)
     with torch.no_grad():
@@ -51,7 +52,7 @@ def test_greedy_generation_on_the_gpu_is_the_argmax_of_full_passes():
 def test_a_token_step_on_the_gpu_gives_the_forwards_hidden_states_to_the_bit():
     """TokenStep on CUDA (generate's step for one fp32 sequence there too) is GPT.forward with a cache, op for op."""
     torch.manual_seed(0)
-    model = GPT(PRESETS["tiny"]).cuda().eval()
+    model = GPT(model_config("tiny")).cuda().eval()
     ids = torch.randint(0, model.config.vocab_size, (1, 9), device="cuda")
     ours, theirs = model.new_cache(), model.new_cache()
     with torch.no_grad():

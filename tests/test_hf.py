@@ -19,12 +19,13 @@ import torch
 from safetensors import safe_open
 from tokenizers import models
 
+from gpt1.app.model_group import model_config
 from gpt1.checkpoints.format import load_checkpoint, save_checkpoint
 from gpt1.checkpoints.hf import config_from_hf, config_to_hf, export_hf, hf_tokenizer_json, import_hf
 from gpt1.core.errors import CheckpointError
 from gpt1.cpu import kernels
 from gpt1.cpu.layers import use_cpu_layers
-from gpt1.model.decoder import GPT, PRESETS, GPTConfig
+from gpt1.model.decoder import GPT, GPTConfig
 from gpt1.model.lstm import LSTM, LSTMConfig
 from gpt1.text.openai_text import END_OF_WORD
 from gpt1.text.tokenizer import UNK_TOKEN, load_tokenizer, train_bpe
@@ -197,7 +198,7 @@ def test_import_errors(tmp_path: Path, tok_dir: Path, vocab_size: int) -> None:
 
 
 def test_config_from_hf() -> None:
-    assert config_from_hf({"model_type": "openai-gpt"}) == PRESETS["gpt1"]  # HF's defaults are the paper's model
+    assert config_from_hf({"model_type": "openai-gpt"}) == model_config("gpt1")  # HF's defaults are the paper's model
     assert config_from_hf({"afn": "gelu_new", "n_embd": 64, "n_head": 4}).n_inner == 256
     assert config_from_hf({"afn": "relu"}).activation == "relu"
     with pytest.raises(ValueError, match="model_type 'gpt2'"):
@@ -292,7 +293,7 @@ def full_size_tokenizer(vocab_size: int) -> tokenizers.Tokenizer:
 
 def test_full_size_both_ways(tmp_path: Path) -> None:
     """The paper's 117M model: HF -> gpt1 -> HF, logits equal at every step."""
-    config = PRESETS["gpt1"]
+    config = model_config("gpt1")
     torch.manual_seed(0)
     hf = transformers.OpenAIGPTLMHeadModel(transformers.OpenAIGPTConfig.from_dict(config_to_hf(config))).eval()
     hf.save_pretrained(tmp_path / "hf")

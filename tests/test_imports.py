@@ -50,8 +50,8 @@ class Block(importlib.abc.MetaPathFinder):
 sys.meta_path.insert(0, Block())
 for module in {PURE!r}:
     importlib.import_module(module)
-from gpt1.model.decoder import GPT, PRESETS
-GPT(PRESETS["tiny"])
+from gpt1.model.decoder import GPT, GPTConfig
+GPT(GPTConfig(vocab_size=16, n_ctx=8, n_layer=1, n_head=2, n_embd=8, n_inner=16))
 """
     proc = run(code)
     assert proc.returncode == 0, proc.stderr

@@ -13,8 +13,9 @@ import gpt1.cpu.kernels
 import gpt1.cpu.layers
 import gpt1.model.lm_loss
 from gpt1 import api
+from gpt1.app.model_group import model_config
 from gpt1.cpu.layers import use_cpu_layers
-from gpt1.model.decoder import GPT, PRESETS
+from gpt1.model.decoder import GPT
 from gpt1.model.lm_loss import IGNORE_INDEX, LMLoss, chunked_lm_loss, chunked_logprobs
 from gpt1.training.module import next_token_loss
 
@@ -29,7 +30,7 @@ def small_chunks(monkeypatch):
 
 def tiny(**overrides) -> GPT:
     torch.manual_seed(0)
-    return GPT(replace(PRESETS["tiny"], vocab_size=V, pad_vocab_to_multiple=64, **overrides))
+    return GPT(replace(model_config("tiny"), vocab_size=V, pad_vocab_to_multiple=64, **overrides))
 
 
 def batch(B: int = 3, T: int = 13) -> tuple[torch.Tensor, torch.Tensor]:

@@ -9,19 +9,20 @@ from torch import nn
 
 import gpt1.cpu.kernels
 import gpt1.model.generation
+from gpt1.app.model_group import model_config
 from gpt1.cpu.decoding import SteppedGPT, TokenStep, decode_in_steps, store_for_decoding
 from gpt1.cpu.kernels import KERNELS
 from gpt1.cpu.layers import CpuEmbedding, use_cpu_layers
-from gpt1.model.decoder import GPT, MLP, PRESETS, Attention, Block, GPTConfig, TiedHead
+from gpt1.model.decoder import GPT, MLP, Attention, Block, GPTConfig, TiedHead
 from gpt1.model.kv_cache import LayerCache
 from gpt1.model.lstm import LSTM, LSTMConfig
 from gpt1.training.packing import pack_choices, pack_sequences
 
-TINY = PRESETS["tiny"]
+TINY = model_config("tiny")
 
 
 def test_paper_model_has_the_papers_parameter_count_and_flops():
-    model = GPT(PRESETS["gpt1"])
+    model = GPT(model_config("gpt1"))
     assert model.num_params() == 116_534_784  # 12 x 7,087,872 + 40,478 x 768 + 512 x 768
     assert round(model.flops_per_token() / 1e6) == 753  # 6 N + 12 L C T at T = 512
     assert not any("ln_f" in name for name, _ in model.named_parameters())  # GPT-1 has no final LayerNorm
@@ -36,7 +37,7 @@ def test_the_decoder_is_built_of_torchs_own_layers():
 
 
 def test_init_is_normal_002_with_zero_biases_and_unit_gains():
-    model = GPT(replace(PRESETS["gpt1"], n_layer=2))
+    model = GPT(replace(model_config("gpt1"), n_layer=2))
     w = model.h[0].mlp.c_fc.weight
     assert abs(w.std().item() - 0.02) < 1e-3 and abs(w.mean().item()) < 1e-3
     assert abs(model.tokens_embed.weight.std().item() - 0.02) < 1e-3
@@ -259,7 +260,7 @@ def test_config_errors_name_the_field():
 def test_the_model_compiles_whole_without_graph_breaks(training, cpu_layers):
     """torch.compile sees one graph for the forward and the tied head, dropout included (tracing only: no compiler),
     also on gpt1's CPU layers, which take torch's own ops in a graph being compiled."""
-    model = GPT(PRESETS["tiny"]).train(training)
+    model = GPT(model_config("tiny")).train(training)
     if cpu_layers:
         use_cpu_layers(model)
     ids = torch.randint(0, model.config.vocab_size, (2, 16))
@@ -268,7 +269,7 @@ def test_the_model_compiles_whole_without_graph_breaks(training, cpu_layers):
 
 
 def test_the_kv_cache_is_allocated_once_and_filled_in_place():
-    model = GPT(PRESETS["tiny"]).eval()
+    model = GPT(model_config("tiny")).eval()
     cache = model.new_cache()
     model(torch.randint(0, model.config.vocab_size, (1, 5)), cache)
     buffer = cache[0].k.data_ptr()
@@ -291,7 +292,7 @@ def test_pack_choices_puts_the_shared_context_once_and_each_choice_after_it():
 
 
 def test_packed_rows_give_each_sequence_its_own_hidden_states():
-    model = GPT(PRESETS["tiny"]).eval()
+    model = GPT(model_config("tiny")).eval()
     ids = torch.randint(1, 500, (2, 3, 9))
     ids[:, :, :4] = ids[:, :1, :4]  # a shared context of 4 tokens
     lengths = torch.tensor([[9, 4, 5], [3, 9, 6]])

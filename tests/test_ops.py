@@ -17,6 +17,7 @@ from torch import nn
 
 import gpt1.cpu.kernels
 import gpt1.cpu.layers
+from gpt1.app.model_group import model_config
 from gpt1.cpu.layers import (
     CpuAttention,
     CpuDropout,
@@ -30,7 +31,7 @@ from gpt1.cpu.layers import (
     on_cpu_layers,
     use_cpu_layers,
 )
-from gpt1.model.decoder import GPT, PRESETS, Attention, TiedHead
+from gpt1.model.decoder import GPT, Attention, TiedHead
 from gpt1.model.heads import ClassificationHead
 from gpt1.model.lstm import LSTM, LSTMConfig
 
@@ -388,7 +389,7 @@ def test_use_cpu_layers_swaps_each_layer_in_place_and_the_heads_dropouts_only():
     table: its gradient stays torch's dense one) and an LSTM's layers (not torch's LSTM); of the heads, the dropouts
     (their products stay torch's). The same parameter objects and names, so optimizers and checkpoints see nothing;
     a second call changes nothing."""
-    model, lstm = GPT(PRESETS["tiny"]), LSTM(LSTMConfig(vocab_size=50, n_ctx=16, n_embd=8, hidden_size=16))
+    model, lstm = GPT(model_config("tiny")), LSTM(LSTMConfig(vocab_size=50, n_ctx=16, n_embd=8, hidden_size=16))
     heads = nn.ModuleDict({"classification": ClassificationHead(32, 3)})
     before = [(name, id(p)) for m in (model, lstm, heads) for name, p in m.named_parameters()]
     plain = {m: [type(x) for x in m.modules()] for m in (model, lstm, heads)}
@@ -418,7 +419,7 @@ def test_a_model_on_cpu_layers_computes_the_plain_models_function(matmuls, monke
     if matmuls == "onednn" and not gpt1.cpu.kernels.onednn_available():
         pytest.skip("no oneDNN on this CPU")
     monkeypatch.setattr(gpt1.cpu.kernels, "CPU_MATMULS", dict.fromkeys(gpt1.cpu.kernels.KINDS, matmuls))
-    config = replace(PRESETS["tiny"], embd_pdrop=0.0, attn_pdrop=0.0, resid_pdrop=0.0)
+    config = replace(model_config("tiny"), embd_pdrop=0.0, attn_pdrop=0.0, resid_pdrop=0.0)
     torch.manual_seed(0)
     plain = GPT(config)
     fast = deepcopy(plain)

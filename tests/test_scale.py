@@ -20,6 +20,7 @@ from lightning.pytorch.callbacks import Callback
 
 import gpt1.commands.pretrain
 import gpt1.training.run
+from gpt1.app.model_group import model_config
 from gpt1.app.runner import user_message
 from gpt1.checkpoints.format import load_checkpoint, read_checkpoint
 from gpt1.commands.evaluate import evaluate
@@ -27,7 +28,7 @@ from gpt1.commands.generate import generate
 from gpt1.commands.pretrain import train
 from gpt1.core.errors import ConfigError
 from gpt1.data.base import split_batch
-from gpt1.model.decoder import GPT, PRESETS
+from gpt1.model.decoder import GPT
 from gpt1.training.module import GPT1Module
 from gpt1.training.schema import OptimConfig
 from gpt1.training.strategies.fsdp2 import FSDP2Strategy
@@ -267,7 +268,7 @@ def test_a_run_stopped_on_2_processes_resumes_on_1_and_the_reverse(ddp_runs):
 def test_compile_true_compiles_the_model_head_and_loss_as_one_graph():
     """The loss is compiled with the model (left eager, the head's logits and their cross-entropy took a third of a
     GPU step); tracing only, no compiler: one graph, no breaks, and the state_dict keeps plain names."""
-    module = GPT1Module(GPT(PRESETS["tiny"]), SimpleNamespace(vocab_size=512), OptimConfig())
+    module = GPT1Module(GPT(model_config("tiny")), SimpleNamespace(vocab_size=512), OptimConfig())
     ids = torch.randint(0, 512, (2, 16))
     explained = torch._dynamo.explain(module.next_token_loss)(ids, ids.roll(-1, 1))
     assert (explained.graph_count, explained.graph_break_count) == (1, 0), explained.break_reasons

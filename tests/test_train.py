@@ -58,7 +58,7 @@ def trained(tmp_path_factory, cache_dir):
     ]
     with initialize_config_module(config_module="gpt1.conf", version_base="1.3"):
         cfg = compose(config_name="pretrain", overrides=overrides)
-    return run, pretrain_command.main.__wrapped__(cfg)  # the Hydra task function: it returns train's metrics
+    return run, pretrain_command.train(cfg)  # what the Hydra task function returns optimized_metric's value of
 
 
 def test_pretraining_lowers_the_loss_below_the_unigram_baseline(trained):
@@ -199,7 +199,7 @@ def test_evaluate_reproduces_the_runs_validation_perplexity(trained, make_cfg):
             "trainer.precision=auto",
         ],
     )
-    result = evaluate_command.main.__wrapped__(cfg)  # the Hydra task function: it returns evaluate's metrics
+    result = evaluate_command.evaluate(cfg)  # what the Hydra task function returns optimized_metric's value of
     assert result["ppl"] == pytest.approx(metrics["val_ppl"], rel=1e-4)
     on_disk = json.loads((Path(cfg.paths.output_dir) / "metrics.json").read_text())
     assert on_disk == pytest.approx(result)

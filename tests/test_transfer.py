@@ -7,12 +7,13 @@ import pytest
 import torch
 
 from gpt1.app.config import CheckpointModelConfig
+from gpt1.app.model_group import model_config
 from gpt1.checkpoints.transfer import transfer, transferred_state
 from gpt1.core.errors import ConfigError
-from gpt1.model.decoder import GPT, PRESETS
+from gpt1.model.decoder import GPT
 from gpt1.model.lstm import LSTM, LSTMConfig
 
-TINY = replace(PRESETS["tiny"], vocab_size=100)
+TINY = replace(model_config("tiny"), vocab_size=100)
 
 
 @pytest.fixture
@@ -71,7 +72,10 @@ def test_no_pretraining_takes_the_vocabulary_only(ref):
     assert model.config == replace(ref.config, embd_dropout="table") and not same(
         model.tokens_embed.weight, ref.tokens_embed.weight
     )
-    small = transfer(ref, PRESETS["small"], pretrained=False)
-    assert small.config.vocab_size == 100 and small.config.n_embd == PRESETS["small"].n_embd
-    with pytest.raises(ConfigError, match="a model preset \\(model=NAME\\) is for init_from=random"):
-        transfer(ref, PRESETS["small"], pretrained=True)
+    small = transfer(ref, model_config("small"), pretrained=False)
+    assert small.config.vocab_size == 100 and small.config.n_embd == model_config("small").n_embd
+    with pytest.raises(
+        ConfigError,
+        match="a model preset \\(model=NAME\\) of the checkpoint.s own type \\(gpt\\) is for init_from=random",
+    ):
+        transfer(ref, model_config("small"), pretrained=True)

@@ -17,12 +17,13 @@ from torch import nn
 from torch.nn import functional as F
 
 import gpt1.commands.zeroshot as zeroshot_command
+from gpt1.app.model_group import model_config
 from gpt1.checkpoints.format import load_checkpoint
 from gpt1.commands.pretrain import train
 from gpt1.commands.zeroshot import zeroshot
 from gpt1.core.errors import ConfigError
 from gpt1.cpu.layers import on_cpu_layers
-from gpt1.model.decoder import GPT, PRESETS, TiedHead
+from gpt1.model.decoder import GPT, TiedHead
 from gpt1.tasks.heuristics import (
     Heuristic,
     choice_logprobs,
@@ -108,7 +109,7 @@ def test_continuation_logprobs_exact(batch_size: int) -> None:
 
 def test_continuation_logprobs_gpt_batched_equals_alone() -> None:
     torch.manual_seed(0)
-    model = GPT(PRESETS["tiny"]).eval()
+    model = GPT(model_config("tiny")).eval()
     g = torch.Generator().manual_seed(0)
     prefixes = [torch.randint(0, 512, (n,), generator=g).tolist() for n in (1, 7, 3, 12)]
     continuations = [torch.randint(0, 512, (n,), generator=g).tolist() for n in (5, 2, 9, 4)]

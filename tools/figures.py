@@ -213,12 +213,12 @@ def composed(command: str, overrides: tuple[str, ...]) -> dict[str, Any]:
 
 def bench_part(flags: list[str]) -> dict[str, Any]:
     """``gpt1 bench``'s flags as parsed (the output file left out) and the model preset they name."""
-    from gpt1.model.decoder import PRESETS
+    from gpt1.app.model_group import model_config
     from gpt1.tools.bench import parse_args
 
     args = vars(parse_args(flags))
     args.pop("json", None)
-    return {"bench": args, "model": asdict(PRESETS[args["model"]])}
+    return {"bench": args, "model": asdict(model_config(args["model"]))}
 
 
 def project_dependencies(args: list[str]) -> dict[str, Any]:

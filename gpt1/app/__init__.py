@@ -1,2 +1,2 @@
 """The command-line application: the CLI, the runner that turns every failure into one line, the command configs and
-their registration with Hydra, resumable sweeps, and the suggestions for a mistyped key."""
+their registration with Hydra, the model group's files, resumable sweeps, and the suggestions for a mistyped key."""

@@ -4,9 +4,9 @@ stores them in Hydra's ConfigStore (the commands call it).
 
 Each command's primary YAML (``conf/<command>.yaml``) lists its schema first in its defaults, so every config
 group and command-line override is merged into a typed node: a misspelt key or a wrong type fails at start-up
-with the offending key named. The ``model`` group's options are those of ``gpt1.model.registry.MODEL_TYPES`` (the GPT
-presets; ``lstm``, the LSTM baseline, for ``gpt1 finetune``) and ``checkpoint`` (the starting checkpoint's
-architecture, for ``gpt1 finetune``).
+with the offending key named. The ``model`` group's files (conf/model/) are typed by the schema each names: a model
+type's config (``gpt1.model.registry.MODEL_TYPES``: ``gpt1``, ``small``, ``tiny``; ``lstm``, the LSTM baseline) or
+``CheckpointModelConfig`` (``checkpoint``, the starting checkpoint's architecture, for ``gpt1 finetune``).
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from omegaconf import MISSING
 
 from gpt1.core.errors import ranged
 from gpt1.data.data_config import DataConfig
-from gpt1.model.decoder import GPTConfig
 from gpt1.model.lm_loss import LMLoss
 from gpt1.tasks.spec import TaskConfig
 from gpt1.text.tokenizer import TokenizerConfig
@@ -55,11 +54,17 @@ class PretrainConfig:
     """Names the run directory: outputs/<run_name>/<time>."""
     seed: int = 1234
     """Seeds torch, numpy, python and the data order."""
+    optimized_metric: Optional[str] = "val/ppl"
+    """What the job returns to a sweeper (``hparams_search=optuna`` optimises it): the number this key (or path:
+    ``checkpoints[-1].accuracy``) of the command's metrics.json holds (``gpt1.app.objective``); a key the result lacks
+    fails naming the ones it has. Pre-training's: the validation perplexity (minimised); gpt1 prepare's: null (no
+    metric: the job returns its result)."""
     init_from: Optional[str] = None
     """Start from the weights and tokenizer of this gpt1 checkpoint (e.g. converted OpenAI weights)."""
     resume: Optional[str] = None
     """Continue an interrupted run: a checkpoint path, or "auto" for last.ckpt of this run directory."""
-    model: GPTConfig = MISSING
+    model: Any = MISSING
+    """model=NAME (conf/model/NAME.yaml): a model type's config, GPT-1's (gpt1, small, tiny) or another's (lstm)."""
     tokenizer: TokenizerConfig = field(default_factory=TokenizerConfig)
     data: DataConfig = field(default_factory=DataConfig)
     optim: OptimConfig = field(default_factory=OptimConfig)
@@ -140,6 +145,11 @@ class FinetuneConfig:
     """DataLoader worker processes."""
     seed: int = 1234
     """Seeds torch, numpy, python, the fresh weights and the data order."""
+    optimized_metric: Optional[str] = "val/${task.metrics[0]}"
+    """What the job returns to a sweeper (``hparams_search=optuna`` optimises it): the number this key (or path:
+    ``checkpoints[-1].accuracy``) of the command's metrics.json holds (``gpt1.app.objective``); a key the result lacks
+    fails naming the ones it has. Fine-tuning's: the task's first metric on the validation split, of the selected
+    weights (maximised)."""
     resume: Optional[str] = None
     """Continue an interrupted run: a checkpoint path, or "auto" for last.ckpt of this run directory."""
     model: Any = MISSING
@@ -177,6 +187,11 @@ class EvaluateConfig:
     """How perplexity's LM loss is computed: chunked or whole (as ``gpt1 pretrain``'s lm_loss)."""
     seed: int = 1234
     """Seeds everything (evaluation itself is deterministic)."""
+    optimized_metric: Optional[str] = None
+    """What the job returns to a sweeper (``hparams_search=optuna`` optimises it): the number this key (or path:
+    ``checkpoints[-1].accuracy``) of the command's metrics.json holds (``gpt1.app.objective``); a key the result lacks
+    fails naming the ones it has. None: the main metric of what it scored, which metrics.json's ``main_metric``
+    names (val/<the task's first metric>, or val/ppl)."""
     data: DataConfig = field(default_factory=DataConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
     paths: PathsConfig = field(default_factory=PathsConfig)
@@ -201,6 +216,8 @@ class GenerateConfig:
     """Continuations to sample (one batch)."""
     seed: int = 1234
     """Seeds the sampling generator: the same seed gives the same text."""
+    optimized_metric: Optional[str] = None
+    """What the job returns to a sweeper: None, its texts (gpt1 generate has no metric; ``gpt1.app.objective``)."""
     use_cache: bool = True
     """Decode incrementally with a KV cache (same tokens, faster)."""
     device: str = "auto"
@@ -221,6 +238,8 @@ class ConvertConfig:
     """from-hf: the gpt1 checkpoint to write; to-hf: the HF directory to write."""
     tokenizer: Optional[str] = None
     """from-hf: tokenizer to attach when SRC has none (tokenizer.json, or a dir with vocab.json + merges.txt)."""
+    optimized_metric: Optional[str] = None
+    """What the job returns to a sweeper: None, nothing (gpt1 convert has no metric; ``gpt1.app.objective``)."""
     paths: PathsConfig = field(default_factory=PathsConfig)
 
 
@@ -239,6 +258,10 @@ class ZeroshotCommandConfig:
     """Sequences per forward pass."""
     seed: int = 1234
     """Draws the training examples that fit mean_logprob's threshold (at most task.zeroshot.max_fit_examples)."""
+    optimized_metric: Optional[str] = "checkpoints[-1].${task.metrics[0]}"
+    """What the job returns to a sweeper (``hparams_search=optuna`` optimises it): the number this key (or path:
+    ``checkpoints[-1].accuracy``) of the command's metrics.json holds (``gpt1.app.objective``); a key the result lacks
+    fails naming the ones it has. Zero-shot's: the last checkpoint's score of the task's first metric."""
     device: str = "auto"
     """cpu, cuda, or auto (cuda when available)."""
     paths: PathsConfig = field(default_factory=PathsConfig)

@@ -1,6 +1,7 @@
-"""Hydra's side of the commands: ``register`` stores the command schemas (``gpt1.app.config``) and the model presets in
-Hydra's ConfigStore and registers gpt1's OmegaConf resolvers (``${gpt1.choice:task}``, ``${gpt1.output_dir:...}``,
-...), which name a run and its directory from its config: ``task_name``, ``corpus_name``, ``default_output_dir``."""
+"""Hydra's side of the commands: ``register`` stores the command schemas (``gpt1.app.config``) and the model group's
+(``gpt1.app.model_group``) in Hydra's ConfigStore and registers gpt1's OmegaConf resolvers (``${gpt1.choice:task}``,
+``${gpt1.output_dir:...}``, ...), which name a run and its directory from its config: ``task_name``, ``corpus_name``,
+``default_output_dir``."""
 
 from __future__ import annotations
 
@@ -20,7 +21,6 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from gpt1.app.config import (
-    CheckpointModelConfig,
     ConvertConfig,
     EvaluateConfig,
     FinetuneConfig,
@@ -28,11 +28,12 @@ from gpt1.app.config import (
     PretrainConfig,
     ZeroshotCommandConfig,
 )
+from gpt1.app.model_group import model_schemas
+from gpt1.app.objective import direction
 from gpt1.app.sweep import job_dir_of
 from gpt1.cluster.slurm import on_cpu
 from gpt1.core.errors import ConfigError
 from gpt1.data.sample import sample_data
-from gpt1.model.registry import MODEL_TYPES
 from gpt1.tasks.spec import TaskConfig
 from gpt1.training.hydra_job import group_choice
 
@@ -144,9 +145,9 @@ def task_option(task: TaskConfig | Mapping[str, Any] | str | os.PathLike) -> Ite
 
 
 def register() -> None:
-    """Register the schemas, the model presets and the resolvers with Hydra, and silence Hydra's note on the launcher
-    schemas (idempotent). Every command calls it before Hydra composes its config; so does a Python user composing one
-    (``hydra.compose``)."""
+    """Register the schemas (the commands', the model group's) and the resolvers with Hydra, and silence Hydra's note
+    on the launcher schemas (idempotent). Every command calls it before Hydra composes its config; so does a Python
+    user composing one (``hydra.compose``)."""
     if not OmegaConf.has_resolver("gpt1.sample_data"):  # ${gpt1.sample_data:${paths.cache_dir}}: paths.sample_data
         OmegaConf.register_new_resolver("gpt1.sample_data", sample_data, use_cache=True)
     if not OmegaConf.has_resolver("gpt1.choice"):  # ${gpt1.choice:task}: the group's option, else the group's name
@@ -159,6 +160,8 @@ def register() -> None:
         OmegaConf.register_new_resolver("gpt1.sample_prompt", _sample_prompt)
     if not OmegaConf.has_resolver("gpt1.job_dir"):  # ${gpt1.job_dir:}: a sweep's job directory, by its overrides
         OmegaConf.register_new_resolver("gpt1.job_dir", job_dir_of)
+    if not OmegaConf.has_resolver("gpt1.direction"):  # ${gpt1.direction:${optimized_metric}}: minimize or maximize
+        OmegaConf.register_new_resolver("gpt1.direction", direction)
     if not OmegaConf.has_resolver("gpt1.on_cpu"):  # ${gpt1.on_cpu:${trainer.accelerator},A,B} (the SLURM launcher)
         OmegaConf.register_new_resolver("gpt1.on_cpu", on_cpu)
     cs = ConfigStore.instance()
@@ -171,10 +174,8 @@ def register() -> None:
         ("zeroshot_schema", ZeroshotCommandConfig),
     ]:
         cs.store(name=name, node=schema)
-    for kind in MODEL_TYPES.values():  # the GPT presets; lstm (gpt1 finetune only, as model=checkpoint)
-        for name, preset in kind.options.items():
-            cs.store(group="model", name=name, node=preset)
-    cs.store(group="model", name="checkpoint", node=CheckpointModelConfig)
+    for name, schema in model_schemas().items():  # what conf/model/'s files name in their defaults lists
+        cs.store(name=name, node=schema)
     # conf/hydra/launcher/submitit_{slurm,local}.yaml are typed by the launcher plugin's schemas of the same names, by
     # Hydra's (deprecated, still kept) automatic schema matching: a defaults list cannot name them, the plugin stores
     # them anew at every start.

@@ -20,12 +20,13 @@ from hydra.core.utils import JobReturn, JobStatus
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
+from gpt1.app.objective import job_value
 from gpt1.core.compat import launchers_wrapped_by
 from gpt1.core.provenance import attempts
 from gpt1.training.hydra_job import swept_keys
 
-NOT_OF_THE_JOB = ("resume",)
-"""Overrides that say how to run a job, not which job it is: left out of its directory's name."""
+NOT_OF_THE_JOB = ("resume", "optimized_metric")
+"""Overrides that say how to run a job or read its value, not which job it is: left out of its directory's name."""
 READABLE = 96
 """The longest readable part of a job directory's name (a file name has 255 bytes at most)."""
 
@@ -103,7 +104,7 @@ class Job:
 class ResumingLauncher:
     """A sweeper's launcher, wrapped (``resuming_sweeps``): with ``resume=auto`` among a batch's jobs' config, the jobs
     that finished are not launched (their directories untouched; the sweeper gets their value from their
-    metrics.json, ``gpt1.training.results.job_value``), the others are, and one line per job says what becomes of it:
+    metrics.json, ``gpt1.app.objective.job_value``), the others are, and one line per job says what becomes of it:
     finished before, resumed at step N (from its last.ckpt), started, or failed before and resumed or started again.
     Without ``resume=auto`` it launches every job, as the launcher it wraps."""
 
@@ -140,10 +141,8 @@ class ResumingLauncher:
             if job.metrics is None:
                 returns.append(next(launched))
                 continue
-            from gpt1.training.results import job_value
-
             done = JobReturn(overrides=job.overrides, working_dir=str(job.directory), status=JobStatus.COMPLETED)
-            done.return_value = job_value(str(cfg.hydra.job.name), cfg, job.metrics)
+            done.return_value = job_value(cfg, job.metrics)
             returns.append(done)
         return returns
 

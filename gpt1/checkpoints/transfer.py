@@ -4,10 +4,11 @@
   always, its first ``n_transfer`` blocks (-1: all), the later blocks fresh from N(0, init_std), as the original's
   ``n_transfer``. Only the dropouts (the recipe's 0.1 by default, not the checkpoint's) and the vocabulary's padding
   (``pad_vocab_to_multiple``) can be changed.
-- ``model=lstm`` (the LSTM baseline; any other model type of ``gpt1.model.registry.MODEL_TYPES``): a fresh model of
-  that type with the checkpoint's token embeddings ("same embeddings"), width and context.
+- ``model=lstm`` (the LSTM baseline; any model type of ``gpt1.model.registry.MODEL_TYPES`` other than the
+  checkpoint's): a fresh model of that type with the checkpoint's token embeddings ("same embeddings"), width and
+  context.
 - ``init_from=random``: no weights at all; the checkpoint (``tokenizer_from``) only supplies the vocabulary and,
-  with ``model=checkpoint``, the architecture; a GPT preset (``model=small``) sets another.
+  with ``model=checkpoint``, the architecture; a model of the group (``model=small``) sets another.
 """
 
 from __future__ import annotations
@@ -20,36 +21,32 @@ import torch
 from torch import nn
 
 from gpt1.core.errors import ConfigError
-from gpt1.model.decoder import GPT, GPTConfig
-from gpt1.model.registry import MODEL_TYPES
-
-BLOCK = re.compile(r"h\.(\d+)\.")
+from gpt1.model.registry import MODEL_TYPES, build_model, config_type, model_type
 
 
 def transfer(ref: nn.Module, model_cfg: Any, pretrained: bool, n_transfer: int = -1) -> nn.Module:
-    """The model to fine-tune, built from the checkpoint's model ``ref`` (a GPT or an LSTM).
+    """The model to fine-tune, built from the checkpoint's model ``ref`` (any model type).
 
-    model_cfg: a ``CheckpointModelConfig`` (ref's architecture, dropouts overridden), a ``GPTConfig`` (init_from=random
-    only) or the config of another model type (an ``LSTMConfig``). pretrained: take ref's weights (False: fresh ones,
-    ref gives the vocab).
+    model_cfg: a ``CheckpointModelConfig`` (ref's architecture, dropouts overridden) or the config of a model type
+    (``model=NAME``: of ref's own type for init_from=random only; of another, e.g. an ``LSTMConfig``, taking ref's
+    token embeddings). pretrained: take ref's weights (False: fresh ones, ref gives the vocab).
     """
     vocab = ref.config.vocab_size
-    other = next((t.model for t in MODEL_TYPES.values() if type(model_cfg) is t.config and t.model is not GPT), None)
-    if other is not None:
-        if pretrained:  # the checkpoint's embeddings, so its width and context
+    kind = config_type(model_cfg)
+    if kind is not None:
+        if pretrained and kind == model_type(ref):
+            raise ConfigError(
+                f"a model preset (model=NAME) of the checkpoint's own type ({kind}) is for init_from=random; "
+                "fine-tuning a checkpoint keeps its architecture (leave model= out; model.<dropout>=... changes its "
+                "dropouts)"
+            )
+        if pretrained:  # another type: the checkpoint's embeddings, so its width and context
             model_cfg = replace(model_cfg, n_embd=ref.config.n_embd, n_ctx=ref.config.n_ctx)
-        model = other(replace(model_cfg, vocab_size=vocab))
+        model = build_model(replace(model_cfg, vocab_size=vocab))
         if pretrained:
             with torch.no_grad():
                 model.tokens_embed.weight.copy_(ref.tokens_embed.weight[:vocab])
         return model
-    if isinstance(model_cfg, GPTConfig):
-        if pretrained:
-            raise ConfigError(
-                "a model preset (model=NAME) is for init_from=random; fine-tuning a checkpoint keeps its architecture "
-                "(leave model= out; model.<dropout>=... changes its dropouts)"
-            )
-        return GPT(replace(model_cfg, vocab_size=vocab))
     recipe = asdict(type(model_cfg)())  # the recipe's defaults (dropout 0.1) apply where the decoder has the setting
     overrides = {k: v for k, v in asdict(model_cfg).items() if v is not None}
     for key in list(overrides):
@@ -67,14 +64,17 @@ def transfer(ref: nn.Module, model_cfg: Any, pretrained: bool, n_transfer: int =
 
 
 def transferred_state(ref: nn.Module, n_transfer: int) -> dict[str, torch.Tensor]:
-    """ref's weights but those of blocks ``n_transfer`` and later (-1: all of them)."""
-    n_layer = len(ref.h) if isinstance(ref, GPT) else 0
-    if n_transfer != -1 and not (isinstance(ref, GPT) and 0 <= n_transfer <= n_layer):
+    """ref's weights but those of blocks ``n_transfer`` and later (-1: all of them; its model type's ``blocks``)."""
+    blocks = MODEL_TYPES[model_type(ref)].blocks
+    n_layer = len(getattr(ref, blocks)) if blocks else 0
+    if n_transfer != -1 and not (blocks and 0 <= n_transfer <= n_layer):
         what = (
             f"0..{n_layer} (the checkpoint has {n_layer} blocks)"
-            if n_layer
+            if blocks
             else f"-1 (its {type(ref).__name__} has no blocks)"
         )
         raise ConfigError(f"n_transfer={n_transfer}: choose -1 (all blocks) or {what}")
-    keep = n_layer if n_transfer == -1 else n_transfer
-    return {k: v for k, v in ref.state_dict().items() if not (m := BLOCK.match(k)) or int(m.group(1)) < keep}
+    if n_transfer == -1:
+        return ref.state_dict()
+    block = re.compile(rf"{re.escape(blocks)}\.(\d+)\.")  # e.g. h.3.attn.c_attn.weight: block 3
+    return {k: v for k, v in ref.state_dict().items() if not (m := block.match(k)) or int(m.group(1)) < n_transfer}

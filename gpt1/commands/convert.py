@@ -10,9 +10,11 @@ The positional form is shorthand for ``direction=... src=... dst=...``; every ot
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 from omegaconf import DictConfig
 
+from gpt1.app.objective import job_value
 from gpt1.app.runner import command
 from gpt1.checkpoints.hf import export_hf, import_hf
 from gpt1.core.errors import ConfigError
@@ -39,8 +41,8 @@ def positional_to_overrides(argv: list[str]) -> list[str]:
 
 
 @command("convert")
-def _hydra_main(cfg: DictConfig) -> None:
-    convert(cfg)
+def _hydra_main(cfg: DictConfig) -> Any:
+    return job_value(cfg, convert(cfg))
 
 
 def main() -> None:

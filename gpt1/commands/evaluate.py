@@ -16,6 +16,7 @@ from typing import Any
 import lightning as L
 from omegaconf import DictConfig, OmegaConf
 
+from gpt1.app.objective import job_value
 from gpt1.app.ranges import check_ranges
 from gpt1.app.registration import task_name
 from gpt1.app.runner import command, holds_run_dir
@@ -77,7 +78,12 @@ def evaluate_task(cfg: DictConfig, loaded: Loaded) -> dict[str, Any]:
     module = TaskModule(loaded.model, loaded.tokenizer, OptimConfig(), task, *data.metric_prefixes())
     module.head.load_state_dict({k.removeprefix(f"{head}."): v for k, v in loaded.heads.items() if k.startswith(head)})
     trainer = build_trainer(cfg.trainer, Path(cfg.paths.output_dir))
-    metrics = {"ckpt": str(cfg.ckpt), "task": task.name, **task_scores(trainer, module, data)}
+    metrics = {
+        "ckpt": str(cfg.ckpt),
+        "task": task.name,
+        "main_metric": f"val/{task.metrics[0]}",  # what a sweep of evaluations optimises (optimized_metric=null)
+        **task_scores(trainer, module, data),
+    }
     write_metrics(Path(cfg.paths.output_dir), metrics)
     print(
         ", ".join(f"{k} {v:.4f}" for k, v in metrics.items() if k.endswith(tuple(task.metrics)))
@@ -110,6 +116,7 @@ def perplexity(cfg: DictConfig, loaded: Loaded) -> dict[str, Any]:
     result = trainer.test(module, datamodule=data, verbose=False)[0]
     metrics = {
         "ckpt": str(cfg.ckpt),
+        "main_metric": "val/ppl",  # what a sweep of evaluations optimises (optimized_metric=null)
         "val/loss": result["test/loss"],  # the key every command writes (a report can read any run)
         "val/ppl": result["test/ppl"],
         "loss": result["test/loss"],
@@ -122,8 +129,8 @@ def perplexity(cfg: DictConfig, loaded: Loaded) -> dict[str, Any]:
 
 
 @command("evaluate")
-def main(cfg: DictConfig) -> dict[str, Any]:
-    return evaluate(cfg)
+def main(cfg: DictConfig) -> Any:
+    return job_value(cfg, evaluate(cfg))
 
 
 if __name__ == "__main__":

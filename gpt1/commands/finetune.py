@@ -10,7 +10,8 @@ Validates every epoch and keeps the weights of the best validation (model_select
 checkpoints/best.ckpt), which give the test metrics and predictions. Writes <run dir>/metrics.json (val/<metric> of
 the selected weights, val_last/<metric> of the last, selected_step, test/<metric> when the test split has labels,
 baseline/<metric>, steps, examples, truncated, wall time), checkpoints that carry the heads and the task, and with
-predict=true predictions/<split>.tsv. Returns the task's main metric on the validation split, for sweepers.
+predict=true predictions/<split>.tsv. Returns the task's main metric on the validation split to a sweeper
+(optimized_metric).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 from torch import nn
 
+from gpt1.app.objective import job_value
 from gpt1.app.ranges import check_ranges
 from gpt1.app.registration import task_name
 from gpt1.app.runner import command, holds_run_dir
@@ -37,7 +39,6 @@ from gpt1.text.tokenizer import Tokenizer
 from gpt1.training.loggers import wandb_job
 from gpt1.training.results import (
     baseline_metrics,
-    job_value,
     sample_predictions,
     single_class_note,
     task_scores,
@@ -163,9 +164,9 @@ def finetune(cfg: DictConfig) -> dict[str, Any]:
 
 
 @command("finetune")
-def main(cfg: DictConfig) -> float:
+def main(cfg: DictConfig) -> Any:
     with wandb_job():  # one W&B run per job of a multirun
-        return job_value("finetune", cfg, finetune(cfg))
+        return job_value(cfg, finetune(cfg))
 
 
 if __name__ == "__main__":

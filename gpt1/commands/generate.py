@@ -7,11 +7,13 @@ gpt1 generate ckpt=PATH prompt="..." temperature=0 max_new_tokens=50     # greed
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import torch
 from omegaconf import DictConfig
 
 from gpt1.app.devices import resolve_device
+from gpt1.app.objective import job_value
 from gpt1.app.ranges import check_ranges
 from gpt1.app.runner import command, holds_run_dir
 from gpt1.checkpoints.format import load_checkpoint
@@ -45,8 +47,8 @@ def generate(cfg: DictConfig) -> list[str]:
 
 
 @command("generate")
-def main(cfg: DictConfig) -> list[str]:
-    return generate(cfg)
+def main(cfg: DictConfig) -> Any:
+    return job_value(cfg, generate(cfg))
 
 
 if __name__ == "__main__":

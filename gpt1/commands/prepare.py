@@ -14,6 +14,7 @@ from typing import Any
 
 from omegaconf import DictConfig
 
+from gpt1.app.objective import job_value
 from gpt1.app.ranges import check_ranges
 from gpt1.app.runner import command, holds_run_dir
 from gpt1.commands.pretrain import data_module, load_init
@@ -47,8 +48,8 @@ def prepare(cfg: DictConfig) -> dict[str, Any]:
 
 
 @command("prepare")
-def main(cfg: DictConfig) -> dict[str, Any]:
-    return prepare(cfg)
+def main(cfg: DictConfig) -> Any:
+    return job_value(cfg, prepare(cfg))
 
 
 if __name__ == "__main__":

@@ -15,11 +15,13 @@ from typing import Any
 import lightning as L
 from omegaconf import DictConfig, OmegaConf
 
+from gpt1.app.objective import job_value
 from gpt1.app.ranges import check_ranges
 from gpt1.app.runner import command, holds_run_dir
 from gpt1.checkpoints.format import Loaded, load_checkpoint
+from gpt1.core.errors import ConfigError
 from gpt1.data.pretrain_data import PretrainDataModule, unigram_perplexity
-from gpt1.model.decoder import GPT
+from gpt1.model.registry import build_model, config_type
 from gpt1.training.loggers import wandb_job
 from gpt1.training.module import GPT1Module
 from gpt1.training.resume import resolve_resume
@@ -66,13 +68,19 @@ def train(cfg: DictConfig) -> dict[str, Any]:
 
     # What can be checked without the data is, before the tokenizer is trained and the corpus packed.
     model_cfg = None if cfg.init_from else OmegaConf.to_object(cfg.model)  # e.g. n_embd not a multiple of n_head
+    if model_cfg is not None and config_type(model_cfg) is None:
+        raise ConfigError(
+            f"model: a {type(model_cfg).__name__} (model=checkpoint) is gpt1 finetune's, the architecture of the "
+            "checkpoint it starts from: pre-training builds a model of its own, e.g. model=small (gpt1 pretrain --help "
+            "lists the model group)"
+        )
     resume = resolve_resume(cfg.resume, output_dir)
     init = load_init(cfg.init_from) if cfg.init_from else None
     data = data_module(cfg, init)
     data.prepare_data()  # trains or loads the tokenizer, tokenises and packs (cached): the model needs its vocab
     data.setup("fit")
     vocab_size = data.tokenizer.vocab_size
-    model = init.model if init else GPT(replace(model_cfg, vocab_size=vocab_size))
+    model = init.model if init else build_model(replace(model_cfg, vocab_size=vocab_size))
     module = GPT1Module(model, data.tokenizer, OmegaConf.to_object(cfg.optim), cfg.lm_loss)
     compile_model(module, cfg.compile)
 
@@ -108,9 +116,9 @@ def train(cfg: DictConfig) -> dict[str, Any]:
 
 
 @command("pretrain")
-def main(cfg: DictConfig) -> dict[str, Any]:
+def main(cfg: DictConfig) -> Any:
     with wandb_job():  # one W&B run per job of a multirun
-        return train(cfg)
+        return job_value(cfg, train(cfg))
 
 
 if __name__ == "__main__":

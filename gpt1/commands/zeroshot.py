@@ -17,6 +17,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from gpt1.app.devices import resolve_device
+from gpt1.app.objective import job_value
 from gpt1.app.ranges import check_ranges
 from gpt1.app.registration import task_name
 from gpt1.app.runner import command, holds_run_dir
@@ -28,7 +29,7 @@ from gpt1.data.sources import resolve_files
 from gpt1.tasks.heuristics import get_heuristic, heuristic_of, metric_values
 from gpt1.tasks.spec import TaskConfig, split_specs
 from gpt1.tasks.split import TaskSplit
-from gpt1.training.results import job_value, single_class_note, write_metrics
+from gpt1.training.results import single_class_note, write_metrics
 
 
 @holds_run_dir
@@ -108,8 +109,8 @@ def zeroshot(cfg: DictConfig) -> dict[str, Any]:
 
 
 @command("zeroshot")
-def main(cfg: DictConfig) -> float:
-    return job_value("zeroshot", cfg, zeroshot(cfg))
+def main(cfg: DictConfig) -> Any:
+    return job_value(cfg, zeroshot(cfg))
 
 
 if __name__ == "__main__":

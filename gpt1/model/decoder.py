@@ -85,13 +85,6 @@ class GPTConfig:
         return -(-self.vocab_size // m) * m
 
 
-PRESETS: dict[str, GPTConfig] = {
-    "gpt1": GPTConfig(),  # the paper's 117M model
-    "small": GPTConfig(n_ctx=128, n_layer=4, n_head=4, n_embd=256, n_inner=1024),  # CPU quickstart, ~5M params
-    "tiny": GPTConfig(vocab_size=512, n_ctx=32, n_layer=2, n_head=2, n_embd=32, n_inner=128),  # unit tests
-}
-
-
 class Attention(nn.Module):
     """Causal multi-head self-attention, scaled by 1/sqrt(D) as OpenAI's; with a cache, the new tokens' keys and
     values are appended to it and their queries see the cached ones too."""

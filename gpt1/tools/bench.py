@@ -64,6 +64,7 @@ from omegaconf import OmegaConf
 from torch.nn import functional as F
 
 from gpt1.app.devices import resolve_device
+from gpt1.app.model_group import model_config, model_options
 from gpt1.app.runner import user_errors
 from gpt1.checkpoints.format import empty_model
 from gpt1.core.errors import ConfigError
@@ -71,7 +72,7 @@ from gpt1.cpu.decoding import decode_in_steps, store_for_decoding
 from gpt1.cpu.kernels import onednn_available
 from gpt1.cpu.layers import use_cpu_layers
 from gpt1.cpu.settings import configure, cpu_flags, cpu_model, measure_matmuls
-from gpt1.model.decoder import GPT, PRESETS, GPTConfig
+from gpt1.model.decoder import GPT, GPTConfig
 from gpt1.model.lm_loss import IGNORE_INDEX, LMLoss
 from gpt1.tasks.batches import real_tokens
 from gpt1.tools.bench_hf import hf_generation, hf_multiple_choice_step, hf_twin
@@ -176,7 +177,7 @@ def setup(args: argparse.Namespace) -> Run:
     if device.type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = True
     pad_vocab = args.pad_vocab or (64 if device.type == "cuda" else 1)
-    config = replace(PRESETS[args.model], vocab_size=args.vocab, pad_vocab_to_multiple=pad_vocab)
+    config = replace(model_config(args.model), vocab_size=args.vocab, pad_vocab_to_multiple=pad_vocab)
     model = GPT(config).to(device)
     if device.type == "cpu":
         use_cpu_layers(model)  # as every gpt1 command runs a model on the CPU
@@ -365,7 +366,7 @@ def compare_training_with_hf(run: Run, train_times: dict[str, list[float]]) -> N
 def check_args(args: argparse.Namespace) -> None:
     """Fill in the defaults that follow the preset (``--seq``, ``--new-tokens``) and refuse, before minutes of
     measuring, what the bench cannot run: ``ConfigError`` naming the flag."""
-    n_ctx = PRESETS[args.model].n_ctx
+    n_ctx = model_config(args.model).n_ctx
     args.seq = min(256, n_ctx) if args.seq is None else args.seq
     args.new_tokens = min(256, n_ctx - PROMPT) if args.new_tokens is None else args.new_tokens
     if not 1 <= args.seq <= n_ctx:
@@ -406,7 +407,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """``gpt1 bench``'s flags, checked (``check_args``)."""
     p = argparse.ArgumentParser(prog="gpt1 bench", description=__doc__.split("\n")[0])
-    p.add_argument("--model", default="gpt1", choices=sorted(PRESETS), help="model preset (default: the paper's 117M)")
+    p.add_argument(
+        "--model", default="gpt1", choices=model_options("gpt"), help="conf/model/'s GPT-1 (default: the paper's 117M)"
+    )
     p.add_argument("--vocab", type=int, default=40478 + 3, help="vocabulary (default: OpenAI's + 3 special tokens)")
     p.add_argument("--batch", type=int, default=2, help="training batch (sequences)")
     p.add_argument(

@@ -9,7 +9,6 @@ from typing import Any, Optional
 
 import lightning as L
 import torch
-from omegaconf import DictConfig
 
 from gpt1.checkpoints.format import read_checkpoint
 from gpt1.core.errors import UserError
@@ -59,17 +58,6 @@ def checkpoint_step(path: Path) -> Optional[int]:
         return read_checkpoint(path, mmap=True).get("global_step")
     except (UserError, AttributeError):
         return None
-
-
-def job_value(command: str, cfg: DictConfig, metrics: dict[str, Any]) -> Any:
-    """What ``gpt1 <command>``'s job returns to its sweeper, from its metrics (those of its metrics.json): fine-tuning's
-    main validation metric (``val/<task.metrics[0]>``, which Optuna maximises), zero-shot's last checkpoint's score
-    of it; the other commands' metrics."""
-    if command == "finetune":
-        return metrics[f"val/{cfg.task.metrics[0]}"]
-    if command == "zeroshot":
-        return metrics["checkpoints"][-1][cfg.task.metrics[0]]
-    return metrics
 
 
 def final_validation(

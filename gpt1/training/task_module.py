@@ -10,8 +10,8 @@ from torch import nn
 from torch.nn import functional as F
 from torchmetrics import MaxMetric, MeanMetric, MinMetric
 
-from gpt1.model.decoder import GPT
 from gpt1.model.lm_loss import IGNORE_INDEX, LMLoss, chunked_lm_loss
+from gpt1.model.registry import MODEL_TYPES, model_type
 from gpt1.tasks.metrics import build_metric
 from gpt1.tasks.spec import TaskConfig
 from gpt1.text.tokenizer import Tokenizer
@@ -31,9 +31,10 @@ class TaskModule(GPT1Module):
 
     task: the task spec with ``num_labels`` resolved (checkpoints carry it). val_prefixes / test_prefixes: the
     metric prefix of each validation / test dataloader, in order (None: a validation split without labels).
-    A GPT decoder trains on packed rows (``task_logits``'s pack: no padding, the same states), and evaluates
-    multiple choice with the context an example's choices share decoded once. share_context: in training too, the
-    context's dropout masks then the same for every choice (false: each choice with its own, as the original).
+    A decoder that reads packed rows (its model type's ``packs``: GPT-1's) trains on them (``task_logits``'s pack: no
+    padding, the same states), and evaluates multiple choice with the context an example's choices share decoded
+    once. share_context: in training too, the context's dropout masks then the same for every choice (false: each
+    choice with its own, as the original).
     """
 
     def __init__(
@@ -55,6 +56,7 @@ class TaskModule(GPT1Module):
         self.regression = task.regression
         self.aux_lm_weight = aux_lm_weight
         self.share_context = share_context
+        self.packs = MODEL_TYPES[model_type(model)].packs  # its decoder reads packed rows (GPT-1's does)
         self.head_name = self.kind.name  # e.g. "similarity": its weights are heads.similarity.* in checkpoints
         self.heads[self.head_name] = self.kind.build_head(model.config.n_embd, task.num_labels, head_pdrop)
         self.prefixes = {"val": list(val_prefixes), "test": list(test_prefixes)}
@@ -83,7 +85,7 @@ class TaskModule(GPT1Module):
         """Logits ((B, num_labels), or (B, K) for multiple choice) and the decoder's states (``TaskOutput``)."""
         # packed rows give the same states: training drops the padding, evaluation (no dropout) also decodes a shared
         # context once; in training only with share_context, which shares its dropout masks across the choices
-        pack = self.kind.pack(self.training, self.share_context) if isinstance(self.model, GPT) else "none"
+        pack = self.kind.pack(self.training, self.share_context) if self.packs else "none"
         return task_logits(self.model, self.head, batch, pack=pack)
 
     def predictions(self, logits: torch.Tensor) -> torch.Tensor:
