@@ -65,8 +65,9 @@ NOT_RECIPE = (
     "callbacks.checkpoint.keep_last",
     "trainer.enable_progress_bar",
     "trainer.log_every_n_steps",
+    "optimized_metric",
 )
-"""Config keys that change no figure: where files go, what is logged, how progress shows."""
+"""Config keys that change no figure: where files go, what is logged, how progress shows, what a sweeper reads."""
 QUICKSTART = "outputs/quickstart/"
 PENDING = "to re-measure"
 
@@ -174,8 +175,9 @@ def part(command: str) -> dict[str, Any]:
 
 
 def code_of(path: Path) -> str:
-    """A script's code: a Python file's syntax tree without its docstrings, a shell script's lines without comments
-    (so a comment or a reflowed line changes no recipe)."""
+    """A script's code: a Python file's syntax tree without its docstrings and the modules its names are imported
+    from, a shell script's lines without comments (so a comment, a reflowed line or a module moved with its names
+    changes no recipe)."""
     text = path.read_text()
     if path.suffix != ".py":
         return "\n".join(s for line in text.splitlines() if (s := re.sub(r"(^|\s)#.*", "", line).strip()))
@@ -185,6 +187,8 @@ def code_of(path: Path) -> str:
         first = body[0] if isinstance(body, list) and body else None
         if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
             node.body = body[1:] or [ast.Pass()]
+        if isinstance(node, ast.ImportFrom):
+            node.module, node.level = None, 0
     return ast.dump(tree)
 
 
