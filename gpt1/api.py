@@ -32,6 +32,7 @@ _NAMES = {
     "GPT": "gpt1.model.decoder",
     "GPTConfig": "gpt1.model.decoder",
     "model_config": "gpt1.app.model_group",  # conf/model/NAME.yaml as its config (a GPTConfig for "small")
+    "PRESETS": "gpt1.app.model_group",  # GPT-1's sizes by name: PRESETS["small"] is model_config("small")
     "Tokenizer": "gpt1.text.tokenizer",
     "load_tokenizer": "gpt1.text.tokenizer",
     "train_bpe": "gpt1.text.tokenizer",

@@ -115,6 +115,13 @@ def test_the_api_names_are_the_commands_functions_each_documented():
         api.nope  # noqa: B018
 
 
+def test_the_presets_are_the_model_groups_gpt_sizes():
+    assert list(api.PRESETS) == ["gpt1", "small", "tiny"] and "lstm" not in api.PRESETS
+    assert api.PRESETS["small"] == api.model_config("small") and api.PRESETS["gpt1"].n_layer == 12
+    with pytest.raises(KeyError):
+        api.PRESETS["lstm"]
+
+
 @pytest.mark.parametrize("predicted, single", [([1, 1, 1, 1], 1.0), ([1, 0, 1, 1], 0.0)])
 def test_a_prediction_of_a_single_class_is_flagged(predicted, single, monkeypatch):
     tok = train_bpe(["a tiny corpus of words"] * 10, vocab_size=40)

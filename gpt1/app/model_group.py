@@ -6,6 +6,7 @@ tests), so that the sizes are written once, in the YAML files."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from importlib.resources import files
 from importlib.resources.abc import Traversable
 from typing import Any, Optional
@@ -59,3 +60,26 @@ def _read(name: str) -> tuple[type, DictConfig]:
             f"(as `- /gpt_model_schema@_here_`), not {entries}"
         )
     return schemas[named[0]], values
+
+
+class Presets(Mapping[str, Any]):
+    """GPT-1's sizes by name (gpt1, small, tiny: the model group's files of the ``gpt`` type), each read from its file
+    when looked up: ``PRESETS["small"]`` is ``model_config("small")``, a ``GPTConfig``."""
+
+    def __getitem__(self, name: str) -> Any:
+        if name not in self:
+            raise KeyError(name)
+        return model_config(name)
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and name in model_options("gpt")
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(model_options("gpt"))
+
+    def __len__(self) -> int:
+        return len(model_options("gpt"))
+
+
+PRESETS = Presets()
+"""``gpt1.api.PRESETS``: GPT-1's sizes, as conf/model/ gives them."""
