@@ -12,6 +12,7 @@ from typing import Any, Optional
 
 from omegaconf import DictConfig
 
+from gpt1.core.compat import end_of_fit_counters
 from gpt1.data.base import DataModule
 from gpt1.training.callbacks import build_callbacks
 from gpt1.training.callbacks.best_weights import BestWeights, select_weights
@@ -105,6 +106,7 @@ class TrainingRun:
         selected_step (``gpt1.training.callbacks.best_weights.select_weights``)."""
         ckpt_path = check_resume_fits(resume, self.module)
         self.trainer.fit(self.module, datamodule=self.data, ckpt_path=ckpt_path, weights_only=True)
+        end_of_fit_counters(self.trainer)  # (a fit resumed at its last step: the evaluation's rows labelled as its)
         if ckpt_path is not None:  # (global rank 0 decides: a validation is collective)
             finished = (
                 finished_metrics(self.output_dir, self.trainer.global_step) if self.trainer.is_global_zero else None
