@@ -60,6 +60,17 @@ def test_a_run_records_each_attempt_at_it(tmp_path, cache_dir):
     assert [a["outcome"] for a in (first, resumed)] == ["finished", "finished"]
 
 
+def test_a_damaged_record_is_kept_aside_not_overwritten(tmp_path, capsys):
+    (tmp_path / "provenance.json").write_text('{"attempts": [{"command": "gpt1 pre')
+    provenance.start_attempt(tmp_path)
+    (aside,) = tmp_path.glob("provenance.json.damaged-*")
+    assert aside.read_text() == '{"attempts": [{"command": "gpt1 pre'
+    assert len(provenance.attempts(tmp_path)) == 1
+    assert capsys.readouterr().err == (
+        f"note: {tmp_path / 'provenance.json'} could not be read: kept as {aside.name}; a new record starts\n"
+    )
+
+
 @pytest.mark.parametrize(
     "raised, outcome",
     [

@@ -94,6 +94,25 @@ def test_a_jobs_directory_says_what_becomes_of_it(tmp_path):
     assert made("nothing").line(["seed=1"]).startswith("seed=1: started again (")  # killed before a checkpoint
     assert Job.read(["seed=1"], tmp_path / "new").line(["seed=1"]) == f"seed=1: started ({tmp_path / 'new'})"
 
+    # a finished job's damaged metrics.json: rebuilt from the copy in its provenance.json (the sweep said "resumed at
+    # step 6" and the job evaluated it again), or, with no copy, its evaluation done again, saying so
+    figures = {"steps": 6, "val/accuracy": 0.5}
+    for name, attempt in (("copied", {"outcome": "finished", "results": figures}), ("lost", {"outcome": "finished"})):
+        made(name, step=6)
+        (tmp_path / name / "metrics.json").write_text("{")
+        (tmp_path / name / "provenance.json").write_text(json.dumps({"attempts": [attempt]}))
+    job = Job.read(["seed=1"], tmp_path / "copied")
+    (aside,) = (tmp_path / "copied").glob("metrics.json.damaged-*")
+    assert job.metrics == figures == json.loads((tmp_path / "copied" / "metrics.json").read_text())
+    assert job.line(["seed=1"]) == (
+        f"seed=1: finished before: not run again; {tmp_path / 'copied' / 'metrics.json'} could not be read "
+        f"(JSONDecodeError: Expecting property name enclosed in double quotes: line 1 column 2 (char 1)): kept as "
+        f"{aside.name}: rebuilt from the copy of its figures in provenance.json (step 6) ({tmp_path / 'copied'})"
+    )
+    job = Job.read(["seed=1"], tmp_path / "lost")
+    assert job.metrics is None and job.line(["seed=1"]).startswith("seed=1: finished before at step 6; ")
+    assert "the evaluation after training is done again on the weights of step 6" in job.line(["seed=1"])
+
 
 def snapshot(directory: Path) -> dict[str, bytes]:
     """Every file under ``directory``: relative path -> bytes."""

@@ -6,9 +6,11 @@ checkout had uncommitted changes to tracked files, or that it is an installed co
 (the versions of those that shape the numbers, ``PACKAGES``); ``machine`` (host, OS, Python, CPU model, its vector
 extensions and the one torch dispatches to, CPU count, GPU model and count, CUDA); ``run``, once training starts
 (processes, nodes, devices, accelerator, precision, strategy, the kernels: ``gpt1.training.callbacks.provenance``);
-and at its end ``ended`` and ``outcome``: "finished", "stopped" (a signal: ``exit_status`` says which) or "failed"
-(``error``: its one line). An attempt killed outright has no outcome. ``gpt1 report`` shows what differs between the
-jobs of a sweep; W&B's config holds each run's."""
+``results``, a copy of the metrics.json it wrote (from which a damaged metrics.json is rebuilt:
+``gpt1.training.kept_results``); and at its end ``ended`` and ``outcome``: "finished", "stopped" (a signal:
+``exit_status`` says which) or "failed" (``error``: its one line). An attempt killed outright has no outcome. A
+provenance.json that cannot be read is kept aside (``provenance.json.damaged-<time>``), not overwritten. ``gpt1
+report`` shows what differs between the jobs of a sweep; W&B's config holds each run's."""
 
 from __future__ import annotations
 
@@ -28,7 +30,7 @@ from typing import Any, Optional
 
 import gpt1
 from gpt1.core.errors import UserError
-from gpt1.core.files import atomic_file
+from gpt1.core.files import atomic_file, keep_aside
 
 FILE = "provenance.json"
 COMMAND_LINE = "GPT1_COMMAND_LINE"
@@ -58,11 +60,17 @@ _STARTED: set[Path] = set()
 
 def attempts(output_dir: str | os.PathLike) -> list[dict[str, Any]]:
     """The attempts recorded in ``output_dir`` (oldest first); none where there is no readable record."""
+    return _read(Path(output_dir) / FILE) or []
+
+
+def _read(path: Path) -> Optional[list[dict[str, Any]]]:
+    """The attempts of the record ``path``; None if it is missing or cannot be read as one."""
     try:
-        record = json.loads((Path(output_dir) / FILE).read_text())
+        record = json.loads(path.read_text())
     except (OSError, ValueError):
-        return []
-    return record.get("attempts", []) if isinstance(record, dict) else []
+        return None
+    found = record.get("attempts") if isinstance(record, dict) else None
+    return found if isinstance(found, list) and all(isinstance(a, dict) for a in found) else None
 
 
 def _write(output_dir: Path, records: list[dict[str, Any]]) -> None:
@@ -80,7 +88,12 @@ def start_attempt(output_dir: str | os.PathLike) -> None:
         "packages": packages(),
         "machine": machine(),
     }
-    _write(output_dir, [*attempts(output_dir), record])
+    path = output_dir / FILE
+    earlier = _read(path)
+    if earlier is None and path.is_file():  # damaged: its attempts kept, not overwritten
+        aside = keep_aside(path)
+        print(f"note: {path} could not be read: kept as {aside.name}; a new record starts", file=sys.stderr, flush=True)
+    _write(output_dir, [*(earlier or []), record])
     _STARTED.add(output_dir.resolve())
 
 
