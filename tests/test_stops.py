@@ -260,7 +260,7 @@ def test_a_killed_subprocess_resumes_exactly(tmp_path, cache_dir, make_cfg, monk
     if signum == signal.SIGTERM:
         assert proc.returncode == 143, err
         assert err.strip().splitlines()[-1] == (
-            f"stopped by SIGTERM at step {stopped_at}: saved {last}; continue with resume=auto "
+            f"stopped by SIGTERM at step {stopped_at}: saved {last}; continue with gpt1 pretrain resume=auto "
             f"hydra.run.dir={run} (exit status 143)"
         )
     else:
@@ -485,8 +485,8 @@ def test_a_signal_after_the_last_update_stops_the_evaluation_and_resume_does_it_
     last = run / "checkpoints" / "last.ckpt"
     assert capsys.readouterr().err.splitlines()[-1] == (
         f"stopped by {signal.Signals(signum).name} after the last update (step 8): {last} holds the trained weights; "
-        "the evaluation after training (validation, test, metrics.json) was skipped; do it with resume=auto "
-        f"hydra.run.dir={run} (exit status {128 + signum})"
+        "the evaluation after training (validation, test, metrics.json) was skipped; do it with resume=auto in its "
+        f"config (paths.output_dir={run}) (exit status {128 + signum})"  # (a run made from Python: no command line)
     )
     assert (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)) == handlers  # put back
     assert step_of(last) == 8 and not (run / "metrics.json").exists()

@@ -58,7 +58,11 @@ class PretrainConfig:
     init_from: Optional[str] = None
     """Start from the weights and tokenizer of this gpt1 checkpoint (e.g. converted OpenAI weights)."""
     resume: Optional[str] = None
-    """Continue an interrupted run: a checkpoint path, or "auto" for last.ckpt of this run directory."""
+    """Continue an interrupted run: a checkpoint path, or "auto" for last.ckpt of this run directory (with
+    hydra.run.dir=DIR and nothing else: the run in DIR, with the overrides it recorded)."""
+    rerun: Optional[str] = None
+    """Make the finished run in this directory again, from its record (its overrides, those given beside in their
+    place), in a new run directory; then say whether its metrics.json came out equal to the last digit."""
     model: GPTConfig = MISSING
     tokenizer: TokenizerConfig = field(default_factory=TokenizerConfig)
     data: DataConfig = field(default_factory=DataConfig)
@@ -141,7 +145,11 @@ class FinetuneConfig:
     seed: int = 1234
     """Seeds torch, numpy, python, the fresh weights and the data order."""
     resume: Optional[str] = None
-    """Continue an interrupted run: a checkpoint path, or "auto" for last.ckpt of this run directory."""
+    """Continue an interrupted run: a checkpoint path, or "auto" for last.ckpt of this run directory (with
+    hydra.run.dir=DIR and nothing else: the run in DIR, with the overrides it recorded)."""
+    rerun: Optional[str] = None
+    """Make the finished run in this directory again, from its record (its overrides, those given beside in their
+    place), in a new run directory; then say whether its metrics.json came out equal to the last digit."""
     model: Any = MISSING
     """model=checkpoint (default: the checkpoint's architecture, dropouts overridable), model=lstm (the paper's
     LSTM baseline, taking the checkpoint's token embeddings), or a preset with init_from=random."""

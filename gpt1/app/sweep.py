@@ -1,8 +1,8 @@
 """A sweep (``-m``) that can be resumed: each job in a directory named by its overrides, not by its position
-(``job_dir``, Hydra's ``hydra.sweep.subdir``), and the same command run again with ``resume=auto`` (and the sweep's
-``hydra.sweep.dir``) going on where it stopped, whatever launcher runs its jobs: ``ResumingLauncher`` launches only
-the jobs that have not finished, each resuming from its own ``last.ckpt``, rebuilds a finished job's lost
-metrics.json from its records (``gpt1.training.kept_results``), and says what becomes of each job;
+(``job_dir``, Hydra's ``hydra.sweep.subdir``), and ``resume=auto hydra.sweep.dir=DIR`` (the sweep's recorded
+overrides replayed: ``gpt1.app.recorded``) going on where it stopped, whatever launcher runs its jobs:
+``ResumingLauncher`` launches only the jobs that have not finished, each resuming from its own ``last.ckpt``, rebuilds
+a finished job's lost metrics.json from its records (``gpt1.training.kept_results``), and says what becomes of each job;
 ``continue_study`` does the same for an Optuna search kept in a storage. A sweep extended or reordered maps every
 earlier job to its own directory; a job of other overrides gets a directory of its own."""
 
@@ -24,6 +24,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 from gpt1.core.compat import launchers_wrapped_by
 from gpt1.core.provenance import attempts
 from gpt1.core.run_lock import run_lock
+from gpt1.core.run_record import override, sweep_record
 from gpt1.training.hydra_job import swept_keys
 
 if TYPE_CHECKING:
@@ -146,8 +147,8 @@ class ResumingLauncher:
             self.announced = True
             if not any(job.directory.is_dir() for job in jobs) and not _holds_jobs(sweep):
                 print(
-                    f"note: resume=auto, but {sweep} holds no jobs of this or any sweep: every job starts (to resume "
-                    "a sweep, give its directory: hydra.sweep.dir=DIR)",
+                    f"note: resume=auto, but {sweep} holds no jobs of this or any sweep: every job starts"
+                    f"{_earlier(sweep, command)}",
                     file=sys.stderr,
                     flush=True,
                 )
@@ -183,6 +184,24 @@ class ResumingLauncher:
 
 def _holds_jobs(sweep: Path) -> bool:
     return sweep.is_dir() and any((p / ".hydra").is_dir() for p in sweep.iterdir())
+
+
+def _earlier(sweep: Path, command: str) -> str:
+    """What a resume=auto that found no jobs in ``sweep`` says of the sweeps of ``gpt1 command`` beside it: the
+    command that resumes the newest of them (its recorded overrides, ``gpt1.app.recorded``), else that there is
+    none."""
+    beside = sweep.parent
+    earlier = [
+        p
+        for p in (beside.iterdir() if beside.is_dir() else [])
+        if p != sweep and _holds_jobs(p) and (found := sweep_record(p)) is not None and found.command == command
+    ]
+    if not earlier:
+        return f"; {beside} holds no earlier sweep of gpt1 {command} (give one's directory: hydra.sweep.dir)"
+    newest = max(earlier, key=lambda p: (p / "multirun.yaml").stat().st_mtime)
+    return f"; the newest sweep beside it resumes with gpt1 {command} -m resume=auto " + override(
+        "hydra.sweep.dir", newest.absolute()
+    )
 
 
 def _own(overrides: Sequence[str], every: Sequence[Sequence[str]], swept: set[str]) -> list[str]:

@@ -5,6 +5,7 @@ the weights the run ends with (fine-tuning: the selected ones); ``finish`` write
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from collections.abc import Callable
@@ -14,6 +15,7 @@ from typing import Any, Optional
 from omegaconf import DictConfig
 
 from gpt1.core.compat import end_of_fit_counters
+from gpt1.core.figures import compare
 from gpt1.core.provenance import update_attempt
 from gpt1.data.base import DataModule
 from gpt1.training.callbacks import build_callbacks
@@ -52,7 +54,7 @@ class TrainingRun:
         selection: Optional[Selection] = None,
         accumulate: Optional[int] = None,
     ) -> None:
-        self.output_dir = Path(cfg.paths.output_dir)
+        self.cfg, self.output_dir = cfg, Path(cfg.paths.output_dir)
         self.module, self.data, self.selection = module, data, selection
         self.prefixes = val_metric_prefixes(module) if isinstance(module, TaskModule) else ["val/"]
         """The keys of the validation metrics: ["val/"], or MNLI's ["val/", "val_mismatched/"]."""
@@ -169,4 +171,34 @@ class TrainingRun:
             write_metrics(self.output_dir, metrics)
             update_attempt(self.output_dir, results=metrics)  # the copy a lost or damaged metrics.json is rebuilt from
         log_summary(self.trainer.loggers, metrics, table() if table is not None else None)
+        if self.cfg.get("rerun"):  # whether it came out as the run it repeats: said, and recorded
+            original = Path(self.cfg.rerun)
+            moved = say_rerun(original, self.output_dir)
+            update_attempt(self.output_dir, rerun_of=str(original.absolute()), moved=moved)
         return path
+
+
+def say_rerun(original: Path, rerun: Path) -> list[str]:
+    """Say whether the metrics.json of ``rerun``, a rerun of the run in ``original``, came out equal to the
+    original's to the last digit, and if not, which figures moved (``gpt1.core.figures``); their keys."""
+    before, after = (json.loads((d / "metrics.json").read_text()) for d in (original, rerun))
+    found = compare(before, after, _roots(original, before), _roots(rerun, after))
+    if not found.moved:
+        print(
+            f"rerun of {original}: metrics.json came out equal to the last digit ({found.figures} figures; "
+            "times and memory apart)"
+        )
+    else:
+        print(f"rerun of {original}: {len(found.moved)} of the {found.figures} figures of metrics.json moved:")
+        for key, was, now in found.moved:
+            print(f"  {key}: {was!r} -> {now!r}")
+    return [key for key, _, _ in found.moved]
+
+
+def _roots(run_dir: Path, metrics: dict[str, Any]) -> list[str]:
+    """The ways a run's metrics.json may spell its run directory: as given, absolute, resolved, and as its last
+    checkpoint's path does."""
+    roots = {str(run_dir), str(run_dir.absolute()), str(run_dir.resolve())}
+    if isinstance(metrics.get("last_checkpoint"), str):
+        roots.add(str(Path(metrics["last_checkpoint"]).parent.parent))
+    return sorted(roots)
