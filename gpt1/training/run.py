@@ -23,6 +23,7 @@ from gpt1.training.callbacks.best_weights import BestWeights, select_weights
 from gpt1.training.callbacks.safe_stop import SafeStop
 from gpt1.training.callbacks.sample_text import SampleText
 from gpt1.training.callbacks.trained_metrics import TrainedMetrics
+from gpt1.training.inputs import run_inputs
 from gpt1.training.kept_results import Kept, checkpoint_step, kept_results
 from gpt1.training.loggers import build_loggers, log_config, log_summary, start_wandb
 from gpt1.training.module import GPT1Module
@@ -112,6 +113,8 @@ class TrainingRun:
         selected_step (``gpt1.training.callbacks.best_weights.select_weights``). A run resumed at the step its
         metrics.json was written at is finished: nothing is trained or evaluated (``gpt1.training.kept_results``)."""
         ckpt_path = check_resume_fits(resume, self.module)
+        if self.trainer.is_global_zero:  # what it reads, hashed: provenance.json
+            update_attempt(self.output_dir, inputs=run_inputs(self.cfg, self.data, ckpt_path))
         resumed_at = checkpoint_step(Path(ckpt_path)) if ckpt_path is not None else None
         self.trainer.fit(self.module, datamodule=self.data, ckpt_path=ckpt_path, weights_only=True)
         end_of_fit_counters(self.trainer)  # (a fit resumed at its last step: the evaluation's rows labelled as its)
