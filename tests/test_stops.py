@@ -506,16 +506,16 @@ def test_a_signal_after_the_last_update_stops_the_evaluation_and_resume_does_it_
 
 
 def test_the_evaluation_of_a_run_stopped_at_its_last_update_is_logged_at_its_last_step(
-    make_cfg, monkeypatch, tmp_path, tiny_ckpt
+    make_cfg, monkeypatch, tiny_ckpt
 ):
     """Stopped as its last update ended, mid-epoch (saved there, before Lightning counted the update and the epoch),
     the run resumed trains nothing: its validation and test rows were labelled step 3 and epoch 0, not step 4 and
-    epoch 1 as the uninterrupted run's."""
+    epoch 1 as the uninterrupted run's (Lightning labels an evaluation after training with the updates done and the
+    epochs begun)."""
     from gpt1.commands.finetune import finetune
     from tests.conftest import FEW_FINETUNE
 
     common = [*FEW_FINETUNE, "task=sentiment", f"init_from={tiny_ckpt}"]  # 4 updates of the 8 of an epoch
-    finetune(make_cfg("finetune", [*common, f"paths.output_dir={tmp_path / 'whole'}"]))
     with_callback(monkeypatch, SignalAt(3, signal.SIGTERM))
     with pytest.raises(SystemExit):
         finetune(make_cfg("finetune", [*common, "resume=auto"]))
@@ -526,7 +526,7 @@ def test_the_evaluation_of_a_run_stopped_at_its_last_update_is_logged_at_its_las
         return [row for row in comparable(run)[1] if "val/loss" in row or "test/loss" in row]
 
     got = evaluations(Path(make_cfg("finetune", common).paths.output_dir))
-    assert got == evaluations(tmp_path / "whole") and {(r["step"], r["epoch"]) for r in got} == {("4", "1")}
+    assert len(got) == 2 and {(r["step"], r["epoch"]) for r in got} == {("4", "1")}  # its validation and test
 
 
 # -- DDP: 2 processes on CPU (gloo) -------------------------------------------------------------------------------
