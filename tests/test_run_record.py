@@ -65,18 +65,18 @@ def test_every_key_and_config_group_of_every_command_is_classified():
     assert str(effect("logger")) == "it does not change the numbers (logging)"
 
 
-def recorded(directory: Path, command: str, overrides: list[str], **node) -> Path:
+def recorded(directory: Path, command: str, typed: list[str], **node) -> Path:
     """A run directory with Hydra's record of a job (.hydra/hydra.yaml and overrides.yaml), as Hydra writes it."""
     (directory / ".hydra").mkdir(parents=True)
     hydra = {
         "mode": "RUN",
         "job": {"config_name": command},
         "runtime": {"cwd": str(Path.cwd()), "config_sources": [{"path": "gpt1.conf", "provider": "main"}]},
-        "overrides": {"hydra": [f"hydra.run.dir={directory}", "hydra.mode=RUN"], "task": overrides},
+        "overrides": {"hydra": [f"hydra.run.dir={directory}", "hydra.mode=RUN"], "task": typed},
         **node,
     }
     (directory / ".hydra" / "hydra.yaml").write_text(yaml.safe_dump({"hydra": hydra}))
-    (directory / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(overrides))
+    (directory / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(typed))
     return directory
 
 
@@ -146,6 +146,16 @@ def test_a_record_of_another_command_or_kind_is_refused_naming_the_command_that_
         with_record([f"rerun={run}"], "pretrain")
     with pytest.raises(ConfigError, match=r"holds no record of a gpt1 run"):
         with_record([f"rerun={tmp_path}"], "pretrain")
+
+
+def test_a_rerun_composed_from_python_takes_the_runs_record(tmp_path):
+    from gpt1 import api
+
+    task = ["model=tiny", "seed=7", "resume=auto"]
+    run = recorded(tmp_path / "run", "pretrain", task, overrides={"hydra": ["hydra.verbose=true"], "task": task})
+    (run / "metrics.json").write_text("{}")
+    cfg = api.compose("pretrain", [f"rerun={run}", "seed=8"])
+    assert (cfg.seed, cfg.model.n_layer, cfg.resume, cfg.rerun) == (8, 2, None, str(run))
 
 
 def test_an_override_is_quoted_for_hydra_and_the_shell():
