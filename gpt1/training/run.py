@@ -125,9 +125,10 @@ class TrainingRun:
             self.train_metrics = {k: v for k, v in self.finished.items() if k.startswith("train/")}
             return {k: v for k, v in self.finished.items() if k.startswith(tuple(self.prefixes))}
         logged = self.trainer.callback_metrics.items()  # (before a validation replaces them)
-        restored = next(c.restored for c in self.callbacks if isinstance(c, TrainedMetrics))
-        self.train_metrics = {**restored, **{k: float(v) for k, v in logged if k.startswith("train/")}}
-        if not trained:  # the sample of the last update, drawn again (its own seeded generator: the same text)
+        self.train_metrics = {k: float(v) for k, v in logged if k.startswith("train/")}
+        if not trained:  # the last update's training metrics, from its checkpoint, and its sample, drawn again (its
+            # own seeded generator: the same text)
+            self.train_metrics = next(c.restored for c in self.callbacks if isinstance(c, TrainedMetrics))
             for sampler in (c for c in self.callbacks if isinstance(c, SampleText) and c.cfg.every_n_steps > 0):
                 sampler.sample(self.trainer, self.module)
         last = final_validation(self.trainer, self.module, self.data, self.prefixes)
