@@ -1,4 +1,5 @@
-"""Compare the metrics.json files of two behaviour_check.sh directories, figure by figure, to the last digit.
+"""Compare the metrics.json files of two behaviour_check.sh directories, figure by figure, to the last digit
+(``gpt1.core.figures``, which ``gpt1 <command> rerun=DIR`` uses too).
 
 Usage: python experiments/compare_metrics.py BEFORE AFTER. Times and peak memory (keys with "time", "per_sec" or
 "memory") are listed apart, since they move between any two runs; paths are compared with each directory's own prefix
@@ -9,13 +10,7 @@ import json
 import sys
 from pathlib import Path
 
-
-def flat(value, root: str, prefix=""):
-    if isinstance(value, (dict, list)):
-        for k, v in value.items() if isinstance(value, dict) else enumerate(value):
-            yield from flat(v, root, f"{prefix}{k}.")
-    else:
-        yield prefix[:-1], value.replace(root, "<dir>") if isinstance(value, str) else value
+from gpt1.core.figures import compare
 
 
 def main(before: Path, after: Path) -> int:
@@ -26,15 +21,11 @@ def main(before: Path, after: Path) -> int:
             print(f"{path.name}: missing in {after}")
             differ += 1
             continue
-        a = dict(flat(json.loads(path.read_text()), str(before.resolve())))
-        b = dict(flat(json.loads(other.read_text()), str(after.resolve())))
-        timed = sorted(k for k in a.keys() | b.keys() if any(w in k for w in ("time", "per_sec", "memory")))
-        moved = [k for k in sorted(a.keys() | b.keys()) if k not in timed and a.get(k) != b.get(k)]
-        for k in moved:
-            print(f"{path.name}: {k}: {a.get(k, '(absent)')!r} -> {b.get(k, '(absent)')!r}")
-        apart = ", ".join(timed)
-        print(f"{path.name}: {len(a) - len(timed)} figures, {len(moved)} differ; times and memory apart: {apart}")
-        differ += len(moved)
+        found = compare(
+            json.loads(path.read_text()), json.loads(other.read_text()), [str(before.resolve())], [str(after.resolve())]
+        )
+        print("\n".join(found.lines(path.name)))
+        differ += len(found.moved)
     print("equal to the last digit" if not differ else f"{differ} differences")
     return int(bool(differ))
 

@@ -60,15 +60,20 @@ def compose(command: str, overrides: Sequence[str] = (), *, task: Any = None) ->
     ``task``: a task of one's own for finetune, evaluate or zeroshot, in place of ``task=NAME``: a
     ``gpt1.tasks.spec.TaskConfig``, a dict of its fields (a task YAML file's), or a task YAML file's path. It is
     composed as task=NAME would be (``task.*`` overrides apply to it) and named by its ``name`` (a file's stem when it
-    has none), which names the run: outputs/finetune/<name>/<time>."""
+    has none), which names the run: outputs/finetune/<name>/<time>.
+
+    ``rerun=DIR`` among ``overrides`` composes the finished run in DIR again from its record, as the command line does
+    (``gpt1.app.recorded``): its overrides first, those given in their place; its results are then compared."""
     from hydra import compose as hydra_compose
     from hydra import initialize_config_module
     from omegaconf import open_dict
 
+    from gpt1.app.recorded import with_record
     from gpt1.app.registration import register, task_option
     from gpt1.core.errors import ConfigError
 
     register()
+    overrides = [o for o in with_record(list(overrides), command) if not o.startswith("-")]  # rerun=DIR: its record's
     with contextlib.ExitStack() as scope:
         if task is not None:
             if any(o.lstrip("+~").split("=")[0] == "task" for o in overrides):

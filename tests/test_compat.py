@@ -191,6 +191,24 @@ def test_lightning_batch_counts_in_other_passes():
     assert not compat.count_batches_in_passes(trainer, 2, 4) and progress.current.processed == 3  # not whole: kept
 
 
+def test_lightning_counters_as_a_fit_to_its_end_leaves_them():
+    """``end_of_fit_counters``: the loggers' count of updates (one short in a checkpoint saved at a batch's end) and
+    the epochs done (the last one's not counted), both private or undocumented."""
+    import lightning as L
+
+    trainer = L.Trainer(accelerator="cpu", logger=False, enable_checkpointing=False, enable_progress_bar=False)
+    trainer.fit_loop.epoch_loop.manual_optimization.optim_step_progress.total.completed = 8  # (global_step's)
+    trainer.fit_loop.epoch_loop.automatic_optimization.optim_progress.optimizer.step.total.completed = 8
+    trainer.fit_loop.epoch_loop._batches_that_stepped = 7
+    epochs = trainer.fit_loop.epoch_progress.current
+    epochs.ready = epochs.started = 1
+    compat.end_of_fit_counters(trainer)
+    assert trainer.global_step == 8 and trainer.fit_loop.epoch_loop._batches_that_stepped == 8
+    assert trainer.current_epoch == 1 and (epochs.processed, epochs.completed) == (1, 1)
+    compat.end_of_fit_counters(trainer)  # (as a fit that ran to its end leaves them: nothing to do)
+    assert trainer.fit_loop.epoch_loop._batches_that_stepped == 8 and trainer.current_epoch == 1
+
+
 # -- submitit ---------------------------------------------------------------------------------------------------------
 
 

@@ -2,18 +2,22 @@
 directory's provenance.json, with the command line as typed, gpt1's commit, the packages, the machine, how training
 ran (processes, precision, kernels) and how the attempt ended."""
 
+import hashlib
 import json
 import os
 import subprocess
 import sys
+from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
+from omegaconf import OmegaConf
 
 import gpt1
 from gpt1.core import provenance
 from gpt1.core.errors import ConfigError
-from tests.conftest import FEW, REPO
+from tests.conftest import FEW, FEW_FINETUNE, REPO
 
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "GPT1_CPU_MATMUL": "torch"}
 
@@ -58,6 +62,53 @@ def test_a_run_records_each_attempt_at_it(tmp_path, cache_dir):
     }
     assert resumed["run"]["start_step"] == 4
     assert [a["outcome"] for a in (first, resumed)] == ["finished", "finished"]
+    # what the run reads, hashed, and where it ran: enough to make it again from this record alone
+    assert first["cwd"] == resumed["cwd"] == str(tmp_path)
+    assert first["job"] == {"command": "pretrain", "overrides": typed[2:-1], "hydra": [], "config_dir": None}
+    inputs = first["inputs"]
+    assert inputs["tokenizer"] == described(inputs["tokenizer"]["path"])  # the BPE trained into the cache
+    assert [Path(f["path"]).name for f in inputs["corpus"]["files"]] == ["northanger_abbey.txt", "persuasion.txt"]
+    assert all(f == described(f["path"]) for f in inputs["corpus"]["files"])
+    assert {Path(p).name for p in inputs["corpus"]["prepared"].values()} == {"train.bin", "valid.bin"}
+    assert resumed["inputs"]["resume"]["path"] == str(run / "checkpoints" / "last.ckpt")
+    assert first["results"]["steps"] == 4 and resumed["results"] == json.loads((run / "metrics.json").read_text())
+
+
+def described(path: str) -> dict:
+    data = Path(path).read_bytes()
+    return {"path": path, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+
+
+def test_a_finetune_records_the_hash_of_its_checkpoint_and_task_files_and_a_large_corpus_by_its_cache(
+    make_cfg, tiny_ckpt, monkeypatch
+):
+    from gpt1.commands.finetune import finetune
+    from gpt1.training import inputs
+
+    cfg = make_cfg("finetune", [*FEW_FINETUNE, "task=sentiment", f"init_from={tiny_ckpt}"])
+    finetune(cfg)
+    (attempt,) = provenance.attempts(cfg.paths.output_dir)
+    assert attempt["inputs"]["init_from"] == described(str(tiny_ckpt))
+    task = attempt["inputs"]["task_data"]
+    assert sorted(task) == ["test", "train", "validation"]
+    assert all(f == described(f["path"]) for split in task.values() for f in split)
+
+    monkeypatch.setattr(inputs, "HASHED", 0)  # a corpus larger than that: its files by size and time, and its cache
+    data = SimpleNamespace(paths={"train": Path("cache/tokens/0123/train.bin")})
+    corpus = inputs.corpus(OmegaConf.create({"train_files": [task["train"][0]["path"]]}), data)
+    (train,) = corpus["files"]
+    assert set(train) == {"path", "bytes", "modified_ns"} and corpus["prepared"]["train"].endswith("0123/train.bin")
+
+
+def test_a_damaged_record_is_kept_aside_not_overwritten(tmp_path, capsys):
+    (tmp_path / "provenance.json").write_text('{"attempts": [{"command": "gpt1 pre')
+    provenance.start_attempt(tmp_path)
+    (aside,) = tmp_path.glob("provenance.json.damaged-*")
+    assert aside.read_text() == '{"attempts": [{"command": "gpt1 pre'
+    assert len(provenance.attempts(tmp_path)) == 1
+    assert capsys.readouterr().err == (
+        f"note: {tmp_path / 'provenance.json'} could not be read: kept as {aside.name}; a new record starts\n"
+    )
 
 
 @pytest.mark.parametrize(

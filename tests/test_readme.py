@@ -119,9 +119,31 @@ def run_as_written(tmp_path, monkeypatch):
     return run
 
 
+RECORDED = {"pretrain": [], "finetune": ["task=sentiment", "init_from=model.ckpt"]}
+"""What the run and sweep directories the pages resume (resume=auto hydra.run.dir=DIR, -m ... hydra.sweep.dir=DIR) or
+rerun (rerun=DIR) recorded of their command (gpt1/core/run_record.py), where the page's earlier command made them."""
+
+
 def make_inputs(argv: list[str], root: Path) -> None:
     """The files a command reads before its job starts: a --config-dir's task (docs/finetuning.md's task YAML), the
-    sweep and run directories given to gpt1 report (two fake jobs each)."""
+    sweep and run directories given to gpt1 report (two fake jobs each), the records of the runs and sweeps resumed or
+    rerun (``RECORDED``)."""
+    given = dict(a.split("=", 1) for a in argv[2:] if "=" in a and not a.startswith("-"))
+    where = "hydra.sweep.dir" if "-m" in argv else "hydra.run.dir"
+    directory = given.get("rerun") or (given.get(where) if given.get("resume") == "auto" else None)
+    if directory is not None and argv[1] in RECORDED:
+        task = RECORDED[argv[1]] + (["seed=1,2,3"] if "-m" in argv else [])
+        hydra = {"job": {"config_name": argv[1]}, "mode": "MULTIRUN" if "-m" in argv else "RUN"}
+        hydra["overrides"] = {"task": task, "hydra": []}
+        record = root / directory
+        record.mkdir(parents=True, exist_ok=True)
+        if "-m" in argv:
+            (record / "multirun.yaml").write_text(yaml.safe_dump({"hydra": hydra}))
+        else:
+            (record / ".hydra").mkdir(exist_ok=True)
+            (record / ".hydra" / "hydra.yaml").write_text(yaml.safe_dump({"hydra": hydra}))
+            (record / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(task))
+            (record / "metrics.json").write_text("{}")
     if "--config-dir" in argv:
         pages = "\n".join(page.read_text() for page in PAGES)
         task = next(b for b in re.findall(r"```yaml\n(.*?)```", pages, re.S) if b.startswith("type:"))

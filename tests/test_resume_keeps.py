@@ -188,3 +188,34 @@ def test_a_resumed_run_continues_its_wandb_run(tmp_path, cache_dir):
         (single / attempt.name).symlink_to(attempt)
         ids.add(offline_run(tmp_path / attempt.name)["id"])
     assert len(ids) == 1 and ids == {(run / "wandb" / "run-id").read_text().strip()}
+
+
+def test_the_throughput_rows_of_redone_updates_replace_the_first_attempts(tmp_path):
+    """After a SIGKILL the updates since the last checkpoint are done again: their loss rows replaced the first
+    attempt's, but their throughput rows (whose columns depend on how many updates an attempt had timed: a rate needs
+    a window of them) were logged twice."""
+    from gpt1.training.csv_log import _ContinuedWriter
+
+    def throughput(batches: int, rates: bool) -> dict[str, float]:
+        row = {"train/batches": batches, "train/samples": 8 * batches, "train/time": 0.1 * batches, "epoch": 0}
+        return {**row, **({"train/device/items_per_sec": 100.0} if rates else {})}
+
+    first = _ContinuedWriter(str(tmp_path))
+    for step in range(6):  # killed after step 5, its last checkpoint at step 3
+        first.log_metrics({"train/loss": 6.0 - step / 10, "epoch": 0}, step)
+        first.log_metrics(throughput(step + 1, rates=step >= 2), step)
+    first.save()
+    again = _ContinuedWriter(str(tmp_path))
+    for step in range(3, 6):
+        again.log_metrics({"train/loss": 6.0 - step / 10, "epoch": 0}, step)
+        again.log_metrics(throughput(step - 2, rates=False), step)  # (a fresh monitor: no rates yet)
+    again.save()
+    rows = _rows(tmp_path / "metrics.csv")
+    assert [r["step"] for r in rows if r.get("train/batches")] == [str(s) for s in range(6)]
+    assert [r["train/batches"] for r in rows if r.get("train/batches")] == ["1", "2", "3", "1", "2", "3"]
+    assert [r["step"] for r in rows if r.get("train/loss")] == [str(s) for s in range(6)]
+
+
+def _rows(path: Path) -> list[dict[str, str]]:
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))

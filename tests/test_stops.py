@@ -260,7 +260,7 @@ def test_a_killed_subprocess_resumes_exactly(tmp_path, cache_dir, make_cfg, monk
     if signum == signal.SIGTERM:
         assert proc.returncode == 143, err
         assert err.strip().splitlines()[-1] == (
-            f"stopped by SIGTERM at step {stopped_at}: saved {last}; continue with resume=auto "
+            f"stopped by SIGTERM at step {stopped_at}: saved {last}; continue with gpt1 pretrain resume=auto "
             f"hydra.run.dir={run} (exit status 143)"
         )
     else:
@@ -485,8 +485,8 @@ def test_a_signal_after_the_last_update_stops_the_evaluation_and_resume_does_it_
     last = run / "checkpoints" / "last.ckpt"
     assert capsys.readouterr().err.splitlines()[-1] == (
         f"stopped by {signal.Signals(signum).name} after the last update (step 8): {last} holds the trained weights; "
-        "the evaluation after training (validation, test, metrics.json) was skipped; do it with resume=auto "
-        f"hydra.run.dir={run} (exit status {128 + signum})"
+        "the evaluation after training (validation, test, metrics.json) was skipped; do it with resume=auto in its "
+        f"config (paths.output_dir={run}) (exit status {128 + signum})"  # (a run made from Python: no command line)
     )
     assert (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)) == handlers  # put back
     assert step_of(last) == 8 and not (run / "metrics.json").exists()
@@ -503,6 +503,30 @@ def test_a_signal_after_the_last_update_stops_the_evaluation_and_resume_does_it_
         finetune(make_cfg("finetune", overrides))  # a finished fine-tune: evaluated no more
         assert "the run had finished at step 8: its metrics.json is kept as it was" in capsys.readouterr().out
         assert ((run / "metrics.json").read_bytes(), (run / "csv" / "metrics.csv").read_bytes()) == written
+
+
+def test_the_evaluation_of_a_run_stopped_at_its_last_update_is_logged_at_its_last_step(
+    make_cfg, monkeypatch, tiny_ckpt
+):
+    """Stopped as its last update ended, mid-epoch (saved there, before Lightning counted the update and the epoch),
+    the run resumed trains nothing: its validation and test rows were labelled step 3 and epoch 0, not step 4 and
+    epoch 1 as the uninterrupted run's (Lightning labels an evaluation after training with the updates done and the
+    epochs begun)."""
+    from gpt1.commands.finetune import finetune
+    from tests.conftest import FEW_FINETUNE
+
+    common = [*FEW_FINETUNE, "task=sentiment", f"init_from={tiny_ckpt}"]  # 4 updates of the 8 of an epoch
+    with_callback(monkeypatch, SignalAt(3, signal.SIGTERM))
+    with pytest.raises(SystemExit):
+        finetune(make_cfg("finetune", [*common, "resume=auto"]))
+    monkeypatch.undo()
+    finetune(make_cfg("finetune", [*common, "resume=auto"]))
+
+    def evaluations(run: Path) -> list[dict]:
+        return [row for row in comparable(run)[1] if "val/loss" in row or "test/loss" in row]
+
+    got = evaluations(Path(make_cfg("finetune", common).paths.output_dir))
+    assert len(got) == 2 and {(r["step"], r["epoch"]) for r in got} == {("4", "1")}  # its validation and test
 
 
 # -- DDP: 2 processes on CPU (gloo) -------------------------------------------------------------------------------

@@ -17,8 +17,11 @@ import torch
 import yaml
 from omegaconf import OmegaConf
 
-from gpt1.app.sweep import READABLE, Job, job_dir, job_dir_of
+from gpt1.app.effects import effect
+from gpt1.app.sweep import READABLE, Job, _earlier, job_dir, job_dir_of
 from gpt1.checkpoints.format import read_checkpoint
+from gpt1.core import provenance
+from gpt1.core.run_record import override
 
 REPO = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "GPT1_CPU_MATMUL": "torch"}
@@ -94,6 +97,25 @@ def test_a_jobs_directory_says_what_becomes_of_it(tmp_path):
     assert made("nothing").line(["seed=1"]).startswith("seed=1: started again (")  # killed before a checkpoint
     assert Job.read(["seed=1"], tmp_path / "new").line(["seed=1"]) == f"seed=1: started ({tmp_path / 'new'})"
 
+    # a finished job's damaged metrics.json: rebuilt from the copy in its provenance.json (the sweep said "resumed at
+    # step 6" and the job evaluated it again), or, with no copy, its evaluation done again, saying so
+    figures = {"steps": 6, "val/accuracy": 0.5}
+    for name, attempt in (("copied", {"outcome": "finished", "results": figures}), ("lost", {"outcome": "finished"})):
+        made(name, step=6)
+        (tmp_path / name / "metrics.json").write_text("{")
+        (tmp_path / name / "provenance.json").write_text(json.dumps({"attempts": [attempt]}))
+    job = Job.read(["seed=1"], tmp_path / "copied")
+    (aside,) = (tmp_path / "copied").glob("metrics.json.damaged-*")
+    assert job.metrics == figures == json.loads((tmp_path / "copied" / "metrics.json").read_text())
+    assert job.line(["seed=1"]) == (
+        f"seed=1: finished before: not run again; {tmp_path / 'copied' / 'metrics.json'} could not be read "
+        f"(JSONDecodeError: Expecting property name enclosed in double quotes: line 1 column 2 (char 1)): kept as "
+        f"{aside.name}: rebuilt from the copy of its figures in provenance.json (step 6) ({tmp_path / 'copied'})"
+    )
+    job = Job.read(["seed=1"], tmp_path / "lost")
+    assert job.metrics is None and job.line(["seed=1"]).startswith("seed=1: finished before at step 6; ")
+    assert "the evaluation after training is done again on the weights of step 6" in job.line(["seed=1"])
+
 
 def snapshot(directory: Path) -> dict[str, bytes]:
     """Every file under ``directory``: relative path -> bytes."""
@@ -130,10 +152,13 @@ def test_a_sweep_killed_during_a_job_resumes_and_then_extends_and_reorders(tmp_p
     assert not (first[2] / "metrics.json").exists()
     kept = snapshot(first[1])
 
-    def resume(*seeds: int) -> list[str]:
-        command = ["gpt1", "finetune", "-m", f"seed={','.join(map(str, seeds))}", "resume=auto", *common]
+    said = []
+
+    def resume(*seeds: int) -> list[str]:  # the sweep's directory and the seeds: the rest from its record
+        command = ["gpt1", "finetune", "-m", f"seed={','.join(map(str, seeds))}", "resume=auto", common[-1]]
         done = subprocess.run(command, cwd=tmp_path, env=ENV, capture_output=True, text=True, timeout=900)
         assert done.returncode == 0, done.stderr[-3000:]
+        said.append([line for line in done.stderr.splitlines() if line.startswith("note:") and "record" in line])
         return [line.strip() for line in done.stdout.splitlines() if line.startswith("  seed=")]
 
     lines = resume(1, 2, 3)
@@ -162,3 +187,21 @@ def test_a_sweep_killed_during_a_job_resumes_and_then_extends_and_reorders(tmp_p
     assert all(": finished before: " in line for line in lines[:3]) and lines[3].startswith("seed=4: started (")
     after = jobs_by_seed(sweep)
     assert {seed: snapshot(after[seed]) for seed in kept} == kept and (after[4] / "metrics.json").is_file()
+    assert said == [[], [f"note: seed=3,2,1,4 differs from the sweep's record (seed=1,2,3): {effect('seed')}"]]
+
+    # each job records its own command (the sweep's beside it): the one that runs it alone
+    (attempt,) = provenance.attempts(after[4])
+    assert attempt["command"].startswith("gpt1 finetune ")
+    assert attempt["command"].endswith(f" {override('hydra.run.dir', after[4])}")  # (its name has a =: quoted)
+    assert " seed=4 " in f"{attempt['command']} " and "seed=3,2,1,4" in attempt["sweep_command"]
+
+    # resume=auto in a new sweep directory names the sweep beside it, in a command that resumes it as printed
+    note = _earlier(tmp_path / "elsewhere" / "new", "finetune")
+    beside = f"{tmp_path / 'elsewhere'} holds no earlier sweep of gpt1 finetune (give one's directory: hydra.sweep.dir)"
+    assert note == f"; {beside}"
+    advice = _earlier(tmp_path / "new", "finetune").partition(" resumes with ")[2]
+    assert advice == f"gpt1 finetune -m resume=auto hydra.sweep.dir={sweep}"
+    clean = {"PATH": ENV["PATH"], "HOME": str(tmp_path / "home"), "XDG_CACHE_HOME": ENV["XDG_CACHE_HOME"]}
+    done = subprocess.run(["bash", "-c", advice], cwd=tmp_path, env=clean, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.count(": finished before: not run again, its directory kept as it was") == 4

@@ -62,7 +62,11 @@ class PretrainConfig:
     init_from: Optional[str] = None
     """Start from the weights and tokenizer of this gpt1 checkpoint (e.g. converted OpenAI weights)."""
     resume: Optional[str] = None
-    """Continue an interrupted run: a checkpoint path, or "auto" for last.ckpt of this run directory."""
+    """Continue an interrupted run: a checkpoint path, or "auto" for last.ckpt of this run directory (with
+    hydra.run.dir=DIR and nothing else: the run in DIR, with the overrides it recorded)."""
+    rerun: Optional[str] = None
+    """Make the finished run in this directory again, from its record (its overrides, those given beside in their
+    place), in a new run directory; then say whether its metrics.json came out equal to the last digit."""
     model: Any = MISSING
     """model=NAME (conf/model/NAME.yaml): a model type's config, GPT-1's (gpt1, small, tiny) or another's (lstm)."""
     tokenizer: TokenizerConfig = field(default_factory=TokenizerConfig)
@@ -151,7 +155,11 @@ class FinetuneConfig:
     fails naming the ones it has. Fine-tuning's: the task's first metric on the validation split, of the selected
     weights (maximised)."""
     resume: Optional[str] = None
-    """Continue an interrupted run: a checkpoint path, or "auto" for last.ckpt of this run directory."""
+    """Continue an interrupted run: a checkpoint path, or "auto" for last.ckpt of this run directory (with
+    hydra.run.dir=DIR and nothing else: the run in DIR, with the overrides it recorded)."""
+    rerun: Optional[str] = None
+    """Make the finished run in this directory again, from its record (its overrides, those given beside in their
+    place), in a new run directory; then say whether its metrics.json came out equal to the last digit."""
     model: Any = MISSING
     """model=checkpoint (default: the checkpoint's architecture, dropouts overridable), model=lstm (the paper's
     LSTM baseline, taking the checkpoint's token embeddings), or a preset with init_from=random."""

@@ -23,6 +23,7 @@ from hydra.experimental.callback import Callback
 from omegaconf.errors import OmegaConfBaseException
 
 import gpt1
+from gpt1.app.recorded import job_fields, with_record
 from gpt1.app.registration import register
 from gpt1.app.suggest import config_hint
 from gpt1.app.sweep import resuming_sweeps
@@ -191,7 +192,8 @@ def command(config_name: str) -> Callable[[Callable[[Any], Any]], Callable[[], N
     """``@hydra.main`` for a gpt1 command: its config ``conf/<config_name>.yaml`` from the installed package, the
     schemas registered, user errors (in the configuration or raised by the command) reported as one line, its peak
     memory as its last line (``gpt1.core.memory``), each attempt recorded in its run directory's provenance.json
-    (global rank 0: ``gpt1.core.provenance``), a ``-m`` run resumable (``gpt1.app.sweep``), and the CPU settings
+    (global rank 0: ``gpt1.core.provenance``), a run or a ``-m`` sweep resumable from its directory's record alone
+    (``gpt1.app.recorded``: ``resume=auto hydra.run.dir=DIR``, ``rerun=DIR``; ``gpt1.app.sweep``), and the CPU settings
     applied (``gpt1.cpu.settings.configure``) in every process that runs it, DDP's other ranks and the jobs of a
     submitit launcher (SLURM's, which run the job's function in a process of their own) included."""
 
@@ -206,7 +208,10 @@ def command(config_name: str) -> Callable[[Callable[[Any], Any]], Callable[[], N
                 return fn(cfg)
             # provenance.json: what ran, and how it ended; written holding the run directory (a sweep's job, whose
             # directory HoldRunDir does not hold; reentrant where it does), so that a second process writes nothing
-            with run_lock(cfg.paths.output_dir, f"gpt1 {config_name}"), recorded_attempt(cfg.paths.output_dir):
+            with (
+                run_lock(cfg.paths.output_dir, f"gpt1 {config_name}"),
+                recorded_attempt(cfg.paths.output_dir, **job_fields()),
+            ):
                 return fn(cfg)
 
         hydra_main = hydra.main(version_base="1.3", config_path="pkg://gpt1.conf", config_name=config_name)(
@@ -218,6 +223,7 @@ def command(config_name: str) -> Callable[[Callable[[Any], Any]], Callable[[], N
             user_errors(from_the_installed_package)()
             configure_cpu()  # before the first large allocation
             register()
+            sys.argv[1:] = user_errors(with_record)(sys.argv[1:], config_name)  # resume=auto, rerun=: a run's record
             with hydra_reports_through(user_errors), resuming_sweeps():  # Hydra's own errors in one line too
                 user_errors(hydra_main)()  # the flags' own errors, before Hydra composes anything
 

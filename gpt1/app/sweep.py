@@ -1,7 +1,8 @@
 """A sweep (``-m``) that can be resumed: each job in a directory named by its overrides, not by its position
-(``job_dir``, Hydra's ``hydra.sweep.subdir``), and the same command run again with ``resume=auto`` (and the sweep's
-``hydra.sweep.dir``) going on where it stopped, whatever launcher runs its jobs: ``ResumingLauncher`` launches only
-the jobs that have not finished, each resuming from its own ``last.ckpt``, and says what becomes of each job;
+(``job_dir``, Hydra's ``hydra.sweep.subdir``), and ``resume=auto hydra.sweep.dir=DIR`` (the sweep's recorded
+overrides replayed: ``gpt1.app.recorded``) going on where it stopped, whatever launcher runs its jobs:
+``ResumingLauncher`` launches only the jobs that have not finished, each resuming from its own ``last.ckpt``, rebuilds
+a finished job's lost metrics.json from its records (``gpt1.training.kept_results``), and says what becomes of each job;
 ``continue_study`` does the same for an Optuna search kept in a storage. A sweep extended or reordered maps every
 earlier job to its own directory; a job of other overrides gets a directory of its own."""
 
@@ -14,7 +15,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from hydra.core.utils import JobReturn, JobStatus
 from hydra.experimental.callback import Callback
@@ -23,7 +24,12 @@ from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 from gpt1.app.objective import job_value
 from gpt1.core.compat import launchers_wrapped_by
 from gpt1.core.provenance import attempts
+from gpt1.core.run_lock import run_lock
+from gpt1.core.run_record import override, sweep_record
 from gpt1.training.hydra_job import swept_keys
+
+if TYPE_CHECKING:
+    from gpt1.training.kept_results import Kept
 
 NOT_OF_THE_JOB = ("resume", "optimized_metric")
 """Overrides that say how to run a job or read its value, not which job it is: left out of its directory's name."""
@@ -74,26 +80,42 @@ class Job:
     overrides: list[str]
     directory: Path
     metrics: Optional[dict[str, Any]]
-    """Its metrics.json if it finished (``gpt1.training.results.finished_run``), else None."""
+    """Its metrics.json if it finished (``gpt1.training.kept_results``: rebuilt if it was lost), else None."""
     step: Optional[int]
     """The step of its checkpoints/last.ckpt (None: none), which it resumes from."""
     error: Optional[str]
     """The error its last attempt failed on (provenance.json), if it failed."""
+    kept: Optional[Kept] = None
+    """What was found of its results, where its metrics.json was lost or damaged (``Kept.note`` says it)."""
 
     @classmethod
-    def read(cls, overrides: list[str], directory: Path) -> Job:
-        from gpt1.training.results import checkpoint_step, finished_run  # (when a sweep resumes: Lightning's import)
+    def read(cls, overrides: list[str], directory: Path, command: str = "gpt1") -> Job:
+        """The job of ``overrides`` in ``directory``; a finished job's lost or damaged metrics.json is rebuilt there
+        from its provenance.json (holding its directory, as ``command``), or left for its evaluation to be done
+        again."""
+        from gpt1.training.kept_results import checkpoint_step, kept_results  # (Lightning's import)
 
         last = directory / "checkpoints" / "last.ckpt"
         tried = attempts(directory)
         failed = tried[-1].get("error") if tried and tried[-1].get("outcome") == "failed" else None
         step = checkpoint_step(last) if last.is_file() else None
-        return cls(overrides, directory, finished_run(directory), step, failed)
+        kept = kept_results(directory, step, write=False)
+        if kept.metrics is not None and kept.note:  # to be rebuilt: holding the job's directory
+            with run_lock(directory, command):
+                kept = kept_results(directory, step)
+        return cls(overrides, directory, kept.metrics, step, failed, kept if kept.note else None)
 
     def line(self, own: Sequence[str]) -> str:
         """What becomes of the job, in one line that names it by its ``own`` overrides and directory."""
+        lost = self.kept.note.removeprefix("note: ") if self.kept is not None else ""
         if self.metrics is not None:
-            fate = "finished before: not run again, its directory kept as it was"
+            fate = (
+                f"finished before: not run again; {lost}"
+                if lost
+                else "finished before: not run again, its directory kept as it was"
+            )
+        elif self.kept is not None and self.kept.again:
+            fate = f"finished before at step {self.step}; {lost}"
         else:
             before = f"failed before ({self.error}), " if self.error else ""
             started = "started again" if before or self.directory.is_dir() else "started"
@@ -119,14 +141,15 @@ class ResumingLauncher:
         if OmegaConf.select(self.launcher.config, "resume") != "auto":
             return self.launcher.launch(job_overrides, initial_job_idx)
         configs = [self._config(list(o), initial_job_idx + i) for i, o in enumerate(job_overrides)]
-        jobs = [Job.read(list(o), self._directory(c)) for o, c in zip(job_overrides, configs)]
+        command = str(self.launcher.config.hydra.job.config_name)
+        jobs = [Job.read(list(o), self._directory(c), f"gpt1 {command}") for o, c in zip(job_overrides, configs)]
         sweep = Path(str(self.launcher.config.hydra.sweep.dir))
         if not self.announced:  # (a sweeper may launch its jobs in batches: Optuna's one trial at a time)
             self.announced = True
             if not any(job.directory.is_dir() for job in jobs) and not _holds_jobs(sweep):
                 print(
-                    f"note: resume=auto, but {sweep} holds no jobs of this or any sweep: every job starts (to resume "
-                    "a sweep, give its directory: hydra.sweep.dir=DIR)",
+                    f"note: resume=auto, but {sweep} holds no jobs of this or any sweep: every job starts"
+                    f"{_earlier(sweep, command)}",
                     file=sys.stderr,
                     flush=True,
                 )
@@ -160,6 +183,24 @@ class ResumingLauncher:
 
 def _holds_jobs(sweep: Path) -> bool:
     return sweep.is_dir() and any((p / ".hydra").is_dir() for p in sweep.iterdir())
+
+
+def _earlier(sweep: Path, command: str) -> str:
+    """What a resume=auto that found no jobs in ``sweep`` says of the sweeps of ``gpt1 command`` beside it: the
+    command that resumes the newest of them (its recorded overrides, ``gpt1.app.recorded``), else that there is
+    none."""
+    beside = sweep.parent
+    earlier = [
+        p
+        for p in (beside.iterdir() if beside.is_dir() else [])
+        if p != sweep and _holds_jobs(p) and (found := sweep_record(p)) is not None and found.command == command
+    ]
+    if not earlier:
+        return f"; {beside} holds no earlier sweep of gpt1 {command} (give one's directory: hydra.sweep.dir)"
+    newest = max(earlier, key=lambda p: (p / "multirun.yaml").stat().st_mtime)
+    return f"; the newest sweep beside it resumes with gpt1 {command} -m resume=auto " + override(
+        "hydra.sweep.dir", newest.absolute()
+    )
 
 
 def _own(overrides: Sequence[str], every: Sequence[Sequence[str]], swept: set[str]) -> list[str]:

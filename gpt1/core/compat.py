@@ -169,6 +169,19 @@ def count_batches_in_passes(trainer: object, then: int, now: int) -> bool:
     return True
 
 
+def end_of_fit_counters(trainer: object) -> None:
+    """Lightning's counters as a fit that trained to its end leaves them, also after a fit resumed at its last step,
+    which trains nothing and keeps those of its checkpoint, saved as the last update's batch ended: the updates its
+    loggers count (``trainer.fit_loop.epoch_loop._batches_that_stepped``, private: one short) and the epochs done
+    (``trainer.fit_loop.epoch_progress.current``, undocumented: the last one's not counted), which label the rows
+    the evaluation after training logs."""
+    loop = trainer.fit_loop
+    loop.epoch_loop._batches_that_stepped = max(loop.epoch_loop._batches_that_stepped, trainer.global_step)
+    epochs = loop.epoch_progress.current
+    if epochs.started > epochs.completed:
+        epochs.processed = epochs.completed = epochs.started
+
+
 # -- submitit ---------------------------------------------------------------------------------------------------------
 
 

@@ -10,6 +10,7 @@ import os
 import re
 import shutil
 import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -70,6 +71,18 @@ def atomic_file(path: str | os.PathLike, mode: str = "wb", needed: Optional[int]
         if isinstance(e, Exception) and _errno(e) is not None:
             raise write_error(path, e, max(needed or 0, written)) from e
         raise
+
+
+def keep_aside(path: Path) -> Path:
+    """Rename a damaged file of gpt1's (a run's metrics.json or provenance.json that cannot be read) to
+    ``<name>.damaged-<time>`` beside it, so that what replaces it loses nothing; the new path."""
+    aside = path.with_name(f"{path.name}.damaged-{time.strftime('%Y%m%d-%H%M%S')}")
+    n = 1
+    while aside.exists():  # (twice in a second)
+        n += 1
+        aside = path.with_name(f"{path.name}.damaged-{time.strftime('%Y%m%d-%H%M%S')}-{n}")
+    os.replace(path, aside)
+    return aside
 
 
 def remove_partial_writes(directory: Path) -> list[Path]:

@@ -1,14 +1,21 @@
 """What ran: each attempt at a run (its first start, each resume) recorded in ``<run dir>/provenance.json``, so that a
-result can be traced to the code, packages, machine and command that made it.
+result can be traced to the code, packages, machine, command and inputs that made it, and the run made again from its
+record alone.
 
-An attempt holds ``started``; ``command`` (the command line as typed); ``gpt1`` (version, git commit and whether the
-checkout had uncommitted changes to tracked files, or that it is an installed copy with no git checkout); ``packages``
-(the versions of those that shape the numbers, ``PACKAGES``); ``machine`` (host, OS, Python, CPU model, its vector
-extensions and the one torch dispatches to, CPU count, GPU model and count, CUDA); ``run``, once training starts
-(processes, nodes, devices, accelerator, precision, strategy, the kernels: ``gpt1.training.callbacks.provenance``);
-and at its end ``ended`` and ``outcome``: "finished", "stopped" (a signal: ``exit_status`` says which) or "failed"
-(``error``: its one line). An attempt killed outright has no outcome. ``gpt1 report`` shows what differs between the
-jobs of a sweep; W&B's config holds each run's."""
+An attempt holds ``started``; ``command`` (the command line as typed; a job of a sweep: the job's own command, the
+sweep's in ``sweep_command``) and ``cwd`` (the working directory, which its relative paths are relative to); ``job``
+(what ``gpt1 <command> resume=auto hydra.run.dir=DIR`` replays: the command's name, overrides, Hydra overrides,
+--config-dir, a sweep job's sweep directory: ``gpt1.core.run_record``); ``gpt1`` (version, git commit and whether the
+checkout had uncommitted changes to tracked files, or that it is an installed copy with no git checkout);
+``packages`` (the versions of those that shape the numbers, ``PACKAGES``); ``machine`` (host, OS, Python, CPU model,
+its vector extensions and the one torch dispatches to, CPU count, GPU model and count, CUDA); once training starts,
+``inputs`` (a content hash of every file it reads: ``gpt1.training.inputs``) and ``run`` (processes, nodes, devices,
+accelerator, precision, strategy, the kernels: ``gpt1.training.callbacks.provenance``); ``results``, a copy of the
+metrics.json it wrote (from which a damaged metrics.json is rebuilt: ``gpt1.training.kept_results``); and at its end
+``ended`` and ``outcome``: "finished", "stopped" (a signal: ``exit_status`` says which) or "failed" (``error``: its one
+line). An attempt killed outright has no outcome. A provenance.json that cannot be read is kept aside
+(``provenance.json.damaged-<time>``), not overwritten. ``gpt1 report`` shows what differs between the jobs of a
+sweep; W&B's config holds each run's."""
 
 from __future__ import annotations
 
@@ -28,7 +35,7 @@ from typing import Any, Optional
 
 import gpt1
 from gpt1.core.errors import UserError
-from gpt1.core.files import atomic_file
+from gpt1.core.files import atomic_file, keep_aside
 
 FILE = "provenance.json"
 COMMAND_LINE = "GPT1_COMMAND_LINE"
@@ -58,11 +65,17 @@ _STARTED: set[Path] = set()
 
 def attempts(output_dir: str | os.PathLike) -> list[dict[str, Any]]:
     """The attempts recorded in ``output_dir`` (oldest first); none where there is no readable record."""
+    return _read(Path(output_dir) / FILE) or []
+
+
+def _read(path: Path) -> Optional[list[dict[str, Any]]]:
+    """The attempts of the record ``path``; None if it is missing or cannot be read as one."""
     try:
-        record = json.loads((Path(output_dir) / FILE).read_text())
+        record = json.loads(path.read_text())
     except (OSError, ValueError):
-        return []
-    return record.get("attempts", []) if isinstance(record, dict) else []
+        return None
+    found = record.get("attempts") if isinstance(record, dict) else None
+    return found if isinstance(found, list) and all(isinstance(a, dict) for a in found) else None
 
 
 def _write(output_dir: Path, records: list[dict[str, Any]]) -> None:
@@ -70,17 +83,25 @@ def _write(output_dir: Path, records: list[dict[str, Any]]) -> None:
         json.dump({"attempts": records}, f, indent=1, sort_keys=True)
 
 
-def start_attempt(output_dir: str | os.PathLike) -> None:
-    """Record a new attempt at the run of ``output_dir``: when, the command, the code, packages and machine."""
+def start_attempt(output_dir: str | os.PathLike, **fields: Any) -> None:
+    """Record a new attempt at the run of ``output_dir``: when, the command and the working directory, the code,
+    packages and machine, and ``fields`` (a command's job: ``command`` for a sweep's job, ``job``...)."""
     output_dir = Path(output_dir)
     record = {
         "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "command": command_line(),
+        "cwd": os.getcwd(),
         "gpt1": code(),
         "packages": packages(),
         "machine": machine(),
+        **fields,
     }
-    _write(output_dir, [*attempts(output_dir), record])
+    path = output_dir / FILE
+    earlier = _read(path)
+    if earlier is None and path.is_file():  # damaged: its attempts kept, not overwritten
+        aside = keep_aside(path)
+        print(f"note: {path} could not be read: kept as {aside.name}; a new record starts", file=sys.stderr, flush=True)
+    _write(output_dir, [*(earlier or []), record])
     _STARTED.add(output_dir.resolve())
 
 
@@ -97,10 +118,11 @@ def update_attempt(output_dir: str | os.PathLike, **fields: Any) -> dict[str, An
 
 
 @contextmanager
-def recorded_attempt(output_dir: str | os.PathLike) -> Iterator[None]:
-    """Record an attempt at the run of ``output_dir`` around the block, with its outcome: "finished" when the block
-    returns, "stopped" on a signal's exit (``SystemExit``, e.g. SIGTERM's 143) or Ctrl-C, "failed" on an error."""
-    start_attempt(output_dir)
+def recorded_attempt(output_dir: str | os.PathLike, **fields: Any) -> Iterator[None]:
+    """Record an attempt at the run of ``output_dir`` (with ``fields``: ``start_attempt``'s) around the block, with its
+    outcome: "finished" when the block returns, "stopped" on a signal's exit (``SystemExit``, e.g. SIGTERM's 143) or
+    Ctrl-C, "failed" on an error."""
+    start_attempt(output_dir, **fields)
     try:
         yield
     except SystemExit as e:

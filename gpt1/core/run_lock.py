@@ -37,6 +37,7 @@ from typing import Optional
 
 from gpt1.core.errors import UserError
 from gpt1.core.files import new_file_mode, remove_partial_writes
+from gpt1.core.run_record import resume_command
 
 NAME = "run.lock"
 HEARTBEAT_S = 30.0
@@ -211,7 +212,7 @@ class RunLock:
             f"{self.directory} is in use by another gpt1 process, {who}: two processes in one run directory would "
             "mix their checkpoints and logs. Wait for it to end, or stop it (Ctrl-C in its terminal"
             + (f", or kill {holder.pid} on {holder.host}" if holder is not None else "")
-            + f": it saves last.ckpt first) and continue with resume=auto hydra.run.dir={self.directory}; or give this "
+            + f": it saves last.ckpt first) and continue with {self._resume()}; or give this "
             "run a directory of its own (hydra.run.dir=...)"
         )
         if holder is None or holder.host != self.me.host:
@@ -220,6 +221,11 @@ class RunLock:
                 f"its last heartbeat ({age:.0f} s ago), or delete {self.path}"
             )
         return text
+
+    def _resume(self) -> str:
+        """The command that continues the run, from its directory's record (``gpt1.core.run_record``)."""
+        found = resume_command(self.directory)
+        return found or f"its command, resume=auto hydra.run.dir={self.directory} added"
 
     def _heartbeat(self) -> None:
         while not self._stop.wait(HEARTBEAT_S):

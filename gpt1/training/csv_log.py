@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import io
 import os
+import re
 from pathlib import Path
 from typing import Optional
 
@@ -64,12 +65,22 @@ class _ContinuedWriter(csv_writer_keeping_its_file()):
         self.metrics_keys = keys
 
 
+THROUGHPUT = re.compile(r"train/(time|batches|samples|lengths|flops|device/.*|.*_per_sec)")
+"""The columns of the training's throughput rows (Lightning's ThroughputMonitor): which of them a row has depends on
+how many updates its attempt had timed (a rate needs a window of them), not on the step."""
+
+
 def _identity(row: dict[str, str]) -> Optional[tuple]:
-    """(step, columns) of a row logged at a global step; None for rows whose "step" counts something else (the
-    validation's throughput rows, validate/*: batches of one validation)."""
+    """(step, columns) of a row logged at a global step, (step, "throughput") of a training throughput row (a redone
+    update's replaces the first attempt's whatever columns each has); None for rows whose "step" counts something
+    else (the validation's throughput rows, validate/*: batches of one validation)."""
     if "step" not in row or any(k.startswith("validate/") for k in row):
         return None
-    return str(int(float(row["step"]))), tuple(sorted(k for k in row if k != "step"))
+    step = str(int(float(row["step"])))
+    columns = [k for k in row if k not in ("step", "epoch")]
+    if columns and all(THROUGHPUT.fullmatch(k) for k in columns):
+        return step, "throughput"
+    return step, tuple(sorted(k for k in row if k != "step"))
 
 
 def _values(row: dict[str, str]) -> tuple:

@@ -5,13 +5,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import lightning as L
 import torch
 
-from gpt1.checkpoints.format import read_checkpoint
-from gpt1.core.errors import UserError
 from gpt1.core.files import atomic_file
 from gpt1.core.memory import peak_memory
 from gpt1.tasks.batches import Collate
@@ -31,33 +29,6 @@ def write_metrics(output_dir: Path, metrics: dict[str, Any]) -> Path:
     return path
 
 
-def finished_metrics(output_dir: Path, step: Optional[int]) -> Optional[dict[str, Any]]:
-    """The run directory's metrics.json if the run it describes ended at ``step`` (a resumed attempt that found the
-    run finished: nothing to train, and its figures as they were; None: a run that trains nothing, such as gpt1
-    evaluate's, whose metrics.json is written when it ends), else None."""
-    try:
-        metrics = json.loads((output_dir / "metrics.json").read_text())
-    except (OSError, ValueError):
-        return None
-    return metrics if isinstance(metrics, dict) and (step is None or metrics.get("steps") == step) else None
-
-
-def finished_run(output_dir: Path) -> Optional[dict[str, Any]]:
-    """The metrics.json of the run in ``output_dir`` if that run finished, else None: ``finished_metrics`` at the step
-    of its checkpoints/last.ckpt (metrics.json alone where it has none), the answer a resumed run gets once its
-    checkpoint is loaded (``TrainingRun.fit``), read before it starts: a resumed sweep does not start such a job
-    (``gpt1.app.sweep``)."""
-    last = output_dir / "checkpoints" / "last.ckpt"
-    return finished_metrics(output_dir, checkpoint_step(last) if last.is_file() else None)
-
-
-def checkpoint_step(path: Path) -> Optional[int]:
-    """The global step a training checkpoint was saved at (its tensors mapped, not read), None where it cannot be
-    read."""
-    try:
-        return read_checkpoint(path, mmap=True).get("global_step")
-    except (UserError, AttributeError):
-        return None
 
 
 def final_validation(

@@ -5,6 +5,8 @@ the weights the run ends with (fine-tuning: the selected ones); ``finish`` write
 
 from __future__ import annotations
 
+import json
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -12,14 +14,20 @@ from typing import Any, Optional
 
 from omegaconf import DictConfig
 
+from gpt1.core.compat import end_of_fit_counters
+from gpt1.core.figures import compare
+from gpt1.core.provenance import update_attempt
 from gpt1.data.base import DataModule
 from gpt1.training.callbacks import build_callbacks
 from gpt1.training.callbacks.best_weights import BestWeights, select_weights
 from gpt1.training.callbacks.safe_stop import SafeStop
 from gpt1.training.callbacks.sample_text import SampleText
+from gpt1.training.callbacks.trained_metrics import TrainedMetrics
+from gpt1.training.inputs import run_inputs
+from gpt1.training.kept_results import Kept, checkpoint_step, kept_results
 from gpt1.training.loggers import build_loggers, log_config, log_summary, start_wandb
 from gpt1.training.module import GPT1Module
-from gpt1.training.results import final_validation, finished_metrics, val_metric_prefixes, write_metrics
+from gpt1.training.results import final_validation, val_metric_prefixes, write_metrics
 from gpt1.training.resume import check_resume_fits
 from gpt1.training.schema import CallbacksConfig, Selection
 from gpt1.training.task_module import TaskModule
@@ -47,7 +55,7 @@ class TrainingRun:
         selection: Optional[Selection] = None,
         accumulate: Optional[int] = None,
     ) -> None:
-        self.output_dir = Path(cfg.paths.output_dir)
+        self.cfg, self.output_dir = cfg, Path(cfg.paths.output_dir)
         self.module, self.data, self.selection = module, data, selection
         self.prefixes = val_metric_prefixes(module) if isinstance(module, TaskModule) else ["val/"]
         """The keys of the validation metrics: ["val/"], or MNLI's ["val/", "val_mismatched/"]."""
@@ -102,23 +110,42 @@ class TrainingRun:
         """Train, resuming from ``resume`` (``gpt1.training.resume.resolve_resume``'s) once it fits the module, then
         the validation metrics of the weights the run ends with: the last ones (their validation in fit, else a new
         one); with ``selection``, those it selects (loaded into the module), the last ones' as val_last/..., and
-        selected_step (``gpt1.training.callbacks.best_weights.select_weights``)."""
+        selected_step (``gpt1.training.callbacks.best_weights.select_weights``). A run resumed at the step its
+        metrics.json was written at is finished: nothing is trained or evaluated (``gpt1.training.kept_results``)."""
         ckpt_path = check_resume_fits(resume, self.module)
+        if self.trainer.is_global_zero:  # what it reads, hashed: provenance.json
+            update_attempt(self.output_dir, inputs=run_inputs(self.cfg, self.data, ckpt_path))
+        resumed_at = checkpoint_step(Path(ckpt_path)) if ckpt_path is not None else None
         self.trainer.fit(self.module, datamodule=self.data, ckpt_path=ckpt_path, weights_only=True)
-        if ckpt_path is not None:  # (global rank 0 decides: a validation is collective)
-            finished = (
-                finished_metrics(self.output_dir, self.trainer.global_step) if self.trainer.is_global_zero else None
-            )
-            self.finished = self.trainer.strategy.broadcast(finished, src=0)
+        end_of_fit_counters(self.trainer)  # (a fit resumed at its last step: the evaluation's rows labelled as its)
+        trained = resumed_at != self.trainer.global_step
+        if not trained:  # (global rank 0 decides: a validation is collective)
+            self.finished = self._kept()
         if self.finished is not None:  # this run had finished: nothing was trained, nothing is validated again
-            if self.trainer.is_global_zero:
-                print(f"the run had finished at step {self.trainer.global_step}: its metrics.json is kept as it was")
             self.train_metrics = {k: v for k, v in self.finished.items() if k.startswith("train/")}
             return {k: v for k, v in self.finished.items() if k.startswith(tuple(self.prefixes))}
         logged = self.trainer.callback_metrics.items()  # (before a validation replaces them)
         self.train_metrics = {k: float(v) for k, v in logged if k.startswith("train/")}
+        if not trained:  # the last update's training metrics, from its checkpoint, and its sample, drawn again (its
+            # own seeded generator: the same text)
+            self.train_metrics = next(c.restored for c in self.callbacks if isinstance(c, TrainedMetrics))
+            for sampler in (c for c in self.callbacks if isinstance(c, SampleText) and c.cfg.every_n_steps > 0):
+                sampler.sample(self.trainer, self.module)
         last = final_validation(self.trainer, self.module, self.data, self.prefixes)
         return last if self.selection is None else select_weights(self.trainer, self.best, last)
+
+    def _kept(self) -> Optional[dict[str, Any]]:
+        """The results of the run resumed at its last step, if it had finished (global rank 0's reading, said there
+        when its metrics.json had to be rebuilt or its evaluation is done again)."""
+        kept = kept_results(self.output_dir, self.trainer.global_step) if self.trainer.is_global_zero else None
+        kept = self.trainer.strategy.broadcast(kept, src=0) or Kept(None)
+        if self.trainer.is_global_zero:
+            if kept.note:
+                print(kept.note, file=sys.stderr, flush=True)
+            if kept.metrics is not None:
+                how = "rebuilt as it was written" if kept.note else "kept as it was"
+                print(f"the run had finished at step {self.trainer.global_step}: its metrics.json is {how}")
+        return kept.metrics
 
     def counts(self, start: float) -> dict[str, Any]:
         """What every training run's metrics.json holds: steps, skipped_batches (optim.nonfinite=skip), wall_time_s
@@ -143,6 +170,39 @@ class TrainingRun:
             metrics.update(self.finished)
         if not self.trainer.is_global_zero:
             return None
-        path = self.output_dir / "metrics.json" if self.finished else write_metrics(self.output_dir, metrics)
+        path = self.output_dir / "metrics.json"
+        if self.finished is None:
+            write_metrics(self.output_dir, metrics)
+            update_attempt(self.output_dir, results=metrics)  # the copy a lost or damaged metrics.json is rebuilt from
         log_summary(self.trainer.loggers, metrics, table() if table is not None else None)
+        if self.cfg.get("rerun"):  # whether it came out as the run it repeats: said, and recorded
+            original = Path(self.cfg.rerun)
+            moved = say_rerun(original, self.output_dir)
+            update_attempt(self.output_dir, rerun_of=str(original.absolute()), moved=moved)
         return path
+
+
+def say_rerun(original: Path, rerun: Path) -> list[str]:
+    """Say whether the metrics.json of ``rerun``, a rerun of the run in ``original``, came out equal to the
+    original's to the last digit, and if not, which figures moved (``gpt1.core.figures``); their keys."""
+    before, after = (json.loads((d / "metrics.json").read_text()) for d in (original, rerun))
+    found = compare(before, after, _roots(original, before), _roots(rerun, after))
+    if not found.moved:
+        print(
+            f"rerun of {original}: metrics.json came out equal to the last digit ({found.figures} figures; "
+            "times and memory apart)"
+        )
+    else:
+        print(f"rerun of {original}: {len(found.moved)} of the {found.figures} figures of metrics.json moved:")
+        for key, was, now in found.moved:
+            print(f"  {key}: {was!r} -> {now!r}")
+    return [key for key, _, _ in found.moved]
+
+
+def _roots(run_dir: Path, metrics: dict[str, Any]) -> list[str]:
+    """The ways a run's metrics.json may spell its run directory: as given, absolute, resolved, and as its last
+    checkpoint's path does."""
+    roots = {str(run_dir), str(run_dir.absolute()), str(run_dir.resolve())}
+    if isinstance(metrics.get("last_checkpoint"), str):
+        roots.add(str(Path(metrics["last_checkpoint"]).parent.parent))
+    return sorted(roots)

@@ -3,7 +3,8 @@
 job's time-limit warning (``safe_stop``), text samples (``sample_text``), the metrics of a short run
 (``short_runs``), the weights of the best validation and their selection after training (``best_weights``), the run's
 CPU kernels (``run_kernels``), a resumed epoch continued in another number of passes per update (``continue_epoch``),
-how the run ran (``provenance``); and the CSV log's start over (``gpt1.training.csv_log``)."""
+how the run ran (``provenance``), the training metrics in every checkpoint (``trained_metrics``); and the CSV log's
+start over (``gpt1.training.csv_log``)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from gpt1.training.callbacks.run_kernels import RunKernels
 from gpt1.training.callbacks.safe_stop import SafeStop
 from gpt1.training.callbacks.sample_text import SampleText
 from gpt1.training.callbacks.short_runs import LogShortRuns
+from gpt1.training.callbacks.trained_metrics import TrainedMetrics
 from gpt1.training.csv_log import ForgetLogsOfAFreshStart
 from gpt1.training.schema import CallbacksConfig
 
@@ -65,6 +67,7 @@ def build_callbacks(
     callbacks.append(RunKernels(output_dir))  # the run's CPU kernels, fixed at its start, in every checkpoint
     callbacks.append(ContinueEpoch())  # a resumed epoch's batches counted in this run's passes per update
     callbacks.append(RecordRun(output_dir))  # how this attempt runs, its kernels fixed: provenance.json and W&B
+    callbacks.append(TrainedMetrics())  # train/loss of a checkpoint's update, for a run resumed at its last step
     if with_loggers:
         callbacks.append(ForgetLogsOfAFreshStart())
     callbacks.append(SafeStop(output_dir / "checkpoints" / "last.ckpt"))  # after the batch's other callbacks

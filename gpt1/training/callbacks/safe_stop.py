@@ -20,6 +20,7 @@ from lightning.pytorch.trainer.states import TrainerFn
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from gpt1.core.compat import log_train_step_metrics
+from gpt1.core.run_record import resume_command
 from gpt1.training.console import say
 
 
@@ -203,7 +204,7 @@ class SafeStop(Callback):
         exit."""
         requeue = {s: self._before[s] for s in self._taken if s not in self.SIGNALS}  # submitit's handler
         self.release()
-        name, run_dir = signal.Signals(self.stopped).name, self.last.parent.parent
+        name = signal.Signals(self.stopped).name
         if self.trained:
             what = (
                 f"stopped by {name} after the last update (step {trainer.global_step}): {self.last} holds the trained "
@@ -221,12 +222,18 @@ class SafeStop(Callback):
             )
             return
         go_on = "do it" if self.trained else "continue"
-        say(trainer, f"{what}; {go_on} with resume=auto hydra.run.dir={run_dir} (exit status {code})")
+        say(trainer, f"{what}; {go_on} with {self._resume()} (exit status {code})")
 
     def _resume_hint(self) -> str:
         if self.last.is_file():
-            return f"resume=auto hydra.run.dir={self.last.parent.parent} continues from {self.last}"
+            return f"{self._resume()} continues from {self.last}"
         return "no checkpoint had been saved"
+
+    def _resume(self) -> str:
+        """The command that continues the run, from its directory's record (``gpt1.core.run_record``); for a run
+        made from Python, what its config needs."""
+        run_dir = self.last.parent.parent
+        return resume_command(run_dir) or f"resume=auto in its config (paths.output_dir={run_dir})"
 
 
 def _requeue_signal() -> tuple[int, ...]:
