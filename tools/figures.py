@@ -11,10 +11,12 @@ determines the figure, as it was when the figure was measured. The fingerprint h
 of its command cell that run something; ``the same``: the row above's):
 
 - ``gpt1 <command> ...`` (a Hydra app): the config it composes (in this process, as ``gpt1.api.compose``), less what
-  cannot change a figure: paths, loggers, the progress bar and the text samples; a checkpoint under
+  cannot change a figure (the keys ``gpt1.app.effects`` says change no numbers: paths, loggers, callbacks, the
+  progress bar, what a sweeper reads); a checkpoint under
   ``outputs/quickstart/`` brings the quickstart's config (``gpt1 pretrain``) in too;
 - ``gpt1 bench ...``: its parsed flags (not ``--json``) and the model preset it builds;
-- ``python SCRIPT ...``, ``bash SCRIPT ...``: the script's code (comments and docstrings aside) and its arguments;
+- ``python SCRIPT ...``, ``bash SCRIPT ...``: the script's code (comments, docstrings and the modules its names are
+  imported from aside) and its arguments;
   ``python -m pytest FILES ...``: the test files' code and the arguments (no files: pyproject.toml's pytest options,
   which pick the tests);
 - ``pip install ...``: pyproject.toml's dependencies and those of the extras it names;
@@ -57,17 +59,6 @@ RUNNERS = ("gpt1", "python", "python3", "bash", "pip")
 PLACEHOLDERS = re.compile(r"<(run|time)>")
 RUN_DIR = "2025-01-01_12-00-00"
 """What ``<run>`` and ``<time>`` (a run directory's timestamp) stand for in a recipe."""
-NOT_RECIPE = (
-    "paths",
-    "logger",
-    "callbacks.samples",
-    "callbacks.throughput",
-    "callbacks.checkpoint.keep_last",
-    "trainer.enable_progress_bar",
-    "trainer.log_every_n_steps",
-    "optimized_metric",
-)
-"""Config keys that change no figure: where files go, what is logged, how progress shows, what a sweeper reads."""
 QUICKSTART = "outputs/quickstart/"
 PENDING = "to re-measure"
 
@@ -194,7 +185,7 @@ def code_of(path: Path) -> str:
 
 @functools.lru_cache
 def composed(command: str, overrides: tuple[str, ...]) -> dict[str, Any]:
-    """The config ``gpt1 <command> <overrides>`` runs with, interpolations as written, less ``NOT_RECIPE`` (composed
+    """The config ``gpt1 <command> <overrides>`` runs with, interpolations as written, less the keys that change no figure (composed
     once a process; not to be changed)."""
     from omegaconf import OmegaConf
 
@@ -205,14 +196,17 @@ def composed(command: str, overrides: tuple[str, ...]) -> dict[str, Any]:
 
         overrides = positional_to_overrides(list(overrides))
     overrides = [o for o in overrides if o != "-m" and not o.startswith("hydra.")]
-    config = OmegaConf.to_container(api.compose(command, overrides), resolve=False)
-    for key in NOT_RECIPE:
-        *parents, last = key.split(".")
-        node = config
-        for parent in parents:
-            node = node.get(parent) or {}
-        node.pop(last, None)
-    return config
+    return _numbers_only(OmegaConf.to_container(api.compose(command, overrides), resolve=False))
+
+
+def _numbers_only(node: Any, prefix: str = "") -> Any:
+    """A composed config less every key that changes no figure (``gpt1.app.effects``: paths, loggers, callbacks,
+    loader processes, what a sweeper reads, ...)."""
+    from gpt1.app.effects import effect
+
+    if not isinstance(node, dict):
+        return node
+    return {k: _numbers_only(v, f"{prefix}{k}.") for k, v in node.items() if effect(f"{prefix}{k}").numbers}
 
 
 def bench_part(flags: list[str]) -> dict[str, Any]:

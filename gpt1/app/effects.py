@@ -77,6 +77,7 @@ EFFECTS: dict[str, Effect] = {
     "num_workers": _leaves("loader processes"),
     "resume": _leaves("where the run continues from"),
     "rerun": _leaves("the run compared with"),
+    "optimized_metric": _leaves("the figure a sweeper reads"),
     "run_name": _leaves("the run directory's name"),
     "paths": _leaves("paths"),
     "logger": _leaves("logging"),
