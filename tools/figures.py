@@ -12,8 +12,8 @@ of its command cell that run something; ``the same``: the row above's):
 
 - ``gpt1 <command> ...`` (a Hydra app): the config it composes (in this process, as ``gpt1.api.compose``), less what
   cannot change a figure (the keys ``gpt1.app.effects`` says change no numbers: paths, loggers, callbacks, the
-  progress bar, what a sweeper reads); a checkpoint under
-  ``outputs/quickstart/`` brings the quickstart's config (``gpt1 pretrain``) in too;
+  progress bar, what a sweeper reads); a checkpoint under ``outputs/quickstart/`` brings the quickstart's config
+  (``gpt1 pretrain``) in too;
 - ``gpt1 bench ...``: its parsed flags (not ``--json``) and the model preset it builds;
 - ``python SCRIPT ...``, ``bash SCRIPT ...``: the script's code (comments, docstrings and the modules its names are
   imported from aside) and its arguments;
@@ -185,8 +185,8 @@ def code_of(path: Path) -> str:
 
 @functools.lru_cache
 def composed(command: str, overrides: tuple[str, ...]) -> dict[str, Any]:
-    """The config ``gpt1 <command> <overrides>`` runs with, interpolations as written, less the keys that change no figure (composed
-    once a process; not to be changed)."""
+    """The config ``gpt1 <command> <overrides>`` runs with, interpolations as written, less the keys that change no
+    figure (composed once a process; not to be changed)."""
     from omegaconf import OmegaConf
 
     from gpt1 import api
