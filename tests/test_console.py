@@ -7,7 +7,6 @@ device lines, no W&B warning that "the anonymous setting has no effect"; W&B off
 
 from __future__ import annotations
 
-import importlib.metadata
 import json
 import os
 import re
@@ -18,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import FEW, FEW_FINETUNE
+from tests.test_advice import fresh_shell
 
 RUNS = r"""
 import json, sys
@@ -94,13 +94,6 @@ WANDB_OFFLINE = [
 """The pre-training again (its data cached) with logger=wandb logger.wandb.mode=offline."""
 
 
-def console_script(name: str) -> Path:
-    """Where the install put a package's console script (its environment's bin/, as on a user's PATH)."""
-    files = importlib.metadata.distribution(name).files or []
-    (script,) = [f for f in files if f.name == name and f.parent.name in ("bin", "Scripts")]
-    return Path(script.locate()).resolve()
-
-
 def matches(lines: list[str], shape: list[str]) -> None:
     """Assert that ``lines`` are ``shape``, line by line (its "?" and "+" marks as ``PRETRAIN`` says)."""
     at = 0
@@ -157,17 +150,8 @@ def test_wandb_offline_says_where_the_run_is_and_its_sync_command_runs_as_printe
     runs, d = console
     matches(runs["wandb"], WANDB_OFFLINE)
     command = re.search(r": (wandb sync \S+)$", runs["wandb"][1]).group(1)
-    home = d / "sync-home"  # no ~/.netrc, no W&B settings: no key
-    path = os.pathsep.join([str(console_script("wandb").parent), "/usr/bin", "/bin"])
-    proc = subprocess.run(
-        ["bash", "-c", command],
-        cwd=d,
-        env={"PATH": path, "HOME": str(home)},
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    (d / "sync").mkdir()
+    proc = fresh_shell(command, d / "sync", timeout=120)  # (its HOME empty: no ~/.netrc, no W&B settings, no key)
     (log,) = (d / "wandb" / "wandb").glob("offline-run-*/run-*.wandb")
     assert proc.returncode == 1 and "Syncing 1 run(s)" in proc.stderr, proc.stderr
     assert f"{log.name}" in proc.stderr and "No API key configured" in proc.stderr, proc.stderr

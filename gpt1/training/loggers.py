@@ -79,7 +79,8 @@ def wandb_settings(cfg: WandbConfig, output_dir: Path) -> dict[str, Any]:
 
 def start_wandb(loggers: Sequence[Logger]) -> None:
     """Start the W&B run now (on rank 0; W&B's logger starts it lazily), so that a failure to start, such as no API key
-    or no network, ends the command in one line before anything has run, saying what to set."""
+    or no network, ends the command in one line before anything has run, saying what to add to it; an offline run
+    says where it is and the ``wandb sync`` command that sends it."""
     for logger in loggers:
         if isinstance(logger, WandbLogger):
             import wandb
@@ -89,9 +90,9 @@ def start_wandb(loggers: Sequence[Logger]) -> None:
             except wandb.errors.Error as e:
                 reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
                 raise UserError(
-                    f"W&B could not start the run ({reason}): log in (wandb login, or set WANDB_API_KEY), or log "
-                    "without an account: WANDB_MODE=offline (wandb sync later) or logger.wandb.mode=offline; "
-                    "logger=default logs to local files only"
+                    f"W&B could not start the run ({reason}): log in first (wandb login, or set WANDB_API_KEY), or "
+                    "add logger.wandb.mode=offline to the command (no account: the run is kept for wandb sync "
+                    "later), or logger=default (local files only)"
                 ) from e
             if rank_zero_only.rank == 0 and run.offline:
                 where = shlex.quote(run.settings.sync_dir)
