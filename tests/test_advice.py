@@ -3,8 +3,8 @@ command (run through the ``gpt1`` console script's code), run in a fresh shell (
 process's environment but the install's scripts on PATH, an empty HOME, the hub offline), and checked to do what the
 message says. Here: the closest valid name of a misspelt group option or key, with its value ("did you mean
 model.n_layer=3?"), a key a + or ++ added to a typed config, the ``++`` that adds a key of one's own to a mapping
-(task.splits, trainer.strategy_options), the iconv conversion of a file in another encoding, and the ``gpt1 convert
-from-hf`` of a Hugging Face directory given as a checkpoint.
+(task.splits, trainer.strategy_options), the iconv conversion of a file in another encoding, the ``gpt1 convert
+from-hf`` of a Hugging Face directory given as a checkpoint, and the epochs that train a run its recipe under-trains.
 W&B's advice runs in tests/test_wandb_env.py (a W&B that cannot start) and tests/test_console.py (``wandb sync``)."""
 
 from __future__ import annotations
@@ -180,3 +180,65 @@ def test_a_hugging_face_directory_given_as_a_checkpoint_converts_as_printed_and_
     (ckpt,) = shlex.split(found.group(2))
     code, out, err = gpt1(*generate, f"ckpt={ckpt}", f"hydra.run.dir={tmp_path / 'gen2'}")
     assert code == 0 and re.search(r"^she said", out, re.M), out + err[-3000:]
+
+
+def test_a_run_its_epochs_under_train_names_the_epochs_that_give_enough_updates(capsys):
+    """The line's arithmetic, on a trainer's budget alone: the epochs it names are the fewest that reach
+    ``FEWEST_UPDATES`` (the paper's smallest task's updates); a budget of steps, a resumed run or enough updates
+    say nothing. The whole of it, a run and the command as printed: the slow test below."""
+    from types import SimpleNamespace
+
+    from gpt1.training.callbacks.few_updates import FEWEST_UPDATES, FewUpdates
+
+    def said(updates: float, epochs: int = 3, max_steps: int = -1, step: int = 0) -> str:
+        trainer = SimpleNamespace(estimated_stepping_batches=updates, max_epochs=epochs, max_steps=max_steps)
+        FewUpdates().on_train_start(SimpleNamespace(**vars(trainer), global_step=step, is_global_zero=True), None)
+        return capsys.readouterr().err
+
+    assert FEWEST_UPDATES == 231
+    for per_epoch in (1, 2, 18, 76):
+        line = said(3 * per_epoch)
+        found = re.search(r"add trainer\.max_epochs=(\d+) to the command for (\d+) updates$", line.strip())
+        assert found, line
+        epochs = int(found.group(1))
+        assert (
+            epochs * per_epoch >= FEWEST_UPDATES > (epochs - 1) * per_epoch
+            and int(found.group(2)) == epochs * per_epoch
+        )
+        assert line.startswith(f"warning: {3 * per_epoch} updates (3 epochs of {per_epoch}), too few to train")
+    assert said(3 * 77) == said(6, max_steps=6) == said(6, step=2) == said(float("inf")) == ""
+
+
+@pytest.mark.slow  # 54 updates, then the 234 it names: 101 s of CPU for these on the loaded 2-core machine
+def test_a_run_its_epochs_under_train_says_so_and_the_epochs_it_names_train_it(
+    gpt1, tmp_path, cache_dir, sample_data, tiny_ckpt
+):
+    """A task of one's own of 600 rows: the paper's recipe (3 epochs of batches of 32, the last partial batch
+    dropped) gives it 54 updates, fewer than the paper's smallest task gets (231); the run says so and names the
+    trainer.max_epochs that gives at least as many, which added to the command as printed gives them, unwarned."""
+    rows = (sample_data / "tasks/sentiment/train.jsonl").read_text().splitlines(keepends=True)
+    (tmp_path / "train.jsonl").write_text("".join(rows[:600]))
+    (tmp_path / "validation.jsonl").write_text("".join(rows[600:616]))
+    (tmp_path / "conf" / "task").mkdir(parents=True)
+    task = {"type": "classification", "text": "sentence", "label": "label", "metrics": ["accuracy"]}
+    task["data_files"] = {split: str(tmp_path / f"{split}.jsonl") for split in ("train", "validation")}
+    (tmp_path / "conf" / "task" / "mine.yaml").write_text(yaml.safe_dump(task))
+    argv = ["finetune", "--config-dir", str(tmp_path / "conf"), "task=mine", f"init_from={tiny_ckpt}", "logger=csv"]
+    argv += [f"paths.cache_dir={cache_dir}", "trainer.enable_progress_bar=false"]  # (outputs/ in tmp_path: each run's)
+
+    code, _, err = gpt1(*argv)
+    assert code == 0, err[-3000:]
+    (line,) = [line for line in err.splitlines() if line.startswith("warning: ")]
+    found = re.fullmatch(
+        r"warning: (\d+) updates \(3 epochs of 18\), too few to train .*: add (trainer\.max_epochs=(\d+)) to the "
+        r"command for (\d+) updates",
+        line,
+    )
+    assert found and found.group(1) == "54" and found.group(3) == "13" and found.group(4) == "234", line
+    (first,) = tmp_path.glob("outputs/finetune/mine/*/metrics.json")
+    assert json.loads(first.read_text())["steps"] == 54
+
+    done = fresh_shell(f"{shlex.join(['gpt1', *argv])} {found.group(2)}", tmp_path)
+    assert done.returncode == 0 and "warning:" not in done.stderr, done.stderr[-3000:]
+    (second,) = set(tmp_path.glob("outputs/finetune/mine/*/metrics.json")) - {first}
+    assert json.loads(second.read_text())["steps"] == 234
