@@ -155,3 +155,26 @@ def test_wandb_offline_says_where_the_run_is_and_its_sync_command_runs_as_printe
     (log,) = (d / "wandb" / "wandb").glob("offline-run-*/run-*.wandb")
     assert proc.returncode == 1 and "Syncing 1 run(s)" in proc.stderr, proc.stderr
     assert f"{log.name}" in proc.stderr and "No API key configured" in proc.stderr, proc.stderr
+
+
+def test_lightnings_line_of_the_gpus_each_process_sees_is_silenced_too(capfd, monkeypatch):
+    """On a GPU Lightning says "LOCAL_RANK: 0 - CUDA_VISIBLE_DEVICES: [0]" at each Trainer's start, besides the lines
+    above; here on any machine (it counts the GPUs there are, none on a CPU)."""
+    import logging
+
+    from lightning.pytorch.accelerators import CUDAAccelerator
+
+    from gpt1.training.console import quiet_library_noise
+
+    monkeypatch.setenv("CUDA_DEVICE_ORDER", "PCI_BUS_ID")  # (which Lightning sets: put back after the test)
+    logger = logging.getLogger("lightning.pytorch.accelerators.cuda")
+    handler = logging.StreamHandler()  # (to stderr, as Hydra's job logging would print it)
+    logger.addHandler(handler)
+    try:
+        CUDAAccelerator.set_nvidia_flags(0)
+        assert "CUDA_VISIBLE_DEVICES: [" in capfd.readouterr().err  # Lightning says it
+        quiet_library_noise()
+        CUDAAccelerator.set_nvidia_flags(0)
+        assert capfd.readouterr().err == ""
+    finally:
+        logger.removeHandler(handler)

@@ -134,11 +134,12 @@ class StepProgress(ProgressBar):
 
 
 _NOISE_MESSAGES = {
-    # Lightning's advertisements
-    # (and the devices Lightning finds, at every Trainer's start: the run prints the device it runs on itself)
+    # Lightning's advertisements, and the devices it finds at every Trainer's start: the command's model line names
+    # the one the run is on ("on cpu", "on 8 cuda devices", ``device_words``)
     "lightning.pytorch.utilities.rank_zero": (
-        r"💡 Tip: |Loading `train_dataloader` to estimate number of stepping|(GPU|TPU|HPU|IPU) available: "
+        r"💡 Tip: |Loading `train_dataloader` to estimate number of stepping|(GPU|TPU) available: "
     ),
+    "lightning.pytorch.accelerators.cuda": r"LOCAL_RANK: \d+ - CUDA_VISIBLE_DEVICES: ",
     "lightning.fabric.utilities.rank_zero": r"💡 Tip: ",
     "lightning_utilities.core.rank_zero": r"💡 Tip: ",
     # trainer.save_checkpoint without weights_only: the default (a full checkpoint) is what we want
