@@ -180,6 +180,9 @@ def test_a_hugging_face_directory_given_as_a_checkpoint_converts_as_printed_and_
     (ckpt,) = shlex.split(found.group(2))
     code, out, err = gpt1(*generate, f"ckpt={ckpt}", f"hydra.run.dir={tmp_path / 'gen2'}")
     assert code == 0 and re.search(r"^she said", out, re.M), out + err[-3000:]
+    weights = tmp_path / "hf model" / "model.safetensors"  # its weights file: the same conversion, of its directory
+    code, _, err = gpt1(*generate, f"ckpt={weights}", f"hydra.run.dir={tmp_path / 'gen3'}")
+    assert code == 2 and f"{found.group(1)}, then give" in error_line(err), err
 
 
 def test_a_run_its_epochs_under_train_names_the_epochs_that_give_enough_updates(capsys):

@@ -187,6 +187,10 @@ def read_checkpoint(path: str | os.PathLike, map_location: str | torch.device = 
         ) from e
 
 
+HF_WEIGHTS = ("model.safetensors", "pytorch_model.bin")
+"""The weights file of a Hugging Face model directory (beside its config.json), as ``gpt1.checkpoints.hf`` reads it."""
+
+
 def hf_advice(src: Path) -> str:
     """What to do with the Hugging Face model directory ``src`` given where a gpt1 checkpoint goes: the conversion
     that writes one beside it, to give in its place."""
@@ -210,14 +214,14 @@ def load_checkpoint(
     format or model type, or inconsistent (tokenizer and model vocabularies differ, weights do not fit).
     """
     path = Path(path)
+    if path.name in HF_WEIGHTS and (path.parent / "config.json").is_file():
+        raise CheckpointError(
+            f"{path} is the weights file of the Hugging Face model directory {path.parent}, not a gpt1 checkpoint: "
+            f"{hf_advice(path.parent)}"
+        )
     raw = read_checkpoint(path, map_location, mmap=decoding)
     meta = raw.get("gpt1") if isinstance(raw, dict) else None
     if not isinstance(meta, dict):
-        if (path.parent / "config.json").is_file():  # the weights file of a Hugging Face model directory
-            raise CheckpointError(
-                f"{path} is a file of the Hugging Face model directory {path.parent}, not a gpt1 checkpoint: "
-                f"{hf_advice(path.parent)}"
-            )
         raise CheckpointError(
             f"{path} is not a gpt1 checkpoint (no 'gpt1' block); a Hugging Face openai-gpt model directory converts "
             "to one with gpt1 convert from-hf (its directory, then the checkpoint file to write)"
