@@ -178,3 +178,22 @@ def test_lightnings_line_of_the_gpus_each_process_sees_is_silenced_too(capfd, mo
         assert capfd.readouterr().err == ""
     finally:
         logger.removeHandler(handler)
+
+
+def test_a_resumed_run_is_not_warned_of_its_own_checkpoints(tmp_path):
+    """Resumed into its directory, a run finds its checkpoints there: Lightning's ModelCheckpoint warns that the
+    directory "exists and is not empty", gpt1's PeriodicCheckpoint (whose directory the run owns) does not."""
+    import warnings
+
+    import lightning as L
+    from lightning.pytorch.callbacks import ModelCheckpoint
+
+    from gpt1.training.callbacks.periodic_checkpoint import PeriodicCheckpoint
+
+    (tmp_path / "last.ckpt").write_bytes(b"a checkpoint of the run")
+    trainer = L.Trainer(logger=False, enable_progress_bar=False, enable_model_summary=False, default_root_dir=tmp_path)
+    for callback, warned in ((ModelCheckpoint(dirpath=tmp_path), True), (PeriodicCheckpoint(dirpath=tmp_path), False)):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            callback.setup(trainer, L.LightningModule(), "fit")
+        assert any("exists and is not empty" in str(w.message) for w in caught) == warned, callback

@@ -223,6 +223,14 @@ def test_the_meter_draws_a_bar_on_a_terminal_and_plain_lines_in_a_log(monkeypatc
     bar.close()
     assert "\r" in tty.getvalue() and "4/4" in tty.getvalue() and "2M tokens" in tty.getvalue()
 
+    tty = Terminal()  # a BPE's two reads of the documents: a bar per pass, each named and counted to the total
+    bpe = Meter("training the BPE", "characters", total=4, file=tty, passes=2)
+    for _ in range(2):
+        bpe.next_pass().update(4, 1000)
+    bpe.close()
+    assert "training the BPE, pass 1/2: 100%" in tty.getvalue() and "training the BPE, pass 2/2: 100%" in tty.getvalue()
+    assert "8/4" not in tty.getvalue() and "pass 3/2" not in tty.getvalue()
+
 
 def test_one_process_makes_a_cache_entry_while_the_others_wait(tmp_path, capsys):
     path, made, started = tmp_path / "entry.bin", [], threading.Event()
