@@ -530,8 +530,10 @@ def test_closest_valid_name():
 @pytest.mark.parametrize(
     "command, overrides, names",
     [
-        pytest.param("pretrain", ["model.n_layr=3"], ["model.n_layr", "did you mean model.n_layer?"], id="config-key"),
-        pytest.param("pretrain", ["modle=small"], ["modle", "did you mean model?"], id="config-group-key"),
+        pytest.param(
+            "pretrain", ["model.n_layr=3"], ["model.n_layr", "did you mean model.n_layer=3?"], id="config-key"
+        ),
+        pytest.param("pretrain", ["modle=small"], ["modle", "did you mean model=small?"], id="config-group-key"),
         pytest.param(
             "finetune",
             ["task=sentimnt", "init_from=x.ckpt"],

@@ -27,7 +27,7 @@ from gpt1.data.corpus import RELEASE_BYTES, MappedArrow, file_pieces, pieces, ro
 from gpt1.data.data_config import DataConfig
 from gpt1.data.pretrain_data import PretrainDataModule
 from gpt1.data.sources import ArrowRows
-from gpt1.text.tokenizer import Tokenizer, TokenizerConfig, train_bpe
+from gpt1.text.tokenizer import BPE_PASSES, Tokenizer, TokenizerConfig, train_bpe
 from tests.conftest import FEW, REPO, TINY_RUN
 
 ENV = {
@@ -223,6 +223,14 @@ def test_the_meter_draws_a_bar_on_a_terminal_and_plain_lines_in_a_log(monkeypatc
     bar.close()
     assert "\r" in tty.getvalue() and "4/4" in tty.getvalue() and "2M tokens" in tty.getvalue()
 
+    tty = Terminal()  # a BPE's two reads of the documents: a bar per pass, each named and counted to the total
+    bpe = Meter("training the BPE", "characters", total=4, file=tty, passes=2)
+    for _ in range(2):
+        bpe.next_pass().update(4, 1000)
+    bpe.close()
+    assert "training the BPE, pass 1/2: 100%" in tty.getvalue() and "training the BPE, pass 2/2: 100%" in tty.getvalue()
+    assert "8/4" not in tty.getvalue() and "pass 3/2" not in tty.getvalue()
+
 
 def test_one_process_makes_a_cache_entry_while_the_others_wait(tmp_path, capsys):
     path, made, started = tmp_path / "entry.bin", [], threading.Event()
@@ -276,6 +284,22 @@ def test_gpt1_prepare_packs_every_split_and_trains_nothing(make_cfg, tmp_path, c
     caplog.clear()
     assert prepare(cfg) | {"wall_time_s": 0} == metrics | {"wall_time_s": 0}  # the second time: all from the cache
     assert not any("trained a" in r.message or "packed" in r.message for r in caplog.records)
+
+
+def test_the_bpes_progress_counts_each_of_its_passes_to_the_corpus_documents(make_cfg, tmp_path, capsys):
+    """The BPE reads its corpus twice (``BPE_PASSES``): each pass is named and counts to the documents there are, not
+    on past them ("training the BPE: 18/9 documents" before)."""
+    from gpt1.commands.prepare import prepare
+
+    books = "${paths.sample_data}/books/train"
+    files = f"data.train_files=[{books}/northanger_abbey.txt,{books}/emma.txt]"
+    prepare(make_cfg("prepare", [*TINY_RUN, files, f"paths.cache_dir={tmp_path / 'cache'}"]))
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("training the BPE")]
+    assert [line.split(" documents")[0] for line in lines] == [
+        "training the BPE, pass 1/2: 2/2",
+        "training the BPE, pass 2/2: 2/2",
+    ]
+    assert BPE_PASSES == 2
 
 
 def free_port() -> int:

@@ -1,5 +1,6 @@
 """``gpt1 report`` on synthetic sweep directories (fake overrides.yaml and metrics.json): groups, medians and
-spreads over seeds, failed jobs, the paper's numbers, the plots, and one-line errors. Fast: no training."""
+spreads over seeds, a seeds-only sweep, failed jobs, jobs of several attempts, the paper's numbers, the plots, the
+peak-memory line, and one-line errors. Fast: no training."""
 
 import csv
 import json
@@ -9,7 +10,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gpt1.tools.report import PAPER, find_jobs, group, main, report
+from gpt1.tools.report import main, report
+from gpt1.tools.report_jobs import find_jobs
+from gpt1.tools.report_rows import PAPER, group
 
 FACTS = Path(__file__).resolve().parents[2] / "shared" / "reference" / "gpt1-facts.md"
 
@@ -151,9 +154,54 @@ def test_a_single_run_directory_is_a_report_of_one_row(tmp_path, capsys):
     )
     result = main([str(run)])
     assert result["swept"] == [] and len(result["rows"]) == 1
-    assert [p.name for p in result["plots"]] == ["ablation-val_ppl.png"]
+    assert result["plots"] == []  # a plot of one run would compare it with nothing
     assert "| 1 | 0 | 227.6 | 5.4 |" in (run / "report.md").read_text()
-    assert "1 jobs (0 failed), 1 rows; swept: nothing" in capsys.readouterr().out
+    assert "1 jobs (0 failed), 1 row; swept: nothing: one setting" in capsys.readouterr().out
+
+
+def test_a_seeds_only_sweep_is_one_setting_over_its_seeds(tmp_path, capsys):
+    """gpt1 finetune -m seed=1,2,3: no parameter but the seed differs. Named as such (it read "swept: nothing, 1
+    rows", its plot named ablation-...), its table the one setting's median and spread over the seeds, its plot the
+    seeds of that setting; and, as every command's, the last line is the peak memory."""
+    for seed, score in ((1, 0.70), (2, 0.80), (3, 0.74)):
+        job(tmp_path / "seeds" / str(seed), ["task=sst2", f"seed={seed}"], {"task": "sst2", "val/accuracy": score})
+    result = main([str(tmp_path / "seeds")])
+    out, err = capsys.readouterr()
+    assert out.splitlines()[0] == "3 jobs (0 failed), 1 row; swept: the seed only (seeds 1, 2, 3): one setting"
+    assert err.splitlines()[-1].startswith("peak memory: host ") and len(err.splitlines()) == 1
+    assert [p.name for p in result["plots"]] == ["seeds-val_accuracy.png"] and result["sweep"].startswith("the seed")
+    text = (tmp_path / "seeds" / "report.md").read_text()
+    assert "Swept: the seed only (seeds 1, 2, 3): one setting." in text
+    assert (
+        "| n | failed | val/accuracy | val/accuracy (paper) |" in text and "| 3 | 0 | 0.74 [0.7, 0.8] | 0.913 |" in text
+    )
+    (ax,) = figures([tmp_path / "seeds"]).values()
+    assert ax.get_title().startswith("val/accuracy of one setting over 3 seeds: every run (point), median (line)")
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["the one setting"]
+
+
+def test_a_job_of_several_attempts_says_so_with_each_attempts_outcome(aux_sweep, capsys):
+    """A job stopped by SIGTERM and resumed has two attempts in its provenance.json: the table counts each job's
+    attempts (a row's in seed order), a list gives each attempt's outcome, as does the console."""
+    stopped = {"outcome": "stopped", "exit_status": 143}
+    (aux_sweep / "1" / "provenance.json").write_text(json.dumps({"attempts": [stopped, {"outcome": "finished"}]}))
+    for n in (0, 2, 3, 4, 5):  # one attempt each (the failed job's killed outright: no outcome)
+        attempt = {"outcome": "finished"} if n != 5 else {}
+        (aux_sweep / str(n) / "provenance.json").write_text(json.dumps({"attempts": [attempt]}))
+    result = main([str(aux_sweep)])
+    said = f"{aux_sweep / '1'}: 2 attempts: stopped (exit status 143), then finished"
+    assert said in capsys.readouterr().out.splitlines()
+    assert result["attempts"] == {str(aux_sweep / "1"): ["stopped (exit status 143)", "finished"]}
+    text = (aux_sweep / "report.md").read_text()
+    assert "| aux_lm_weight | n | failed | attempts | val/accuracy |" in text
+    assert "| 0 | 3 | 0 | 1, 2, 1 | 0.74 [0.7, 0.8] |" in text and "| 0.5 | 2 | 1 | 1, 1, 1 |" in text
+    assert f"## Jobs of several attempts (their provenance.json)\n\n- `{said.replace(': 2', '`: 2', 1)}" in text
+    assert [row["attempts"] for row in read_csv(aux_sweep / "report.csv")] == ["1, 2, 1", "1, 1, 1"]
+    (aux_sweep / "1" / "provenance.json").unlink()  # one attempt each again: no column, no list
+    report([aux_sweep])
+    text = (aux_sweep / "report.md").read_text()
+    assert "| attempts |" not in text and "several attempts" not in text
+    assert "attempts" not in read_csv(aux_sweep / "report.csv")[0]
 
 
 @pytest.mark.parametrize("case", ["missing", "empty", "bad_json"])
@@ -203,7 +251,7 @@ def figures(dirs: list[Path]) -> dict[str, object]:
     matplotlib.use("Agg")
     from matplotlib import pyplot as plt
 
-    from gpt1.tools.report import figure, find_jobs, group
+    from gpt1.tools.report_plots import figure
 
     swept, _, rows = group(find_jobs(dirs))
     axes = {}

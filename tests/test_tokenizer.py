@@ -11,6 +11,7 @@ import tokenizers
 
 from gpt1.core.errors import ConfigError, UserError
 from gpt1.text.tokenizer import (
+    BPE_PASSES,
     SPECIAL_TOKENS,
     Tokenizer,
     TokenizerConfig,
@@ -206,6 +207,14 @@ def test_training_is_deterministic(sample_data):
 def test_training_reads_its_texts_twice_so_an_iterator_is_refused():
     with pytest.raises(TypeError, match="not an iterator"):
         train_bpe(iter(["a few words"]), vocab_size=60)
+    reads = []
+
+    def texts():  # what build_tokenizer is given: called at the start of each read (a progress meter's pass)
+        reads.append(1)
+        return ["a few words"]
+
+    build_tokenizer(TokenizerConfig(vocab_size=60), texts)
+    assert len(reads) == BPE_PASSES == 2
 
 
 def test_special_token_names_are_the_original_ones():

@@ -5,6 +5,8 @@ network) ends the command in one ``error:`` line saying what to set, exit status
 from __future__ import annotations
 
 import os
+import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +19,7 @@ from gpt1.core.errors import ConfigError, UserError
 from gpt1.training.loggers import start_wandb, wandb_settings
 from gpt1.training.schema import WandbConfig, WandbMode
 from tests.conftest import FEW_FINETUNE
+from tests.test_advice import fresh_shell
 from tests.test_wandb import wandb_records
 
 VARIABLES = ("WANDB_MODE", "WANDB_PROJECT", "WANDB_ENTITY", "WANDB_DIR")
@@ -54,17 +57,20 @@ def test_a_wandb_that_cannot_start_is_one_line_saying_what_to_set(tmp_path, monk
         raise error
 
     monkeypatch.setattr(WandbLogger, "experiment", property(refuse))
-    with pytest.raises(UserError, match=r"W&B could not start the run \(.+\): log in .*WANDB_MODE=offline") as e:
+    with pytest.raises(UserError, match=r"W&B could not start the run \(.+\): log in .*logger.wandb.mode=offline") as e:
         start_wandb([WandbLogger(save_dir=str(tmp_path), mode="online")])
     assert "\n" not in str(e.value) and str(error) in str(e.value)
 
 
-def finetune(tmp_path: Path, env: dict[str, str], tiny_ckpt: Path, cache_dir: Path) -> subprocess.CompletedProcess:
+def finetune_args(tmp_path: Path, tiny_ckpt: Path, cache_dir: Path) -> list[str]:
     """``gpt1 finetune task=sentiment ... logger=wandb`` with no logger.wandb.* set, in tmp_path/run."""
     overrides = [*FEW_FINETUNE, "logger=wandb", f"init_from={tiny_ckpt}", f"paths.cache_dir={cache_dir}"]
-    overrides.append(f"hydra.run.dir={tmp_path}/run")
+    return ["finetune", "task=sentiment", *overrides, f"hydra.run.dir={tmp_path}/run"]
+
+
+def finetune(tmp_path: Path, env: dict[str, str], tiny_ckpt: Path, cache_dir: Path) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "gpt1.app.cli", "finetune", "task=sentiment", *overrides],
+        [sys.executable, "-m", "gpt1.app.cli", *finetune_args(tmp_path, tiny_ckpt, cache_dir)],
         cwd=tmp_path,
         env={k: v for k, v in env.items() if k != "HYDRA_FULL_ERROR"},
         capture_output=True,
@@ -83,9 +89,14 @@ def test_wandb_mode_offline_alone_logs_offline_where_wandb_dir_says(tmp_path, ti
     assert run.project == "from-env" and (tmp_path / "run" / "metrics.json").is_file()
 
 
-def test_no_api_key_ends_in_one_error_line_and_touches_nothing(tmp_path, tiny_ckpt, cache_dir):
-    """W&B online (the default) with no key: one line naming what to set, exit 2; the run directory's files (a
-    checkpoint of an earlier attempt here) are as they were."""
+def test_no_api_key_ends_in_one_error_line_and_touches_nothing_and_each_way_it_names_runs(
+    tmp_path, tiny_ckpt, cache_dir
+):
+    """W&B online (the default) with no key: one line naming what to add to the command, exit 2; the run
+    directory's files (a checkpoint of an earlier attempt here) are as they were. Each addition it names, added to
+    the command as printed in a fresh shell, runs: offline (its W&B run kept, for the wandb sync it prints) and with
+    local files only. Logging in (wandb login, WANDB_API_KEY) reaches W&B's servers: not run here, tests never
+    reach the network."""
     home = tmp_path / "home"  # no ~/.netrc, no W&B settings
     env = {k: v for k, v in os.environ.items() if k not in ("WANDB_API_KEY", "WANDB_MODE")}
     env.update(HOME=str(home), WANDB_CONFIG_DIR=str(home / ".config/wandb"), WANDB_DISABLE_GIT="true")
@@ -96,5 +107,15 @@ def test_no_api_key_ends_in_one_error_line_and_touches_nothing(tmp_path, tiny_ck
     assert done.returncode == 2, done.stderr[-3000:]
     last = done.stderr.strip().splitlines()[-1]
     assert last.startswith("error: W&B could not start the run (No API key configured"), last
-    assert "WANDB_MODE=offline" in last and "Traceback" not in done.stderr
+    assert "Traceback" not in done.stderr
     assert earlier.read_bytes() == tiny_ckpt.read_bytes() and not (tmp_path / "run" / "metrics.json").exists()
+
+    found = re.search(r"add (\S+) to the command \(.*\), or (\S+) \(local files only\)$", last)
+    assert found and found.groups() == ("logger.wandb.mode=offline", "logger=default"), last
+    for n, addition in enumerate(found.groups()):
+        command = shlex.join(["gpt1", *finetune_args(tmp_path / str(n), tiny_ckpt, cache_dir)]) + f" {addition}"
+        added = fresh_shell(command, tmp_path)
+        assert added.returncode == 0, added.stderr[-3000:]
+        assert (tmp_path / str(n) / "run" / "metrics.json").is_file()
+        offline = list((tmp_path / str(n) / "run" / "wandb").glob("offline-run-*/run-*.wandb"))
+        assert len(offline) == (addition == "logger.wandb.mode=offline"), addition

@@ -1,5 +1,6 @@
-"""Range checks: a config value outside its schema field's ``ranged`` bounds (``gpt1.core.errors.ranged``) refused in
-one line that names the key, before any work."""
+"""Range checks: a config value outside its schema field's ``ranged`` bounds (``gpt1.core.errors.ranged``), or a key
+that is none of its schema's fields (which only a + or ++ override adds), refused in one line that names the key,
+before any work."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import operator
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
+from gpt1.app.suggest import key_hint
 from gpt1.core.compat import config_node
 from gpt1.core.errors import ConfigError
 
@@ -22,6 +24,11 @@ def check_ranges(cfg: DictConfig, prefix: str = "") -> None:
     schema = OmegaConf.get_type(cfg)
     fields = {f.name: f.metadata for f in dataclasses.fields(schema)} if dataclasses.is_dataclass(schema) else {}
     for key in cfg:
+        if fields and key not in fields:  # added by a + or ++ override, which Hydra lets past the schema
+            raise ConfigError(
+                f"{prefix}{key}: not a key of {schema.__name__}, so a + or ++ cannot add it (the config is typed)"
+                f"{key_hint(str(key), fields, prefix)} (`--cfg job` prints every key)"
+            )
         node = config_node(cfg, key)
         if isinstance(node, DictConfig):
             check_ranges(node, f"{prefix}{key}.")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import re
+import shlex
 import sys
 from collections.abc import Iterable
 from pathlib import Path
@@ -40,6 +41,37 @@ def closest(name: str, options: Iterable[str]) -> Optional[str]:
 def _did_you_mean(name: str, options: Iterable[str], prefix: str = "") -> str:
     best = closest(name, options)
     return f"; did you mean {prefix}{best}?" if best else ""
+
+
+def typed(key: str) -> Optional[tuple[str, str]]:
+    """How the command line overrides ``key``: its mark (``+``, ``++``, ``~`` or none) and its value as the shell
+    passed it, or None where it does not."""
+    for arg in sys.argv[1:]:
+        name, eq, value = arg.partition("=")
+        if eq and name.lstrip("+~") == key:
+            return name[: len(name) - len(name.lstrip("+~"))], value
+    return None
+
+
+def retyped(key: str, new_key: str, mark: Optional[str] = None) -> Optional[str]:
+    """The command line's override of ``key`` with ``new_key`` in its place (and ``mark``: ``++``, ...; None: its
+    own), quoted for the shell, so that typed in its place it gives Hydra the same value; None where the command line
+    does not override ``key``."""
+    found = typed(key)
+    if found is None:
+        return None
+    own, value = found
+    return shlex.quote(f"{own if mark is None else mark}{new_key}={value}")
+
+
+def key_hint(key: str, options: Iterable[str], parent: str = "") -> str:
+    """The closest of ``options`` to the misspelt ``key`` (under ``parent``, e.g. "model."), with the value the
+    command line gave it, ready to type in its place (a key of a schema, set without a + or ++): "; did you mean
+    model.n_layer=3?"; "" where none is close."""
+    best = closest(key, options)
+    if best is None:
+        return ""
+    return f"; did you mean {retyped(parent + key, parent + best, '') or parent + best}?"
 
 
 def command_name() -> str:
@@ -156,19 +188,30 @@ def config_hint(e: BaseException) -> Optional[str]:
         return f"{key} is required: give {key}=... on the command line (`--cfg job` prints every key)"
 
     if isinstance(omega, (ConfigKeyError, ConfigAttributeError)) and omega.key is not None and "not in" in str(omega):
-        key, fields = str(omega.key), _fields(omega.object_type)  # a misspelt key
-        full_key = str(omega.full_key or key)
-        parent = full_key[: -len(key)] if full_key.endswith(key) else ""
-        schema = getattr(omega.object_type, "__name__", "the config")
-        composing = re.match(r"In '([\w/]+)': \w+ raised while composing config", text)
-        if composing and "/" in composing.group(1):  # a field of a group's YAML file (a task of the user's)
-            config_path = composing.group(1)
-            path = _yaml_of(config_path, key)
-            where = f"{path}" if path else f"{config_path}.yaml"
-            return (
-                f"{where}: unknown field {key!r} ({schema}){_did_you_mean(key, fields)} (its fields: "
-                f"{', '.join(fields)})"
-            )
-        first = str(omega).splitlines()[0]  # Key 'n_layr' not in 'GPTConfig'
-        return f"{full_key}: {first}{_did_you_mean(key, fields, parent)} (`--cfg job` prints every key)"
+        return _unknown_key(omega, text)
     return None
+
+
+def _unknown_key(omega: OmegaConfBaseException, text: str) -> str:
+    """The line for a key that is not in the config: a misspelt field of a group's YAML file, a key of one's own in a
+    mapping without ++, or a misspelt key (the closest one, with its value)."""
+    key, fields = str(omega.key), _fields(omega.object_type)
+    full_key = str(omega.full_key or key)
+    parent = full_key[: -len(key)] if full_key.endswith(key) else ""
+    schema = getattr(omega.object_type, "__name__", "the config")
+    composing = re.match(r"In '([\w/]+)': \w+ raised while composing config", text)
+    if composing and "/" in composing.group(1):  # a field of a group's YAML file (a task of the user's)
+        config_path = composing.group(1)
+        path = _yaml_of(config_path, key)
+        where = f"{path}" if path else f"{config_path}.yaml"
+        return (
+            f"{where}: unknown field {key!r} ({schema}){_did_you_mean(key, fields)} (its fields: {', '.join(fields)})"
+        )
+    if omega.object_type is dict and typed(full_key) is not None:  # a mapping of the user's own keys
+        return (
+            f"{full_key}: not in the config; {parent.rstrip('.')} takes keys of your own, added with ++ (or +, "
+            f"which refuses a key that is there): type {retyped(full_key, full_key, '++')} in place of "
+            f"{retyped(full_key, full_key)}"
+        )
+    first = str(omega).splitlines()[0]  # Key 'n_layr' not in 'GPTConfig'
+    return f"{full_key}: {first}{key_hint(key, fields, parent)} (`--cfg job` prints every key)"

@@ -19,6 +19,7 @@ import enum
 import os
 import pickle
 import re
+import shlex
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -146,6 +147,10 @@ def read_checkpoint(path: str | os.PathLike, map_location: str | torch.device = 
     the line). mmap: map the tensors instead of reading them (cheap, for a look at the metadata, or for tensors to be
     copied into another layout)."""
     path = Path(path)
+    if (path / "config.json").is_file():  # e.g. OpenAI's weights as Hugging Face keeps them
+        raise CheckpointError(
+            f"checkpoint {path} is a Hugging Face model directory, not a gpt1 checkpoint: {hf_advice(path)}"
+        )
     if path.is_dir():  # e.g. a run directory: name the checkpoints in it
         found = [*sorted(path.glob("checkpoints/*.ckpt")), *sorted(path.glob("*.ckpt"))]
         best = next((p for p in found if p.name == "last.ckpt"), found[-1] if found else None)
@@ -182,6 +187,17 @@ def read_checkpoint(path: str | os.PathLike, map_location: str | torch.device = 
         ) from e
 
 
+HF_WEIGHTS = ("model.safetensors", "pytorch_model.bin")
+"""The weights file of a Hugging Face model directory (beside its config.json), as ``gpt1.checkpoints.hf`` reads it."""
+
+
+def hf_advice(src: Path) -> str:
+    """What to do with the Hugging Face model directory ``src`` given where a gpt1 checkpoint goes: the conversion
+    that writes one beside it, to give in its place."""
+    dst = shlex.quote(str(src.parent / f"{src.resolve().name}.ckpt"))
+    return f"convert it first, gpt1 convert from-hf {shlex.quote(str(src))} {dst}, then give {dst} in its place"
+
+
 REFUSED = re.compile(r"GLOBAL ([\w.]+)")
 """The type that torch's weights-only unpickler refused, in its message ("Unsupported global: GLOBAL os.system ...",
 "unsupported GLOBAL posix.system whose module posix is blocked")."""
@@ -198,12 +214,17 @@ def load_checkpoint(
     format or model type, or inconsistent (tokenizer and model vocabularies differ, weights do not fit).
     """
     path = Path(path)
+    if path.name in HF_WEIGHTS and (path.parent / "config.json").is_file():
+        raise CheckpointError(
+            f"{path} is the weights file of the Hugging Face model directory {path.parent}, not a gpt1 checkpoint: "
+            f"{hf_advice(path.parent)}"
+        )
     raw = read_checkpoint(path, map_location, mmap=decoding)
     meta = raw.get("gpt1") if isinstance(raw, dict) else None
     if not isinstance(meta, dict):
         raise CheckpointError(
-            f"{path} is not a gpt1 checkpoint (no 'gpt1' block); "
-            "for a Hugging Face openai-gpt directory run `gpt1 convert from-hf SRC DST` first"
+            f"{path} is not a gpt1 checkpoint (no 'gpt1' block); a Hugging Face openai-gpt model directory converts "
+            "to one with gpt1 convert from-hf (its directory, then the checkpoint file to write)"
         )
     if meta.get("format") not in READABLE_FORMATS:
         raise CheckpointError(

@@ -36,6 +36,7 @@ from gpt1.model.registry import model_type
 from gpt1.tasks.spec import TASK_SPECIAL_TOKENS
 from gpt1.tasks.task_data import TaskDataModule
 from gpt1.text.tokenizer import Tokenizer
+from gpt1.training.console import device_words
 from gpt1.training.loggers import wandb_job
 from gpt1.training.results import (
     baseline_metrics,
@@ -146,7 +147,8 @@ def finetune(cfg: DictConfig) -> dict[str, Any]:
     ) as run:
         print(
             f"model: {model_type(model)}, {model.num_params():,} parameters; task {task.name} ({task.type}), "
-            f"{run.trainer.accumulate_grad_batches} x {data.device_batch_size} examples per update per device"
+            f"{run.trainer.accumulate_grad_batches} x {data.device_batch_size} examples per update per device; "
+            f"{device_words(run.trainer)}"
         )
         selection = run.fit(resume)
         # a finished run resumed is evaluated no more: run.finish gives it its metrics.json's figures

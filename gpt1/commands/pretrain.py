@@ -22,6 +22,7 @@ from gpt1.checkpoints.format import Loaded, load_checkpoint
 from gpt1.core.errors import ConfigError
 from gpt1.data.pretrain_data import PretrainDataModule, unigram_perplexity
 from gpt1.model.registry import build_model, config_type
+from gpt1.training.console import device_words
 from gpt1.training.loggers import wandb_job
 from gpt1.training.module import GPT1Module
 from gpt1.training.resume import resolve_resume
@@ -88,7 +89,10 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     if callbacks.samples.prompt is None:  # a corpus of one's own: samples start from its own words
         callbacks.samples.prompt = corpus_prompt(data)
     with TrainingRun(cfg, module, data, run_name=f"{cfg.run_name}-{output_dir.name}", callbacks=callbacks) as run:
-        print(f"model: {model.num_params():,} parameters, vocab {vocab_size}, context {model.config.n_ctx}")
+        print(
+            f"model: {model.num_params():,} parameters, vocab {vocab_size}, context {model.config.n_ctx}; "
+            f"{device_words(run.trainer)}"
+        )
         valid = run.fit(resume)  # the whole (capped) validation set
 
         train = run.train_metrics

@@ -105,20 +105,6 @@ def attached_trainer(module: Any) -> Any:
     return module._trainer
 
 
-def rich_available() -> bool:
-    """Whether Lightning found rich, and so prints rich tables (private ``_RICH_AVAILABLE``)."""
-    from lightning.pytorch.callbacks.progress.rich_progress import _RICH_AVAILABLE
-
-    return bool(_RICH_AVAILABLE)
-
-
-def summary_table(*args: Any) -> str:
-    """Lightning's plain model summary table (private ``model_summary._format_summary_table``, same arguments)."""
-    from lightning.pytorch.utilities.model_summary.model_summary import _format_summary_table
-
-    return _format_summary_table(*args)
-
-
 def set_data_parallel_size(strategy: Any, size: int) -> None:
     """Make a ``ModelParallelStrategy``'s device mesh ``size`` processes data-parallel, set in its
     ``setup_environment`` before the mesh is built (private ``_data_parallel_size``; the public argument cannot
@@ -144,6 +130,13 @@ def logger_experiment(logger: Any, make: Callable[[], Any]) -> Any:
     if logger._experiment is None:
         logger._experiment = make()
     return logger._experiment
+
+
+def without_wandb_anonymous(logger: Any) -> Any:
+    """Lightning's ``WandbLogger`` with no ``anonymous`` argument for ``wandb.init`` (it passes one, None when not
+    asked, which W&B warns at every run "has no effect"): private ``WandbLogger._wandb_init``."""
+    logger._wandb_init.pop("anonymous", None)
+    return logger
 
 
 def epoch_batch_progress(trainer: object) -> object:

@@ -103,20 +103,52 @@ def _si(x: float) -> str:
 class Meter:
     """Documents done (of ``total``) and an amount (``unit``: tokens, characters) with its rate, for work that takes
     minutes: a tqdm bar when ``file`` (stderr) is a terminal, else a plain line every ``interval`` seconds and a last
-    one at ``close``, so that a log shows it move too."""
+    one at ``close``, so that a log shows it move too. Work that reads the documents ``passes`` times (a BPE's
+    training: twice) calls ``next_pass`` before each: every pass counts from 0 to ``total`` and is named in the line
+    ("training the BPE, pass 1/2: 9/9 documents, ..."), each ending in a line of its own."""
 
     def __init__(
-        self, desc: str, unit: str, total: Optional[int] = None, interval: float = 15.0, file: Optional[IO[str]] = None
+        self,
+        desc: str,
+        unit: str,
+        total: Optional[int] = None,
+        interval: float = 15.0,
+        file: Optional[IO[str]] = None,
+        passes: int = 1,
     ) -> None:
-        self.desc, self.unit, self.total, self.interval = desc, unit, total, interval
+        self.desc, self.unit, self.total, self.interval, self.passes = desc, unit, total, interval, passes
         self.file = file or sys.stderr
+        self.bar = None
+        self.pass_no = 0  # the pass under way (0: none begun by next_pass; a one-pass meter counts from the start)
+        self._start()
+
+    def _start(self) -> None:
         self.docs, self.amount = 0, 0
         self.start = self.shown = time.perf_counter()
-        self.bar = None
         if self.file.isatty():
             self.bar = tqdm(
-                desc=desc, unit=" documents", total=total, file=self.file, dynamic_ncols=True, mininterval=0.5
+                desc=self.label,
+                unit=" documents",
+                total=self.total,
+                file=self.file,
+                dynamic_ncols=True,
+                mininterval=0.5,
             )
+
+    @property
+    def label(self) -> str:
+        """``desc``, and the pass under way where there are several: "training the BPE, pass 2/2"."""
+        return f"{self.desc}, pass {self.pass_no}/{self.passes}" if self.passes > 1 else self.desc
+
+    def next_pass(self) -> Meter:
+        """Begin the next pass over the documents (the previous one ends in its last line); returns the meter."""
+        if self.pass_no:
+            self.close()
+            self._start()
+        self.pass_no += 1
+        if self.bar is not None:
+            self.bar.set_description(self.label, refresh=False)
+        return self
 
     def status(self) -> str:
         """E.g. "12/40 documents, 2.51M tokens, 251k tokens/s"."""
@@ -136,12 +168,12 @@ class Meter:
             self.bar.update(docs)
         elif now - self.shown >= self.interval:
             self.shown = now
-            print(f"{self.desc}: {self.status()}", file=self.file, flush=True)
+            print(f"{self.label}: {self.status()}", file=self.file, flush=True)
 
     def close(self) -> None:
         if self.bar is not None:
             self.bar.close()
         else:
             print(
-                f"{self.desc}: {self.status()} in {time.perf_counter() - self.start:.0f} s", file=self.file, flush=True
+                f"{self.label}: {self.status()} in {time.perf_counter() - self.start:.0f} s", file=self.file, flush=True
             )

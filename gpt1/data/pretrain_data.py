@@ -36,7 +36,7 @@ from gpt1.data.corpus import PIECE_CHARS, CorpusSource, pack, token_dtype
 from gpt1.data.data_config import DataConfig
 from gpt1.data.loader import EpochSampler
 from gpt1.data.windows import TokenStream, WindowDataset
-from gpt1.text.tokenizer import Tokenizer, TokenizerConfig, build_tokenizer
+from gpt1.text.tokenizer import BPE_PASSES, Tokenizer, TokenizerConfig, build_tokenizer
 
 log = logging.getLogger(__name__)
 
@@ -177,8 +177,8 @@ class PretrainDataModule(DataModule):
 
     def _train_tokenizer(self, cfg: TokenizerConfig, path: Path) -> None:
         start = time.perf_counter()
-        meter = Meter("training the BPE", "characters", total=self._train_src.num_documents)
-        tokenizer = build_tokenizer(cfg, lambda: self._train_src.texts(meter))
+        meter = Meter("training the BPE", "characters", total=self._train_src.num_documents, passes=BPE_PASSES)
+        tokenizer = build_tokenizer(cfg, lambda: self._train_src.texts(meter.next_pass()))
         meter.close()
         with atomic_file(path) as f:
             f.write(tokenizer.to_str().encode())

@@ -19,7 +19,7 @@ the original appended them after its 40,478 entries, and ``encode`` never produc
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -201,16 +201,20 @@ def gpt1_pipeline(bpe: tokenizers.Tokenizer) -> tokenizers.Tokenizer:
     return bpe
 
 
+BPE_PASSES = 2
+"""The times ``train_bpe`` reads its texts (a progress meter counts each pass on its own)."""
+
+
 def train_bpe(texts: Iterable[str], vocab_size: int, min_frequency: int = 2) -> Tokenizer:
     """Train a "gpt1"-pipeline BPE of ``vocab_size`` base entries on ``texts``, with the eod token appended. The texts
-    are read twice (a list, or any iterable that iterates again; not an iterator).
+    are read ``BPE_PASSES`` times (a list, or any iterable that iterates again; not an iterator).
 
     The same texts give the same tokenizer in every process. tokenizers' trainer numbers the end-of-word units it
     meets ("s</w>") in hash order, and between merges of equal count it picks by those numbers
     (huggingface/tokenizers#1794), so a rerun could pick another merge. A first pass collects the units; the second
     trains with them numbered in sorted order after the alphabet (as the trainer's special tokens, in the order it
     numbers the rest), which fixes every tie."""
-    if iter(texts) is texts:
+    if isinstance(texts, Iterator):  # (asked, not tried: iter() of a _Reread begins a read)
         raise TypeError("train_bpe reads its texts twice: pass a list or a re-iterable, not an iterator")
     base = _bpe(texts, 0, min_frequency, []).get_vocab().keys() - {UNK_TOKEN}
     units = {t for t in base if t.endswith(END_OF_WORD)}
@@ -299,7 +303,8 @@ def _read_json(path: Path) -> Tokenizer:
 
 
 def build_tokenizer(cfg: TokenizerConfig, texts: Callable[[], Iterable[str]] | None = None) -> Tokenizer:
-    """The tokenizer ``cfg`` asks for, with the eod token: loaded from ``cfg.path``, or trained on ``texts()``."""
+    """The tokenizer ``cfg`` asks for, with the eod token: loaded from ``cfg.path``, or trained on ``texts()``, which is
+    called once per pass over the texts (``BPE_PASSES``)."""
     if cfg.path is not None:
         tokenizer = load_tokenizer(cfg.path)
         tokenizer.add_special_tokens(["eod"])

@@ -1,5 +1,5 @@
-"""What a run prints is what a user needs: Lightning's model summary without what says nothing, a progress bar that
-counts to the run's budget (``StepProgress``), lines above it (``print_above_bar``) or from rank 0 alone (``say``),
+"""What a run prints is what a user needs, the same whatever else is installed: a progress bar that counts to the
+run's budget (``StepProgress``), lines above it (``print_above_bar``) or from rank 0 alone (``say``),
 and ``quiet_library_noise``, the one place that silences library output that says nothing to a user."""
 
 from __future__ import annotations
@@ -14,73 +14,10 @@ from datetime import timedelta
 from typing import Any, Optional
 
 import lightning as L
-from lightning.pytorch.callbacks import ModelSummary, ProgressBar, RichModelSummary
-from lightning.pytorch.utilities.model_summary import get_human_readable_count
+from lightning.pytorch.callbacks import ProgressBar
 from tqdm import tqdm
 
-from gpt1.core.compat import rich_available, summary_table
 from gpt1.core.progress import bar, write
-
-
-class SummaryWithoutZeroFlops(ModelSummary):
-    """Lightning's model summary (rich when rich is installed), without the FLOPs column and total when they are 0
-    (they are unless the module has an ``example_input_array``; ours have none)."""
-
-    @staticmethod
-    def summarize(
-        summary_data: list[tuple[str, list[str]]],
-        total_parameters: int,
-        trainable_parameters: int,
-        model_size: float,
-        total_training_modes: dict[str, int],
-        total_flops: int,
-        **summarize_kwargs: Any,
-    ) -> None:
-        if total_flops:
-            (RichModelSummary if rich_available() else ModelSummary).summarize(
-                summary_data,
-                total_parameters,
-                trainable_parameters,
-                model_size,
-                total_training_modes,
-                total_flops,
-                **summarize_kwargs,
-            )
-            return
-        columns = [(name, values) for name, values in summary_data if name != "FLOPs"]
-        if not rich_available():  # Lightning's plain table, less its last line (Total Flops)
-            table = summary_table(
-                total_parameters, trainable_parameters, model_size, total_training_modes, total_flops, *columns
-            )
-            logging.getLogger("lightning.pytorch.callbacks.model_summary").info("\n" + table.rsplit("\n", 1)[0])
-            return
-        from rich import get_console
-        from rich.table import Table
-
-        table = Table(header_style=summarize_kwargs.get("header_style", "bold magenta"))
-        for name, _ in columns:
-            table.add_column(
-                name,
-                style="dim" if name == " " else None,
-                justify="right" if name.startswith("Params") else "left",
-                no_wrap=name == "Name",
-            )
-        for row in zip(*(values for _, values in columns)):
-            table.add_row(*row)
-        grid = Table.grid(expand=True)
-        grid.add_column()
-        for label, value in [
-            ("Trainable params", get_human_readable_count(int(trainable_parameters))),
-            ("Non-trainable params", get_human_readable_count(int(total_parameters - trainable_parameters))),
-            ("Total params", get_human_readable_count(int(total_parameters))),
-            ("Total estimated model params size (MB)", f"{model_size:,.3f}"),
-            ("Modules in train mode", total_training_modes["train"]),
-            ("Modules in eval mode", total_training_modes["eval"]),
-        ]:
-            grid.add_row(f"[bold]{label}[/]: {value}")
-        console = get_console()
-        console.print(table)
-        console.print(grid)
 
 
 class StepProgress(ProgressBar):
@@ -197,8 +134,12 @@ class StepProgress(ProgressBar):
 
 
 _NOISE_MESSAGES = {
-    # Lightning's advertisements
-    "lightning.pytorch.utilities.rank_zero": r"💡 Tip: |Loading `train_dataloader` to estimate number of stepping",
+    # Lightning's advertisements, and the devices it finds at every Trainer's start: the command's model line names
+    # the one the run is on ("on cpu", "on 8 cuda devices", ``device_words``)
+    "lightning.pytorch.utilities.rank_zero": (
+        r"💡 Tip: |Loading `train_dataloader` to estimate number of stepping|(GPU|TPU) available: "
+    ),
+    "lightning.pytorch.accelerators.cuda": r"LOCAL_RANK: \d+ - CUDA_VISIBLE_DEVICES: ",
     "lightning.fabric.utilities.rank_zero": r"💡 Tip: ",
     "lightning_utilities.core.rank_zero": r"💡 Tip: ",
     # trainer.save_checkpoint without weights_only: the default (a full checkpoint) is what we want
@@ -226,6 +167,9 @@ _NOISE_WARNINGS = [
     # training loaders continue the epoch's draws from Lightning's restored counters (PretrainDataModule's windows,
     # the fine-tuning EpochSampler), so the run resumes exactly
     (r"You're resuming from a checkpoint that ended before the epoch ended", UserWarning),
+    # a run on the CPU of a machine with a GPU (trainer=cpu, as asked): Lightning's advice, `Trainer(accelerator=...)`,
+    # is no gpt1 command, and the command's model line names the device the run is on
+    (r"GPU available but not used", UserWarning),
 ]
 """(message regex, category) of the warnings that say nothing to a user."""
 
@@ -248,6 +192,14 @@ def quiet_library_noise() -> None:
             logger.addFilter(_DropMessages(pattern))
     for message, category in _NOISE_WARNINGS:
         warnings.filterwarnings("ignore", message=message, category=category)
+
+
+def device_words(trainer: L.Trainer) -> str:
+    """Where the run computes, for the command's model line (in place of Lightning's device lines): "on cpu",
+    "on 8 cuda devices" (over every node)."""
+    kind = type(trainer.accelerator).__name__.removesuffix("Accelerator").lower()  # cpu, cuda, mps, xla
+    count = trainer.num_devices * trainer.num_nodes
+    return f"on {kind}" if count == 1 else f"on {count} {kind} devices"
 
 
 def say(trainer: L.Trainer, message: str) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import shlex
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -19,6 +20,7 @@ from lightning.pytorch.loggers import Logger, TensorBoardLogger, WandbLogger
 from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import DictConfig, OmegaConf
 
+from gpt1.core.compat import without_wandb_anonymous
 from gpt1.core.errors import ConfigError, UserError
 from gpt1.core.files import atomic_file
 from gpt1.training.csv_log import ResumableCSVLogger
@@ -34,18 +36,25 @@ def build_loggers(cfg: LoggerConfig, output_dir: Path, run_name: str) -> list[Lo
     if cfg.tensorboard:
         loggers.append(TensorBoardLogger(output_dir, name="tensorboard", version="", default_hp_metric=False))
     if cfg.wandb.enabled:
+        import wandb
+
         w = cfg.wandb
         group, name = wandb_group_and_name(w, run_name)
-        loggers.append(
-            WandbLogger(
-                **wandb_settings(w, output_dir),
-                group=group,
-                name=name,
-                tags=list(w.tags),
-                id=wandb_run_id(output_dir),
-                resume="allow",
-            )
+        settings = wandb_settings(w, output_dir)
+        # W&B's own lines: online, the run's page (quiet: not its advice to type `wandb offline`, which gpt1's
+        # explicit mode overrides); offline, none (its `wandb online` would not apply either): start_wandb says where
+        # the run is and how to sync it
+        quiet = {"quiet": True} if settings["mode"] == "online" else {"silent": True}
+        logger = WandbLogger(
+            **settings,
+            group=group,
+            name=name,
+            tags=list(w.tags),
+            id=wandb_run_id(output_dir),
+            resume="allow",
+            settings=wandb.Settings(**quiet),
         )
+        loggers.append(without_wandb_anonymous(logger))
     return loggers
 
 
@@ -70,20 +79,24 @@ def wandb_settings(cfg: WandbConfig, output_dir: Path) -> dict[str, Any]:
 
 def start_wandb(loggers: Sequence[Logger]) -> None:
     """Start the W&B run now (on rank 0; W&B's logger starts it lazily), so that a failure to start, such as no API key
-    or no network, ends the command in one line before anything has run, saying what to set."""
+    or no network, ends the command in one line before anything has run, saying what to add to it; an offline run
+    says where it is and the ``wandb sync`` command that sends it."""
     for logger in loggers:
         if isinstance(logger, WandbLogger):
             import wandb
 
             try:
-                logger.experiment  # noqa: B018 (the property starts the run)
+                run = logger.experiment  # (the property starts the run)
             except wandb.errors.Error as e:
                 reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
                 raise UserError(
-                    f"W&B could not start the run ({reason}): log in (wandb login, or set WANDB_API_KEY), or log "
-                    "without an account: WANDB_MODE=offline (wandb sync later) or logger.wandb.mode=offline; "
-                    "logger=default logs to local files only"
+                    f"W&B could not start the run ({reason}): log in first (wandb login, or set WANDB_API_KEY), or "
+                    "add logger.wandb.mode=offline to the command (no account: the run is kept for wandb sync "
+                    "later), or logger=default (local files only)"
                 ) from e
+            if rank_zero_only.rank == 0 and run.offline:
+                where = shlex.quote(run.settings.sync_dir)
+                print(f"W&B offline: the run is saved in {where}; to send it to W&B (logged in): wandb sync {where}")
 
 
 def wandb_run_id(output_dir: Path) -> Optional[str]:

@@ -16,7 +16,7 @@ from gpt1.cluster.slurm import slurm_environment
 from gpt1.core import compat
 from gpt1.core.errors import ConfigError
 from gpt1.training.callbacks.atomic_io import AtomicCheckpointIO
-from gpt1.training.console import StepProgress, SummaryWithoutZeroFlops, quiet_library_noise
+from gpt1.training.console import StepProgress, quiet_library_noise
 from gpt1.training.hydra_job import group_choice
 from gpt1.training.strategies.registry import ATTRIBUTE, strategy_for
 
@@ -29,8 +29,8 @@ def build_trainer(
     for the module and the callbacks to ask (``strategy_of``).
 
     An integer ``val_check_interval`` counts training batches across epochs (``check_val_every_n_epoch`` None), so
-    an epoch shorter than the interval (a small corpus) is no error. The model summary is Lightning's, without what
-    says nothing (a FLOPs count of 0); the progress bar counts updates to the run's budget (``StepProgress``).
+    an epoch shorter than the interval (a small corpus) is no error. No model summary (the command prints its model
+    in one line); the progress bar counts updates to the run's budget (``StepProgress``).
     """
     quiet_library_noise()
     if torch.cuda.is_available():
@@ -42,7 +42,7 @@ def build_trainer(
     interval = args.get("val_check_interval")
     if isinstance(interval, int) and not isinstance(interval, bool):
         args["check_val_every_n_epoch"] = None
-    callbacks = [*(callbacks or []), SummaryWithoutZeroFlops()]
+    callbacks = list(callbacks or [])
     if args.get("enable_progress_bar", True) and not any(isinstance(c, ProgressBar) for c in callbacks):
         callbacks.append(StepProgress())  # counts updates to the budget, on a terminal and in a log file
     trainer = L.Trainer(
@@ -50,7 +50,7 @@ def build_trainer(
         default_root_dir=output_dir,
         logger=loggers or False,
         callbacks=callbacks,
-        enable_model_summary=False,  # SummaryWithoutZeroFlops instead of Lightning's
+        enable_model_summary=False,  # the command says the model in a line of its own, with or without rich
         plugins=[AtomicCheckpointIO(), *slurm_environment()],  # submitit requeues, not Lightning
     )
     setattr(trainer, ATTRIBUTE, strategy)  # what the module and the callbacks ask (strategy_of)

@@ -1,10 +1,10 @@
 """The callbacks of a gpt1 run, one per module, all built by ``build_callbacks``: periodic checkpoints
 (``periodic_checkpoint``, written atomically by ``atomic_io``'s plugin), a checkpoint on SIGTERM, Ctrl-C or a SLURM
 job's time-limit warning (``safe_stop``), text samples (``sample_text``), the metrics of a short run
-(``short_runs``), the weights of the best validation and their selection after training (``best_weights``), the run's
-CPU kernels (``run_kernels``), a resumed epoch continued in another number of passes per update (``continue_epoch``),
-how the run ran (``provenance``), the training metrics in every checkpoint (``trained_metrics``); and the CSV log's
-start over (``gpt1.training.csv_log``)."""
+(``short_runs``), a warning where the epochs give too few updates (``few_updates``), the weights of the best
+validation and their selection after training (``best_weights``), the run's CPU kernels (``run_kernels``), a resumed
+epoch continued in another number of passes per update (``continue_epoch``), how the run ran (``provenance``), the
+training metrics in every checkpoint (``trained_metrics``); and the CSV log's start over (``gpt1.training.csv_log``)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from lightning.pytorch.callbacks import Callback, LearningRateMonitor, Throughpu
 
 from gpt1.training.callbacks.best_weights import BestWeights
 from gpt1.training.callbacks.continue_epoch import ContinueEpoch
+from gpt1.training.callbacks.few_updates import FewUpdates
 from gpt1.training.callbacks.periodic_checkpoint import PeriodicCheckpoint
 from gpt1.training.callbacks.provenance import RecordRun
 from gpt1.training.callbacks.run_kernels import RunKernels
@@ -58,6 +59,7 @@ def build_callbacks(
             enable_version_counter=False,
         ),
         SampleText(cfg.samples),
+        FewUpdates(),
     ]
     if with_loggers:
         callbacks += [LearningRateMonitor(logging_interval="step"), LogShortRuns()]
