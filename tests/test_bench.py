@@ -129,10 +129,10 @@ def test_the_matmul_choices_and_both_kernels_times_are_shown(stubbed, monkeypatc
         "torch"
     ) in printed
     assert (
-        "measured now, ms: train.forward onednn 1.0, torch 2.0; train.input_grad onednn 1.0, torch 2.0; "
-        "train.weight_grad onednn 1.0, torch 2.0; head.forward onednn 1.0, torch 2.0; head.input_grad onednn 1.0, "
-        "torch 2.0; head.weight_grad onednn 1.0, torch 2.0; decode onednn 1.0, row_blocks 2.0, column_blocks 3.0, "
-        "torch 4.0; batched onednn 1.0, torch 2.0"
+        "measured now, ms (the busiest thread's CPU time, least of its rounds): train.forward onednn 1.0, torch 2.0; "
+        "train.input_grad onednn 1.0, torch 2.0; train.weight_grad onednn 1.0, torch 2.0; head.forward onednn 1.0, "
+        "torch 2.0; head.input_grad onednn 1.0, torch 2.0; head.weight_grad onednn 1.0, torch 2.0; decode onednn 1.0, "
+        "row_blocks 2.0, column_blocks 3.0, torch 4.0; batched onednn 1.0, torch 2.0"
     ) in printed
 
 

@@ -11,7 +11,7 @@ after HF's, so that each ratio compares timings taken under the same conditions 
 Each phase says on stderr when it starts.
 
 - CPU matmul kernels: the choice in effect (``gpt1.cpu.settings.configure``, as every gpt1 command applies it) and every
-  kernel's time on each kind of product, measured afresh (``gpt1.cpu.settings.measure_matmuls``).
+  kernel's time on each kind of product, measured afresh (``gpt1.cpu.probe.measure_matmuls``).
 
 - MFU = achieved training FLOP/s / peak. FLOPs per trained token = 6 N + 12 L C T (PaLM appendix B; N counts the
   parameters without the position table), so a step of B x T tokens costs B T (6 N + 12 L C T).
@@ -70,7 +70,8 @@ from gpt1.core.errors import ConfigError
 from gpt1.cpu.decoding import decode_in_steps, store_for_decoding
 from gpt1.cpu.kernels import onednn_available
 from gpt1.cpu.layers import use_cpu_layers
-from gpt1.cpu.settings import configure, cpu_flags, cpu_model, measure_matmuls
+from gpt1.cpu.probe import measure_matmuls
+from gpt1.cpu.settings import configure, cpu_flags, cpu_model
 from gpt1.model.decoder import GPT, PRESETS, GPTConfig
 from gpt1.model.lm_loss import LMLoss
 from gpt1.tasks.batches import IGNORE_INDEX, real_tokens

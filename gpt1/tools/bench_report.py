@@ -22,7 +22,7 @@ def matmul_lines(out: dict[str, Any]) -> list[str]:
     each = "; ".join(
         f"{k} " + ", ".join(f"{kernel} {s * 1e3:.1f}" for kernel, s in t.items()) for k, t in times.items()
     )
-    return [line, f"  measured now, ms: {each}"]
+    return [line, f"  measured now, ms (the busiest thread's CPU time, least of its rounds): {each}"]
 
 
 def report(out: dict[str, Any]) -> str:
