@@ -90,6 +90,20 @@ def test_under_bf16_autocast_it_matches_the_whole_logits_within_bf16(small_chunk
         assert err < 2e-2, (name, err)
 
 
+def test_chunks_are_as_few_as_the_budget_allows_of_equal_rows():
+    """One chunk where every position's logits fit CHUNK_ELEMENTS (the quickstart's 32 x 128 at 8,195 tokens, GPT-1's
+    vocabulary at 8 x 128 or 2 x 512: as fast as the whole logits), else the fewest that fit, of equal rows but the
+    last; at most MAX_CHUNKS (a compiled graph unrolls them), larger ones beyond."""
+    from gpt1.model.lm_loss import CHUNK_ELEMENTS, MAX_CHUNKS, chunk_rows
+
+    assert chunk_rows(32 * 128, 8195) == 32 * 128 and chunk_rows(1024, 40481) == 1024
+    for rows, chunks in [(8 * 512, 3), (64 * 512, 20)]:  # GPT-1 at 8 x 512 and at the paper's batch
+        size = chunk_rows(rows, 40478)
+        assert -(-rows // size) == chunks and size * 40478 <= CHUNK_ELEMENTS and rows - (chunks - 1) * size > 0
+    assert -(-(10**6) // chunk_rows(10**6, 40478)) == MAX_CHUNKS
+    assert chunk_rows(3, 2 * CHUNK_ELEMENTS) == 1  # a vocabulary larger than a chunk: a row at a time
+
+
 class LargestTensor(TorchDispatchMode):
     """The most elements of any tensor an op returned while it was on."""
 

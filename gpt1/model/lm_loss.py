@@ -1,9 +1,10 @@
-"""The LM loss over the tied head in chunks of rows: the (tokens x vocab) logits never exist whole, in the forward
-pass or the backward.
+"""The LM loss over the tied head in chunks of rows: the (tokens x vocab) logits of more than ``CHUNK_ELEMENTS``
+never exist whole, in the forward pass or the backward.
 
 ``chunked_lm_loss`` is a weighted sum of next-token losses, ``sum_m weights[m] * -log softmax(hidden[rows[m]] @
 table.T)[targets[m]]``, over the first ``vocab_size`` rows of the table (a padded vocabulary's rows are never
-scored). For each chunk of rows of hidden (``chunk_rows``: a few hundred) it computes the chunk's logits (r, V),
+scored). For each chunk of rows of hidden (``chunk_rows``: all of them where their logits fit ``CHUNK_ELEMENTS``)
+it computes the chunk's logits (r, V),
 their log-sum-exp in fp32 and, with autograd, the loss's gradient wrt those logits, ``G = s * softmax - (the weights
 at the targets)`` with ``s`` a row's summed weights, and from it at once the hidden chunk's gradient ``G @ table``
 and the table's share ``G.T @ hidden``: the unchunked loss's three products (logits, input gradient, weight
@@ -41,16 +42,22 @@ class LMLoss(str, Enum):
     whole = "whole"  # the (tokens x vocab) logits at once, then torch's cross-entropy (the reference)
 
 
-CHUNK_ELEMENTS = 2**23
-"""A chunk holds about this many logits (rows x vocab; 32 MiB in fp32): 207 rows of GPT-1's 40,478-token
-vocabulary (experiments/results/lm_loss.md)."""
+CHUNK_ELEMENTS = 2**26
+"""A chunk holds at most this many logits (rows x vocab; 256 MiB in fp32, and their bf16 gradient under autocast):
+1,657 rows of GPT-1's 40,478-token vocabulary, 8,189 of the quickstart's 8,195. Each chunk reads the table twice and
+adds to its gradient once, so more, smaller chunks cost more: at 2**23 the small preset's step with GPT-1's
+vocabulary at 8 x 128 (five chunks) took 3% longer than with the whole logits; with its one chunk, the same
+(experiments/results/lm_loss.md)."""
 MAX_CHUNKS = 32
 """At most this many chunks, larger ones where the rows are many: a compiled graph unrolls the chunks' loop."""
 
 
 def chunk_rows(rows: int, vocab_size: int) -> int:
-    """Rows of hidden states per chunk, of ``rows`` in all, for a vocabulary of ``vocab_size``."""
-    return max(1, CHUNK_ELEMENTS // vocab_size, -(-rows // MAX_CHUNKS))
+    """Rows of hidden states per chunk, of ``rows`` in all, for a vocabulary of ``vocab_size``: as few chunks as
+    ``CHUNK_ELEMENTS`` allows (at most ``MAX_CHUNKS``), of equal rows but the last."""
+    fit = max(1, CHUNK_ELEMENTS // vocab_size)  # rows whose logits fit a chunk
+    chunks = max(1, min(MAX_CHUNKS, -(-rows // fit)))
+    return max(1, -(-rows // chunks))
 
 
 class HeadProducts:
