@@ -2,13 +2,16 @@
 
     gpt1 bench                                  # full GPT-1, fp32: LM training step, generation, MC fine-tuning step
     gpt1 bench --compare hf --json bench.json   # + HF OpenAIGPTLMHeadModel / DoubleHeadsModel, identical weights
+    gpt1 bench --compare nanogpt --nanogpt-model nanoGPT/model.py   # + nanoGPT's training step (your copy of its file)
     gpt1 bench --model small --batch 8 --device cuda --precision bf16-mixed
 
 Every figure is the median over ``--iters`` timed repetitions after ``--warmup`` untimed ones, printed with its range
 (``*_range`` in the JSON: the fastest and slowest run). With ``--compare hf`` the training steps of gpt1 and HF, and
 the multiple-choice steps, run in turn (gpt1, HF, gpt1, HF, ...), and gpt1's batch-1 generation is timed before and
 after HF's, so that each ratio compares timings taken under the same conditions on a machine whose speed drifts.
-Each phase says on stderr when it starts.
+``--compare nanogpt`` times nanoGPT's training step in turn with gpt1's the same way (``bench_nanogpt``: the model.py
+of ``--nanogpt-model``, the user's copy, imported from there; a peer of the same size, not the same model). Each phase
+says on stderr when it starts.
 
 - CPU matmul kernels: the choice in effect (``gpt1.cpu.settings.configure``, as every gpt1 command applies it) and every
   kernel's time on each kind of product, measured afresh (``gpt1.cpu.probe.measure_matmuls``).
@@ -87,6 +90,7 @@ from gpt1.tools.bench_measure import (
     summary,
     train_step,
 )
+from gpt1.tools.bench_nanogpt import NOTE, load_nanogpt, nanogpt_loss, nanogpt_twin
 from gpt1.tools.bench_report import report
 from gpt1.training.module import next_token_loss
 
@@ -163,8 +167,8 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
     train_times = time_training(run)
     time_generation(run)
     time_multiple_choice(run)
-    if run.hf is not None:
-        compare_training_with_hf(run, train_times)
+    if args.compare:
+        compare_training(run, train_times, args.compare)
     return run.out
 
 
@@ -222,7 +226,8 @@ def time_training(run: Run) -> dict[str, list[float]]:
     MFU and gpt1's peak memory. Returns every step's times by library."""
     args, device, model, out = run.args, run.device, run.model, run.out
     B, T = args.batch, args.seq
-    progress(f"training steps {B}x{T}" + (", gpt1's and HF's in turn" if args.compare == "hf" else ""))
+    peer = {"hf": "HF's", "nanogpt": "nanoGPT's"}.get(args.compare)
+    progress(f"training steps {B}x{T}" + (f", gpt1's and {peer} in turn" if peer else ""))
     model.train()
     # --compile: the model, its tied head and the loss as one graph (as compile=true trains); generation stays eager
     loss_fn = torch.compile(next_token_loss) if args.compile else next_token_loss
@@ -243,6 +248,9 @@ def time_training(run: Run) -> dict[str, list[float]]:
     run.hf = hf = hf_twin(model).train() if args.compare == "hf" else None
     if hf is not None:
         steps["hf"] = train_step(hf, lambda: hf(ids, labels=ids).loss, run.autocast)  # HF users' loss
+    if args.compare == "nanogpt":
+        twin = nanogpt_twin(model, args.nanogpt, args.nanogpt_model).train()
+        steps["nanogpt"] = train_step(twin, nanogpt_loss(twin, ids), run.autocast)
     train_times = interleaved_times(steps, args.warmup, args.iters, device)
     step_s, step_range = summary(train_times["gpt1"])
     peak = out["peak_flops"]
@@ -355,12 +363,14 @@ def time_multiple_choice(run: Run) -> None:
                          speedup_multiple_choice_shared_context=hf_s / mc["shared_context_step_s"])  # fmt: skip
 
 
-def compare_training_with_hf(run: Run, train_times: dict[str, list[float]]) -> None:
-    """HF's training step beside gpt1's (timed in turn with it by ``time_training``): its time, tokens/s, speedup."""
+def compare_training(run: Run, train_times: dict[str, list[float]], peer: str) -> None:
+    """The peer's training step beside gpt1's (HF's or nanoGPT's, timed in turn with it by ``time_training``): its
+    time, tokens/s, speedup (and for nanoGPT what differs: ``bench_nanogpt.NOTE``)."""
     B, T = run.args.batch, run.args.seq
-    hf_step, hf_range = summary(train_times["hf"])
-    run.out["hf"].update(train_step_s=hf_step, train_step_s_range=hf_range, train_tokens_per_s=B * T / hf_step,
-                         speedup_train=hf_step / run.out["train"]["step_s"])  # fmt: skip
+    step, spread = summary(train_times[peer])
+    out = run.out.setdefault(peer, {"model": str(run.args.nanogpt_model), "note": NOTE} if peer == "nanogpt" else {})
+    out.update(train_step_s=step, train_step_s_range=spread, train_tokens_per_s=B * T / step,
+               speedup_train=step / run.out["train"]["step_s"])  # fmt: skip
 
 
 def check_args(args: argparse.Namespace) -> None:
@@ -392,6 +402,11 @@ def check_args(args: argparse.Namespace) -> None:
         raise ConfigError(f"--json {args.json}: no directory {args.json.parent} to write it in; create it first")
     if args.compare == "hf" and importlib.util.find_spec("transformers") is None:
         raise ConfigError("--compare hf needs transformers: pip install transformers")
+    if (args.compare == "nanogpt") != (args.nanogpt_model is not None):
+        raise ConfigError("--compare nanogpt and --nanogpt-model PATH (your copy of nanoGPT's model.py) go together")
+    if args.nanogpt_model and not args.nanogpt_model.is_file():
+        raise ConfigError(f"--nanogpt-model {args.nanogpt_model}: no such file; pass your copy of nanoGPT's model.py")
+    args.nanogpt = load_nanogpt(args.nanogpt_model) if args.nanogpt_model else None  # its errors before any timing
 
 
 @user_errors
@@ -439,7 +454,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--warmup", type=int, default=3, help="untimed runs first (a CPU process's first steps fault in memory)"
     )
     p.add_argument("--iters", type=int, default=5, help="timed runs; the median is reported")
-    p.add_argument("--compare", choices=["hf"], default=None, help="also time HF's model with identical weights")
+    p.add_argument(
+        "--compare",
+        choices=["hf", "nanogpt"],
+        default=None,
+        help="also time HF's model with identical weights, or nanoGPT's training step (--nanogpt-model)",
+    )
+    p.add_argument(
+        "--nanogpt-model",
+        type=Path,
+        default=None,
+        help="nanoGPT's model.py, your copy (github.com/karpathy/nanoGPT): gpt1 imports and runs this file, as you "
+        "ask, and times its GPT at the same shapes, with gpt1's weights where they have a place",
+    )
     p.add_argument("--compile", action="store_true", help="torch.compile gpt1's model for the training steps")
     p.add_argument(
         "--lm-loss",

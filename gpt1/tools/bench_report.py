@@ -1,5 +1,5 @@
 """How ``gpt1 bench`` prints its results (``gpt1.tools.bench`` measures them): a line per measure, each figure the
-median of its runs with its range, the CPU matmul choices, and the ratios to HF's model."""
+median of its runs with its range, the CPU matmul choices, and the ratios to HF's model or nanoGPT's."""
 
 from __future__ import annotations
 
@@ -79,4 +79,11 @@ def report(out: dict[str, Any]) -> str:
                 f"-> gpt1 {hf['speedup_multiple_choice']:.2f}x "
                 f"({hf['speedup_multiple_choice_shared_context']:.2f}x with share_context)"
             )
+    if "nanogpt" in out:
+        ng = out["nanogpt"]
+        lines.append(
+            f"vs nanoGPT ({ng['model']}: {ng['note']}): train step "
+            f"{_ms(ng['train_step_s'], ng['train_step_s_range'])}, {ng['train_tokens_per_s']:,.0f} tokens/s "
+            f"-> gpt1 {ng['speedup_train']:.2f}x"
+        )
     return "\n".join(lines)
