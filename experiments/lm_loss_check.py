@@ -70,7 +70,7 @@ def story(out: Path, init: Path | None, rounds: int) -> list[dict]:
 
 def one_step(how: str, batch: int, seq: int, iters: int, chunk: int | None) -> dict:
     """In this process: GPT-1 (117M, vocab 40,478) fp32, fused AdamW, one step with the peak resident set reset
-    before it, then ``iters`` timed steps (chunk: the chunked loss's CHUNK_ELEMENTS, else its default)."""
+    before it, then ``iters`` timed steps (chunk: the chunked loss's CHUNK_BYTES, else its default)."""
     import torch
     from torch.nn import functional as F
 
@@ -83,7 +83,7 @@ def one_step(how: str, batch: int, seq: int, iters: int, chunk: int | None) -> d
     from gpt1.training.module import next_token_loss
 
     if chunk:
-        gpt1.model.lm_loss.CHUNK_ELEMENTS = chunk
+        gpt1.model.lm_loss.CHUNK_BYTES = chunk
     configure()  # as every gpt1 command: the allocator, huge pages, the measured kernel per kind of product
     torch.manual_seed(0)
     model = GPT(replace(PRESETS["gpt1"], vocab_size=40478)).train()
@@ -103,14 +103,14 @@ def one_step(how: str, batch: int, seq: int, iters: int, chunk: int | None) -> d
         step()
         times.append(time.perf_counter() - start)
         cpu.append(time.process_time() - start_cpu)
-    return {"lm_loss": how, "chunk_elements": gpt1.model.lm_loss.CHUNK_ELEMENTS, "batch": batch, "seq": seq,
+    return {"lm_loss": how, "chunk_bytes": gpt1.model.lm_loss.CHUNK_BYTES, "batch": batch, "seq": seq,
             "peak_before_step_gib": before, "peak_first_step_gib": peak,
             "peak_all_steps_gib": peak_rss_gib(), "first_step_s": first, "step_s": statistics.median(times),
             "step_s_all": times, "step_cpu_s": statistics.median(cpu), "threads": torch.get_num_threads()}  # fmt: skip
 
 
 def step(rounds: int, batch: int, seq: int, iters: int, chunks: list[int] | None) -> list[dict]:
-    """``one_step`` of the whole logits and of the chunked loss (at each of ``chunks``' CHUNK_ELEMENTS, else its
+    """``one_step`` of the whole logits and of the chunked loss (at each of ``chunks``' CHUNK_BYTES, else its
     default), each in a process of its own, alternating."""
     variants = [("whole", None), *(("chunked", c) for c in chunks or [None])]
     results = []
@@ -118,7 +118,7 @@ def step(rounds: int, batch: int, seq: int, iters: int, chunks: list[int] | None
         for how, chunk in variants if r % 2 == 0 else variants[::-1]:
             proc = subprocess.run(
                 [sys.executable, __file__, "_step", f"--how={how}", f"--batch={batch}", f"--seq={seq}",
-                 f"--iters={iters}", *([f"--chunk-elements={chunk}"] if chunk else [])],
+                 f"--iters={iters}", *([f"--chunk-bytes={chunk}"] if chunk else [])],
                 check=True, capture_output=True, text=True,
             )  # fmt: skip
             results.append({**json.loads(proc.stdout.splitlines()[-1]), "round": r})
@@ -128,7 +128,7 @@ def step(rounds: int, batch: int, seq: int, iters: int, chunks: list[int] | None
 
 def head(rows: int, iters: int, chunks: list[int] | None) -> list[dict]:
     """The LM loss alone at GPT-1's size: hidden states (rows, 768) and the tied table (40,478, 768), fp32, forward
-    and backward by each loss in turn (whole, chunked at each of ``chunks``' CHUNK_ELEMENTS or gpt1's, whole, ...),
+    and backward by each loss in turn (whole, chunked at each of ``chunks``' CHUNK_BYTES or gpt1's, whole, ...),
     ``iters`` times after one untimed: wall and CPU seconds. The rest of the step is the same for both: this is where
     they differ."""
     import torch
@@ -147,23 +147,23 @@ def head(rows: int, iters: int, chunks: list[int] | None) -> list[dict]:
     def whole() -> torch.Tensor:
         return torch.nn.functional.cross_entropy(linear(hidden, table).float(), targets)
 
-    def chunked(elements: int) -> torch.Tensor:
-        gpt1.model.lm_loss.CHUNK_ELEMENTS = elements
+    def chunked(budget: int) -> torch.Tensor:
+        gpt1.model.lm_loss.CHUNK_BYTES = budget
         weights = torch.full((rows,), 1.0 / rows)
         return chunked_lm_loss(hidden, table, 40478, targets, weights, None, CpuTiedHead.products)
 
     variants = [("whole", None, whole)]
-    for elements in chunks or [gpt1.model.lm_loss.CHUNK_ELEMENTS]:
-        variants.append(("chunked", elements, partial(chunked, elements)))
+    for budget in chunks or [gpt1.model.lm_loss.CHUNK_BYTES]:
+        variants.append(("chunked", budget, partial(chunked, budget)))
     results = []
     for i in range(iters + 1):
-        for how, elements, fn in variants:
+        for how, budget, fn in variants:
             hidden.grad = table.grad = None
             start, start_cpu = time.perf_counter(), time.process_time()
             fn().backward()
             wall, cpu = time.perf_counter() - start, time.process_time() - start_cpu
             if i:
-                results.append({"lm_loss": how, "chunk_elements": elements, "rows": rows, "wall_s": wall,
+                results.append({"lm_loss": how, "chunk_bytes": budget, "rows": rows, "wall_s": wall,
                                 "cpu_s": cpu})  # fmt: skip
                 print(json.dumps(results[-1]), flush=True)
     return results
@@ -186,8 +186,8 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("measures", nargs="+", choices=["story", "step", "head", "_step"])
     p.add_argument("--how", choices=LOSSES, help="(_step: the loss of this process)")
-    p.add_argument("--chunk-elements", type=int, nargs="+", default=None,
-                   help="step, head: the chunked loss at each of these CHUNK_ELEMENTS (default: gpt1's)")  # fmt: skip
+    p.add_argument("--chunk-bytes", type=int, nargs="+", default=None,
+                   help="step, head: the chunked loss at each of these CHUNK_BYTES (default: gpt1's)")  # fmt: skip
     p.add_argument("--out", type=Path, default=Path("outputs/lm_loss_check"))
     p.add_argument("--init", type=Path, default=None, help="the quickstart checkpoint (default: trained first)")
     p.add_argument("--rounds", type=int, default=2)
@@ -196,7 +196,7 @@ def main() -> None:
     p.add_argument("--iters", type=int, default=2)
     args = p.parse_args()
     if args.measures == ["_step"]:
-        chunk = args.chunk_elements[0] if args.chunk_elements else None
+        chunk = args.chunk_bytes[0] if args.chunk_bytes else None
         print(json.dumps(one_step(args.how, args.batch, args.seq, args.iters, chunk)))
         return
     args.out.mkdir(parents=True, exist_ok=True)
@@ -205,12 +205,12 @@ def main() -> None:
         results["story"] = story(args.out, args.init, args.rounds)
         print(table(results["story"], ("aux_lm_weight", "lm_loss"), ("peak_host_memory_gb", "wall_s")))
     if "step" in args.measures:
-        results["step"] = step(args.rounds, args.batch, args.seq, args.iters, args.chunk_elements)
+        results["step"] = step(args.rounds, args.batch, args.seq, args.iters, args.chunk_bytes)
         figures = ("peak_first_step_gib", "peak_before_step_gib", "step_s", "step_cpu_s")
-        print(table(results["step"], ("lm_loss", "chunk_elements"), figures))
+        print(table(results["step"], ("lm_loss", "chunk_bytes"), figures))
     if "head" in args.measures:
-        results["head"] = head(args.batch * args.seq, args.iters, args.chunk_elements)
-        print(table(results["head"], ("lm_loss", "chunk_elements"), ("wall_s", "cpu_s")))
+        results["head"] = head(args.batch * args.seq, args.iters, args.chunk_bytes)
+        print(table(results["head"], ("lm_loss", "chunk_bytes"), ("wall_s", "cpu_s")))
     (args.out / "lm_loss.json").write_text(json.dumps(results, indent=2) + "\n")
 
 
