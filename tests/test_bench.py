@@ -147,6 +147,20 @@ def test_flops_per_token_is_6n_plus_12_layers_width_seq_counted_by_hand(stubbed)
     assert out["flops_per_token"] == 6 * n + 12 * 2 * 32 * 16
 
 
+def test_the_blocks_and_dropout_of_the_preset_can_be_set_as_the_quickstarts(stubbed, monkeypatch):
+    """--layers and --dropout (every rate) change the preset the bench builds: the quickstart is small with 2 blocks
+    and no dropout."""
+    built = []
+    monkeypatch.setattr(gpt1.tools.bench, "GPT", lambda config: built.append(config) or GPT(config))
+    out = main([*TINY, "--mc-batch", "0", "--layers", "1", "--dropout", "0"])
+    assert (out["layers"], out["dropout"]) == (1, 0.0)
+    c = built[0]
+    assert (
+        c.n_layer == 1 and c.embd_pdrop == c.attn_pdrop == c.resid_pdrop == 0.0 and c.n_embd == PRESETS["tiny"].n_embd
+    )
+    assert main([*TINY, "--mc-batch", "0"])["layers"] == PRESETS["tiny"].n_layer  # by default the preset's
+
+
 def test_every_figure_is_the_median_of_its_runs_and_the_ratios_follow(stubbed, openai_vocab, tmp_path, capsys):
     out = main([*TINY, "--mc-batch", "2", "--compare", "hf", "--json", str(tmp_path / "b.json")])
     assert json.loads((tmp_path / "b.json").read_text()) == json.loads(json.dumps(out))
@@ -409,6 +423,8 @@ def test_the_decode_bound_is_never_looser_than_what_the_products_streamed(stubbe
         (["--batch", "0"], "--batch 0: choose 1 or more"),
         (["--device", "tpu"], "--device=tpu: choose cpu, cuda"),
         (["--json", "missing/bench.json"], "no directory missing to write it in"),
+        (["--layers", "0"], "--layers 0: choose 1 or more"),
+        (["--dropout", "1"], "--dropout 1.0: choose 0 <= p < 1"),
         (["--compare", "nanogpt"], "--compare nanogpt and --nanogpt-model PATH (your copy of nanoGPT's model.py)"),
         (["--nanogpt-model", "model.py"], "--compare nanogpt and --nanogpt-model PATH"),
         (["--compare", "nanogpt", "--nanogpt-model", "missing.py"], "--nanogpt-model missing.py: no such file"),

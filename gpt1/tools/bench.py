@@ -181,7 +181,10 @@ def setup(args: argparse.Namespace) -> Run:
     if device.type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = True
     pad_vocab = args.pad_vocab or (64 if device.type == "cuda" else 1)
-    config = replace(PRESETS[args.model], vocab_size=args.vocab, pad_vocab_to_multiple=pad_vocab)
+    preset = PRESETS[args.model]
+    rates = {} if args.dropout is None else dict.fromkeys(("embd_pdrop", "attn_pdrop", "resid_pdrop"), args.dropout)
+    layers = preset.n_layer if args.layers is None else args.layers
+    config = replace(preset, vocab_size=args.vocab, pad_vocab_to_multiple=pad_vocab, n_layer=layers, **rates)
     model = GPT(config).to(device)
     if device.type == "cpu":
         use_cpu_layers(model)  # as every gpt1 command runs a model on the CPU
@@ -193,7 +196,8 @@ def setup(args: argparse.Namespace) -> Run:
     out: dict[str, Any] = {
         "device": torch.cuda.get_device_name(device) if device.type == "cuda" else
         f"cpu ({cpu_model()}, {torch.get_num_threads()} threads)",
-        "torch": torch.__version__, "model": args.model, "params": model.num_params(), "batch": B, "seq": T,
+        "torch": torch.__version__, "model": args.model, "layers": config.n_layer, "dropout": config.resid_pdrop,
+        "params": model.num_params(), "batch": B, "seq": T,
         "precision": args.precision, "compile": args.compile, "lm_loss": args.lm_loss.value,
         "pad_vocab_to_multiple": pad_vocab,
         "flops_per_token": model.flops_per_token(T),
@@ -394,9 +398,12 @@ def check_args(args: argparse.Namespace) -> None:
         ("--mc-batch", args.mc_batch, 0),
         ("--warmup", args.warmup, 0),
         ("--pad-vocab", args.pad_vocab or 1, 1),
+        ("--layers", 1 if args.layers is None else args.layers, 1),
     ]:  # 0: default
         if value < least:
             raise ConfigError(f"{flag} {value}: choose {least} or more")
+    if args.dropout is not None and not 0 <= args.dropout < 1:
+        raise ConfigError(f"--dropout {args.dropout}: choose 0 <= p < 1")
     resolve_device(args.device, "--device")
     if args.json and not args.json.parent.is_dir():
         raise ConfigError(f"--json {args.json}: no directory {args.json.parent} to write it in; create it first")
@@ -424,6 +431,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="gpt1 bench", description=__doc__.split("\n")[0])
     p.add_argument("--model", default="gpt1", choices=sorted(PRESETS), help="model preset (default: the paper's 117M)")
     p.add_argument("--vocab", type=int, default=40478 + 3, help="vocabulary (default: OpenAI's + 3 special tokens)")
+    p.add_argument("--layers", type=int, default=None, help="blocks (default: the preset's; the quickstart: small, 2)")
+    p.add_argument("--dropout", type=float, default=None, help="every dropout rate (default: the preset's)")
     p.add_argument("--batch", type=int, default=2, help="training batch (sequences)")
     p.add_argument(
         "--seq", type=int, default=None, help="training sequence length (default: 256, or the preset's context)"

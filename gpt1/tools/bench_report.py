@@ -29,7 +29,8 @@ def report(out: dict[str, Any]) -> str:
     """A readable summary of ``bench``'s results: each figure the median of its runs, its range in brackets."""
     tr, gen = out["train"], out["generate"]
     lines = [
-        f"gpt1 bench: {out['model']} ({out['params']:,} params), {out['device']}, torch {out['torch']}, "
+        f"gpt1 bench: {out['model']} ({out['layers']} blocks, {out['params']:,} params, dropout {out['dropout']}), "
+        f"{out['device']}, torch {out['torch']}, "
         f"{out['precision']}, LM loss {out['lm_loss']}"
         + (
             f", vocab padded to a multiple of {out['pad_vocab_to_multiple']}"
