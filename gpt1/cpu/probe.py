@@ -8,9 +8,11 @@ libgomp's threads spin while they wait, so that wall time and CPU time both grow
 kernel than for one long region; the median of wall times then chose, beside two CPU-bound processes, kernels whose
 quiet time was 1.26x to 3.4x the best. So the probe runs in a process of its own with ``OMP_WAIT_POLICY=PASSIVE``
 (a thread that waits sleeps) and takes the CPU time of the busiest thread (the main thread's, or the others' mean):
-the work of the kernel's critical path, which another process's load does not change, as it does not change where
-the work is split. Each kernel's figure is the minimum over rounds (what load adds, a round does not keep), the
-kernels taken in turn, in the reverse order every other round.
+the work of the kernel's critical path, which another process's load changes little (it shares the caches, not the
+work, nor where the work is split). Each kernel's figure is the minimum over rounds (what load adds, a round does
+not keep), the kernels taken in turn, in the reverse order every other round. Figures:
+experiments/results/benchmarks.md ("CPU: how the kernels are chosen"); experiments/kernel_choice_load.py measures
+the choices' quiet cost beside CPU-bound processes.
 
 ``measure_matmuls()`` runs ``probe_matmuls`` in that process (``python -m gpt1.cpu.probe``; in this one where no
 process can start); ``OtherWork`` measures the share of the machine's CPU time other processes took meanwhile

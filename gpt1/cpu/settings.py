@@ -9,8 +9,8 @@ allocates anything; a Python user may call it too. Importing gpt1 changes nothin
 - ``GPT1_CPU_MATMUL``: ``auto`` (the default) runs each kind of fp32 product (``gpt1.cpu.kernels.KINDS``: the forward,
   input-gradient and weight-gradient products of the blocks and of the tied head, decoding, batched inference) on
   whichever of its kernels (``gpt1.cpu.kernels.KERNELS``: oneDNN, torch's matmuls, decoding's row or column blocks)
-  ``gpt1.cpu.probe.measure_matmuls`` found fastest on this machine, in a way other processes' load does not change:
-  measured once (about five seconds, the probe's process included), then read from ``cache_path()``, one entry per CPU
+  ``gpt1.cpu.probe.measure_matmuls`` found fastest on this machine, timed to be robust to other processes' load:
+  measured once (a few seconds, in a process of its own), then read from ``cache_path()``, one entry per CPU
   model and flags, torch version, thread count, ISA override and version of the probes, with the share of the CPUs
   that other work took while it was measured (measured again, and replaced, once a machine that was busy then is
   quiet); ``onednn`` or ``torch`` forces one kernel for every kind. A training run keeps the kernels it started with,
