@@ -12,7 +12,7 @@ step the yardstick between processes on a machine whose speed drifts). Shapes (`
 - small: the small preset (4 blocks, dropout 0.1) with GPT-1's vocabulary (40,478 + 3), 8 x 128;
 - gpt1: GPT-1 (12 blocks of 768, dropout 0.1, 40,478 + 3), 2 x 512.
 
-    python experiments/bench_rows.py --nanogpt-model ../nanoGPT/model.py --out DIR   # about 25 minutes on 2 cores
+    python experiments/bench_rows.py --nanogpt-model ../nanoGPT/model.py --out DIR  # 20-25 min on 2 quiet cores (guess)
 
 ``--nanogpt-model``: your copy of nanoGPT's model.py (github.com/karpathy/nanoGPT), which ``gpt1 bench`` imports and
 runs. Prints a table and writes DIR/bench_rows.json (each process's JSON in DIR too). Results:

@@ -15,7 +15,7 @@ choice and its quiet cost: the reference's time of the kernel chosen over the re
 median over rounds of each kernel's reference time). The issue's target: every choice of every loaded measurement
 within 1.05 of the quiet best.
 
-    python experiments/kernel_choice_load.py --out DIR   # 10 rounds, 2 CPU-bound processes: about 5 minutes on 2 cores
+    python experiments/kernel_choice_load.py --out DIR   # 10 rounds beside 2 CPU-bound processes: 5-6 min (estimated)
 
 Prints a table and writes DIR/kernel_choice_load.json. Run it on an otherwise quiet machine (its own load is what it
 adds). Results: experiments/results/benchmarks.md ("CPU: how the kernels are chosen").

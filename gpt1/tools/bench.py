@@ -482,7 +482,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         type=LMLoss,
         default=LMLoss.chunked,
         choices=[k.value for k in LMLoss],
-        help="gpt1's LM loss: chunked (gpt1's default: no (tokens x vocab) logits) or whole (every logit at once)",
+        help="gpt1's LM loss: chunked (gpt1's default: logits in chunks of at most 256 MiB) or whole (all at once)",
     )
     p.add_argument("--json", type=Path, default=None, help="write the results here as JSON")
     args = p.parse_args(argv)
