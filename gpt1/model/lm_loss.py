@@ -4,12 +4,11 @@ whole, in the forward pass or the backward.
 ``chunked_lm_loss`` is a weighted sum of next-token losses, ``sum_m weights[m] * -log softmax(hidden[rows[m]] @
 table.T)[targets[m]]``, over the first ``vocab_size`` rows of the table (a padded vocabulary's rows are never
 scored). For each chunk of rows of hidden (``chunk_rows``: all of them where their logits fit ``CHUNK_BYTES``) it
-computes the chunk's logits (r, V),
-their log-sum-exp in fp32 and, with autograd, the loss's gradient wrt those logits, ``G = s * softmax - (the weights
-at the targets)`` with ``s`` a row's summed weights, and from it at once the hidden chunk's gradient ``G @ table``
-and the table's share ``G.T @ hidden``: the unchunked loss's three products (logits, input gradient, weight
-gradient), nothing recomputed. The backward pass only scales them by the loss's gradient. ``chunked_logprobs`` is
-the same chunking without autograd: each target's log-probability (zero-shot scoring).
+computes the chunk's logits (r, V), their log-sum-exp in fp32 and, with autograd, the loss's gradient wrt those
+logits, ``G = s * softmax - (the weights at the targets)`` with ``s`` a row's summed weights, and from it at once the
+hidden chunk's gradient ``G @ table`` and the table's share ``G.T @ hidden``: the unchunked loss's three products
+(logits, input gradient, weight gradient), nothing recomputed. The backward pass only scales them by the loss's
+gradient. ``chunked_logprobs`` is the same chunking without autograd: each target's log-probability (zero-shot scoring).
 
 What changes against the whole logits (``lm_loss=whole``: ``gpt1.training.module.next_token_loss``): the order of
 the sums. The table's gradient is summed chunk by chunk (under bf16 autocast each chunk's share is rounded to bf16
@@ -47,7 +46,8 @@ CHUNK_BYTES = 2**28
 gradient in its dtype too (6 bytes a logit in bf16): 1,657 rows of GPT-1's 40,478-token vocabulary in fp32, 5,458 of
 the quickstart's 8,195 in bf16. Each chunk reads the table twice and adds to its gradient once, so more, smaller
 chunks cost more: at 32 MiB of fp32 logits, the small preset's step with GPT-1's vocabulary at 8 x 128 (five chunks)
-took 3% longer than with the whole logits, with its one chunk now the same (experiments/results/lm_loss.md)."""
+measured 1.01-1.06x the whole logits' CPU time, with its one chunk 0.95-0.99x (loaded;
+experiments/results/lm_loss.md)."""
 MAX_CHUNKS = 32
 """At most this many chunks, larger ones where the rows are many: a compiled graph unrolls the chunks' loop."""
 
