@@ -1,5 +1,6 @@
 """`gpt1 bench`: its FLOP and MFU formulas, the figures it derives from its timings (stubbed here: no timing is
-asserted), the JSON, the CPU matmul choices it shows, the defaults per preset, and one end-to-end run."""
+asserted), the JSON, the CPU matmul choices it shows, the defaults per preset, nanoGPT's step beside gpt1's (a
+stand-in of nanoGPT's model.py written here), and one end-to-end run."""
 
 import json
 import statistics
@@ -15,7 +16,7 @@ import gpt1.tools.bench_measure
 from gpt1.app.model_group import model_config
 from gpt1.cpu.decoding import SteppedGPT
 from gpt1.cpu.layers import on_cpu_layers
-from gpt1.model.decoder import GPT
+from gpt1.model.decoder import GPT, GPTConfig
 from gpt1.tools.bench import main
 from gpt1.tools.bench_measure import DENSE_PEAK_TFLOPS, device_peak
 from gpt1.tools.bench_report import report
@@ -45,11 +46,72 @@ REAL_MC_NOTE = gpt1.tools.bench.mc_note
 RUNS = {
     "gpt1": [0.3, 0.1, 0.2],
     "hf": [0.5, 0.6, 0.4],
+    "nanogpt": [0.6, 0.4, 0.5],
     "step_s": [1.0, 3.0, 2.0],
     "shared_context_step_s": [1.0],
     "": [0.021, 0.043, 0.035],
 }
 """Stubbed wall times by name (interleaved_times' keys; "" is a generation's runs)."""
+
+
+NANOGPT = """
+from dataclasses import dataclass
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+@dataclass
+class GPTConfig:
+    block_size: int = 1024
+    vocab_size: int = 50304
+    n_layer: int = 12
+    n_head: int = 12
+    n_embd: int = 768
+    dropout: float = 0.0
+    bias: bool = True
+
+class Block(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.n_head, self.ln_1, self.ln_2 = c.n_head, nn.LayerNorm(c.n_embd), nn.LayerNorm(c.n_embd)
+        self.attn = nn.ModuleDict(dict(c_attn=nn.Linear(c.n_embd, 3 * c.n_embd), c_proj=nn.Linear(c.n_embd, c.n_embd)))
+        self.mlp = nn.ModuleDict(dict(c_fc=nn.Linear(c.n_embd, 4 * c.n_embd), c_proj=nn.Linear(4 * c.n_embd, c.n_embd)))
+
+    def forward(self, x):
+        B, T, C = x.shape
+        q, k, v = (t.view(B, T, self.n_head, -1).transpose(1, 2) for t in self.attn.c_attn(self.ln_1(x)).split(C, 2))
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # (B, H, T, D)
+        x = x + self.attn.c_proj(y.transpose(1, 2).reshape(B, T, C))
+        return x + self.mlp.c_proj(F.gelu(self.mlp.c_fc(self.ln_2(x))))
+
+class GPT(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.transformer = nn.ModuleDict(dict(
+            wte=nn.Embedding(c.vocab_size, c.n_embd), wpe=nn.Embedding(c.block_size, c.n_embd),
+            h=nn.ModuleList(Block(c) for _ in range(c.n_layer)), ln_f=nn.LayerNorm(c.n_embd)))
+        self.lm_head = nn.Linear(c.n_embd, c.vocab_size, bias=False)
+        self.transformer.wte.weight = self.lm_head.weight
+        print("number of parameters: a few")
+
+    def forward(self, idx, targets=None):
+        x = self.transformer.wte(idx) + self.transformer.wpe(torch.arange(idx.size(1)))
+        for block in self.transformer.h:
+            x = block(x)
+        logits = self.lm_head(self.transformer.ln_f(x))
+        loss = None if targets is None else F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=-1)
+        return logits, loss
+"""
+"""A stand-in for nanoGPT's model.py (our own few lines, not nanoGPT's code): its interface and parameter names."""
+
+
+@pytest.fixture
+def nanogpt(tmp_path):
+    """The stand-in's path: a user's copy of nanoGPT's model.py."""
+    path = tmp_path / "nanoGPT" / "model.py"
+    path.parent.mkdir()
+    path.write_text(NANOGPT)
+    return path
 
 
 @pytest.fixture
@@ -86,6 +148,20 @@ def test_flops_per_token_is_6n_plus_12_layers_width_seq_counted_by_hand(stubbed)
     assert out["flops_per_token"] == 6 * n + 12 * 2 * 32 * 16
 
 
+def test_the_blocks_and_dropout_of_the_preset_can_be_set_as_the_quickstarts(stubbed, monkeypatch):
+    """--layers and --dropout (every rate) change the preset the bench builds: the quickstart is small with 2 blocks
+    and no dropout."""
+    built = []
+    monkeypatch.setattr(gpt1.tools.bench, "GPT", lambda config: built.append(config) or GPT(config))
+    out = main([*TINY, "--mc-batch", "0", "--layers", "1", "--dropout", "0"])
+    assert (out["layers"], out["dropout"]) == (1, 0.0)
+    c = built[0]
+    assert (
+        c.n_layer == 1 and c.embd_pdrop == c.attn_pdrop == c.resid_pdrop == 0.0 and c.n_embd == 32  # tiny's width
+    )
+    assert main([*TINY, "--mc-batch", "0"])["layers"] == 2  # by default the preset's (tiny: 2 blocks)
+
+
 def test_every_figure_is_the_median_of_its_runs_and_the_ratios_follow(stubbed, openai_vocab, tmp_path, capsys):
     out = main([*TINY, "--mc-batch", "2", "--compare", "hf", "--json", str(tmp_path / "b.json")])
     assert json.loads((tmp_path / "b.json").read_text()) == json.loads(json.dumps(out))
@@ -116,6 +192,43 @@ def test_every_figure_is_the_median_of_its_runs_and_the_ratios_follow(stubbed, o
     assert "-> gpt1 2.50x" in printed and f"-> gpt1 {40 / b1:.1f}x" in printed
 
 
+def test_nanogpts_step_is_timed_in_turn_with_gpt1s_and_its_ratio_reported(stubbed, nanogpt, capsys):
+    out = main([*TINY, "--mc-batch", "0", "--compare", "nanogpt", "--nanogpt-model", str(nanogpt)])
+    assert ["gpt1", "nanogpt"] in stubbed  # gpt1's steps and nanoGPT's in turn, in one interleaved_times
+    ng = out["nanogpt"]
+    assert (ng["train_step_s"], ng["train_step_s_range"]) == (0.5, [0.4, 0.6])
+    assert ng["speedup_train"] == pytest.approx(0.5 / 0.2) and ng["train_tokens_per_s"] == 2 * 16 / 0.5
+    assert "hf" not in out and ng["model"] == str(nanogpt)
+    captured = capsys.readouterr()
+    assert "number of parameters" not in captured.out and "number of parameters" in captured.err  # its print: stderr
+    line = next(line for line in captured.out.splitlines() if line.startswith("vs nanoGPT"))
+    assert line == (
+        f"vs nanoGPT ({nanogpt}: pre-LN, exact GELU, a final LayerNorm: a peer of the same size, not the same model): "
+        "train step 500 ms (400-600), 64 tokens/s -> gpt1 2.50x"
+    )
+
+
+def test_nanogpts_twin_holds_gpt1s_weights_and_trains_on_the_next_tokens(nanogpt):
+    """Every weight of gpt1's model in its place in nanoGPT's (the tied head too; the final LayerNorm, which gpt1 has
+    not, at ones and zeros), the dropout gpt1's, and the loss nanoGPT's users compute: each position against the next
+    token, the last ignored."""
+    from gpt1.tools.bench_nanogpt import load_nanogpt, nanogpt_loss, nanogpt_twin
+
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=512, n_ctx=32, n_layer=2, n_head=2, n_embd=32, n_inner=128))  # the tiny preset
+    twin = nanogpt_twin(model, load_nanogpt(nanogpt), nanogpt).eval()
+    theirs, ours = twin.state_dict(), model.state_dict()
+    for name, tensor in ours.items():
+        place = {"tokens_embed.weight": "transformer.wte.weight", "positions_embed.weight": "transformer.wpe.weight"}
+        assert torch.equal(theirs[place.get(name, f"transformer.{name}")], tensor), name
+    assert torch.equal(theirs["lm_head.weight"], ours["tokens_embed.weight"])
+    assert (theirs["transformer.ln_f.weight"] == 1).all() and (theirs["transformer.ln_f.bias"] == 0).all()
+    ids = torch.randint(0, 512, (2, 9))
+    logits = twin(ids)[0]
+    expected = torch.nn.functional.cross_entropy(logits[:, :-1].flatten(0, 1), ids[:, 1:].flatten())
+    torch.testing.assert_close(nanogpt_loss(twin, ids)(), expected)
+
+
 def test_the_matmul_choices_and_both_kernels_times_are_shown(stubbed, monkeypatch, capsys):
     monkeypatch.setattr(gpt1.tools.bench, "onednn_available", lambda: True)
     out = main([*TINY, "--mc-batch", "0", "--device", "cpu"])
@@ -130,10 +243,10 @@ def test_the_matmul_choices_and_both_kernels_times_are_shown(stubbed, monkeypatc
         "torch"
     ) in printed
     assert (
-        "measured now, ms: train.forward onednn 1.0, torch 2.0; train.input_grad onednn 1.0, torch 2.0; "
-        "train.weight_grad onednn 1.0, torch 2.0; head.forward onednn 1.0, torch 2.0; head.input_grad onednn 1.0, "
-        "torch 2.0; head.weight_grad onednn 1.0, torch 2.0; decode onednn 1.0, row_blocks 2.0, column_blocks 3.0, "
-        "torch 4.0; batched onednn 1.0, torch 2.0"
+        "measured now, ms (the busiest thread's CPU time, least of its rounds): train.forward onednn 1.0, torch 2.0; "
+        "train.input_grad onednn 1.0, torch 2.0; train.weight_grad onednn 1.0, torch 2.0; head.forward onednn 1.0, "
+        "torch 2.0; head.input_grad onednn 1.0, torch 2.0; head.weight_grad onednn 1.0, torch 2.0; decode onednn 1.0, "
+        "row_blocks 2.0, column_blocks 3.0, torch 4.0; batched onednn 1.0, torch 2.0"
     ) in printed
 
 
@@ -311,10 +424,20 @@ def test_the_decode_bound_is_never_looser_than_what_the_products_streamed(stubbe
         (["--batch", "0"], "--batch 0: choose 1 or more"),
         (["--device", "tpu"], "--device=tpu: choose cpu, cuda"),
         (["--json", "missing/bench.json"], "no directory missing to write it in"),
+        (["--layers", "0"], "--layers 0: choose 1 or more"),
+        (["--dropout", "1"], "--dropout 1.0: choose 0 <= p < 1"),
+        (["--compare", "nanogpt"], "--compare nanogpt and --nanogpt-model PATH (your copy of nanoGPT's model.py)"),
+        (["--nanogpt-model", "model.py"], "--compare nanogpt and --nanogpt-model PATH"),
+        (["--compare", "nanogpt", "--nanogpt-model", "missing.py"], "--nanogpt-model missing.py: no such file"),
+        (["--compare", "nanogpt", "--nanogpt-model", "broken.py"], "broken.py: importing it failed (NameError: "),
+        (["--compare", "nanogpt", "--nanogpt-model", "empty.py"], "empty.py: defines no GPTConfig and GPT, as"),
     ],
 )
 def test_bad_flags_are_one_line_before_any_measuring(flags, says, monkeypatch, capsys, tmp_path):
     monkeypatch.chdir(tmp_path)
+    (tmp_path / "model.py").write_text("")
+    (tmp_path / "broken.py").write_text("GPT = undefined_name\n")
+    (tmp_path / "empty.py").write_text("x = 1\n")
     monkeypatch.setattr(gpt1.tools.bench, "bench", lambda args: pytest.fail("measured despite a bad flag"))
     with pytest.raises(SystemExit) as exit:
         main(["--model", "tiny", "--seq", "32", *flags])

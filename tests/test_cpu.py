@@ -1,5 +1,6 @@
 """gpt1.cpu.settings.configure: nothing at import, the CPU settings applied by one call, the matmul kernels chosen by
-(stubbed) measurement and cached per machine; gpt1.cpu.allocator's settings."""
+(stubbed) measurement and cached per machine, measured again once quiet where measured under load; gpt1.cpu.probe's
+statistic, its process and the load it records; gpt1.cpu.allocator's settings."""
 
 import json
 import os
@@ -11,6 +12,7 @@ import pytest
 
 import gpt1.cpu.allocator
 import gpt1.cpu.kernels
+import gpt1.cpu.probe
 import gpt1.cpu.settings
 
 FAST = {"onednn": 1.0, "torch": 2.0}
@@ -40,6 +42,13 @@ CHOSEN = {
 }
 
 
+class Busy:
+    """A stand-in for gpt1.cpu.probe.OtherWork: other processes took ``share`` of the CPUs while measuring."""
+
+    def __init__(self, share: float | None) -> None:
+        self.share = lambda: share
+
+
 @pytest.fixture
 def cpu(monkeypatch, tmp_path):
     """gpt1.cpu.settings with its cache under tmp_path, this process's memo empty, oneDNN available, the measurement
@@ -52,6 +61,7 @@ def cpu(monkeypatch, tmp_path):
     monkeypatch.setattr(gpt1.cpu.kernels, "onednn_available", lambda: True)
     monkeypatch.setattr(gpt1.cpu.settings, "tune_cpu_allocator", lambda: True)  # the process's allocator is left alone
     monkeypatch.setattr(gpt1.cpu.settings, "_load", lambda: 0.0)  # a quiet machine
+    monkeypatch.setattr(gpt1.cpu.settings, "OtherWork", lambda: Busy(0.0))  # no other work while measuring
     calls = []
     monkeypatch.setattr(gpt1.cpu.settings, "measure_matmuls", lambda: calls.append(1) or TIMINGS)
     gpt1.cpu.settings.calls = calls
@@ -137,18 +147,31 @@ def test_measurements_are_cached_per_machine_torch_thread_count_and_probes(cpu, 
     assert cpu.calls == [1, 1, 1, 1] and len(json.loads(path.read_text())) == 4
 
 
-def test_timings_taken_on_a_busy_machine_are_taken_again_once_it_is_quiet(cpu, monkeypatch):
-    cores = os.cpu_count()
-    monkeypatch.setattr(cpu, "_load", lambda: float(cores))  # every core busy while measuring
+def test_timings_taken_on_a_busy_machine_are_taken_again_once_it_is_quiet(cpu, monkeypatch, tmp_path):
+    """The share of the CPUs other work took while measuring is cached with the timings; at or above BUSY (a
+    quarter), the next start on a quiet machine (load average at most QUIET per core) measures again, and the quiet
+    measurement replaces the busy one."""
+    cores, path = os.cpu_count(), tmp_path / "gpt1" / "cpu-matmuls.json"
+    monkeypatch.setattr(cpu, "OtherWork", lambda: Busy(0.5))  # another process held half of the CPUs while measuring
+    monkeypatch.setattr(cpu, "_load", lambda: float(cores))
     cpu.configure()
+    assert json.loads(path.read_text())[cpu.machine_key()]["busy"] == 0.5
     monkeypatch.setattr(cpu, "_MEASURED", {})
-    monkeypatch.setattr(cpu, "_load", lambda: cores / 2 + 0.5)  # still busy: the cached timings stand
+    monkeypatch.setattr(cpu, "_load", lambda: cpu.QUIET * cores + 0.5)  # still busy: the cached timings stand
     assert cpu.configure().source == "cached" and cpu.calls == [1]
     monkeypatch.setattr(cpu, "_MEASURED", {})
-    monkeypatch.setattr(cpu, "_load", lambda: cores / 4)  # quiet now: measured again, then cached at this load
+    monkeypatch.setattr(cpu, "_load", lambda: cpu.QUIET * cores)  # quiet now: measured again
+    monkeypatch.setattr(cpu, "OtherWork", lambda: Busy(0.02))
     assert cpu.configure().source == "measured" and cpu.calls == [1, 1]
+    assert json.loads(path.read_text())[cpu.machine_key()]["busy"] == 0.02  # the quiet measurement replaced it
     monkeypatch.setattr(cpu, "_MEASURED", {})
     assert cpu.configure().source == "cached" and cpu.calls == [1, 1]
+    for busy in (cpu.BUSY - 0.01, None):  # measured on a machine busy by less than BUSY, or of unknown load: it stands
+        entries = json.loads(path.read_text())
+        entries[cpu.machine_key()]["busy"] = busy
+        path.write_text(json.dumps(entries))
+        monkeypatch.setattr(cpu, "_MEASURED", {})
+        assert cpu.configure().source == "cached" and cpu.calls == [1, 1]
 
 
 OLD_KINDS = {"train": FAST, "head": SLOW, "decode": FAST, "batched": FAST}
@@ -173,18 +196,76 @@ def test_an_unwritable_cache_only_costs_a_measurement(cpu, monkeypatch, tmp_path
     assert cpu.configure().matmuls == CHOSEN
 
 
-def test_the_real_measurement_times_every_kernel_of_every_kind(monkeypatch):
-    """measure_matmuls (shrunk: one round after the untimed one) returns a positive median per kind and kernel and
-    leaves the choices."""
+def test_the_real_measurement_times_every_kernel_of_every_kind_in_a_process_whose_threads_sleep(monkeypatch):
+    """measure_matmuls (shrunk: one round after the untimed one) runs the probe in a process of its own, its threads
+    waiting asleep (OMP_WAIT_POLICY=PASSIVE), on this process's thread count: a positive figure per kind and kernel,
+    and this process's choices left as they were."""
     monkeypatch.setattr(gpt1.cpu.kernels, "CPU_MATMULS", dict.fromkeys(gpt1.cpu.kernels.KINDS, "torch"))
     if not gpt1.cpu.kernels.onednn_available():
         pytest.skip("no oneDNN linear on this CPU")
-    timings = gpt1.cpu.settings.measure_matmuls(rounds=1)
+    runs = []
+    real_run = subprocess.run
+    monkeypatch.setattr(
+        gpt1.cpu.probe.subprocess, "run", lambda cmd, **kw: runs.append((cmd, kw)) or real_run(cmd, **kw)
+    )
+    monkeypatch.setenv("GOMP_SPINCOUNT", "1000000")  # the user's, which would make the probe's threads spin
+    timings = gpt1.cpu.probe.measure_matmuls(rounds=1)
     assert {kind: set(t) for kind, t in timings.items()} == {
         kind: set(k) for kind, k in gpt1.cpu.kernels.KERNELS.items()
     }
     assert all(seconds > 0 for t in timings.values() for seconds in t.values())
     assert gpt1.cpu.kernels.CPU_MATMULS == dict.fromkeys(gpt1.cpu.kernels.KINDS, "torch")
+    ((cmd, kw),) = runs
+    assert cmd[1:] == ["-m", "gpt1.cpu.probe", str(gpt1.cpu.probe.torch.get_num_threads()), "1"]
+    assert kw["env"]["OMP_WAIT_POLICY"] == "PASSIVE" and "GOMP_SPINCOUNT" not in kw["env"]
+
+
+def test_where_the_probes_process_fails_it_measures_in_this_one_and_says_so(monkeypatch):
+    def fail(cmd, **kw):
+        raise subprocess.CalledProcessError(1, cmd, stderr="Traceback ...\nImportError: no torch here\n")
+
+    monkeypatch.setattr(gpt1.cpu.probe.subprocess, "run", fail)
+    monkeypatch.setattr(gpt1.cpu.probe, "probe_matmuls", lambda rounds: {"rounds": rounds})
+    with pytest.warns(
+        UserWarning, match=r"probe's process failed \(ImportError: no torch here\): measuring in this one"
+    ):
+        assert gpt1.cpu.probe.measure_matmuls(rounds=2) == {"rounds": 2}
+
+
+def test_each_kernel_gets_the_least_cpu_time_of_its_busiest_thread_over_rounds_taken_in_turn(monkeypatch):
+    """interleaved: an untimed round, then each kernel once a round, the order reversed every other round; a
+    kernel's figure is its least figure of any round (load only adds); a round's figure the CPU seconds of the main
+    thread or of the others' mean, whichever is more."""
+    clock = [0.0, 0.0]  # (this thread's CPU seconds, the process's)
+    monkeypatch.setattr(gpt1.cpu.probe, "cpu_seconds", lambda: tuple(clock))
+    monkeypatch.setattr(gpt1.cpu.probe.torch, "get_num_threads", lambda: 3)
+    # per call of each kernel: (the main thread's seconds, the two others' together)
+    costs = {"a": iter([(9, 9), (5, 4), (3, 10), (4, 2)]), "b": iter([(9, 9), (2, 2), (2, 2), (1, 8)])}
+    order = []
+
+    def probe(kernel: str) -> None:
+        order.append(kernel)
+        own, others = next(costs[kernel])
+        clock[0] += own
+        clock[1] += own + others
+
+    assert gpt1.cpu.probe.interleaved(probe, ("a", "b"), rounds=3) == {
+        "a": 4,
+        "b": 2,
+    }  # a: max(5, 2), max(3, 5), max(4, 1)
+    assert order == ["b", "a", "a", "b", "b", "a", "a", "b"]
+
+
+def test_the_other_work_is_the_machines_busy_time_less_this_process_and_its_childrens(monkeypatch):
+    """OtherWork's share: (the machine's busy CPU seconds - this process's and its children's) / all CPU seconds."""
+    readings = iter([(100.0, 400.0, 10.0), (160.0, 500.0, 30.0)])  # (busy, total, own) at the start and at share()
+    monkeypatch.setattr(gpt1.cpu.probe, "_machine_and_own", lambda: next(readings))
+    assert gpt1.cpu.probe.OtherWork().share() == pytest.approx((60 - 20) / 100)
+    monkeypatch.setattr(gpt1.cpu.probe, "_machine_and_own", lambda: None)  # no /proc/stat
+    assert gpt1.cpu.probe.OtherWork().share() is None
+    monkeypatch.undo()
+    share = gpt1.cpu.probe.OtherWork().share()  # the real counters: a share, or None off Linux
+    assert share is None or 0.0 <= share <= 1.0
 
 
 def test_the_allocator_keeps_freed_memory_and_asks_for_huge_pages_unless_opted_out(monkeypatch):

@@ -24,8 +24,8 @@ V = 500  # the tiny preset's 512 less some: the table padded to 512 (pad_vocab_t
 
 @pytest.fixture
 def small_chunks(monkeypatch):
-    """Chunks of 7 rows: a batch of a few dozen positions takes several, the last one short."""
-    monkeypatch.setattr(gpt1.model.lm_loss, "CHUNK_ELEMENTS", 7 * V)
+    """Chunks of 7 rows in fp32 (4 in bf16): a batch of a few dozen positions takes several, the last one short."""
+    monkeypatch.setattr(gpt1.model.lm_loss, "CHUNK_BYTES", 7 * V * 4)
 
 
 def tiny(**overrides) -> GPT:
@@ -88,6 +88,24 @@ def test_under_bf16_autocast_it_matches_the_whole_logits_within_bf16(small_chunk
     for name in ("tokens_embed.weight", "h.0.attn.c_attn.weight"):
         err = (chunked_grads[name] - whole_grads[name]).norm() / whole_grads[name].norm()
         assert err < 2e-2, (name, err)
+
+
+def test_chunks_are_as_few_as_the_budget_allows_of_equal_rows():
+    """One chunk where every position's logits fit CHUNK_BYTES (fp32 logits, and under autocast their gradient in its
+    dtype: the quickstart's 32 x 128 at 8,195 tokens in bf16, GPT-1's vocabulary at 8 x 128 or 2 x 512 in fp32: as
+    fast as the whole logits), else the fewest that fit, of equal rows but the last; at most MAX_CHUNKS (a compiled
+    graph unrolls them), larger ones beyond."""
+    from gpt1.model.lm_loss import CHUNK_BYTES, MAX_CHUNKS, chunk_rows
+
+    bf16 = torch.bfloat16
+    assert chunk_rows(32 * 128, 8195, bf16) == 32 * 128 and chunk_rows(1024, 40481) == 1024
+    for rows, dtype, chunks in [(8 * 512, torch.float32, 3), (64 * 512, bf16, 30)]:  # GPT-1, the paper's batch on GPU
+        size = chunk_rows(rows, 40478, dtype)
+        assert -(-rows // size) == chunks and rows - (chunks - 1) * size > 0
+        assert size * 40478 * (4 if dtype == torch.float32 else 6) <= CHUNK_BYTES
+    assert chunk_rows(1656, 40478) == 1656 and chunk_rows(1656, 40478, torch.float64) == 828  # fp64: 8 bytes a logit
+    assert -(-(10**6) // chunk_rows(10**6, 40478)) == MAX_CHUNKS
+    assert chunk_rows(3, CHUNK_BYTES) == 1  # a vocabulary larger than a chunk: a row at a time
 
 
 class LargestTensor(TorchDispatchMode):

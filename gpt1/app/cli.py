@@ -18,7 +18,7 @@ COMMANDS = {
     "evaluate": "a fine-tuned checkpoint's task metrics, or a checkpoint's perplexity on a corpus",
     "generate": "sample text from a checkpoint",
     "convert": "import/export Hugging Face openai-gpt checkpoints (from-hf SRC DST | to-hf SRC DST)",
-    "bench": "speed on this device vs its own ceilings and vs HF's model (--compare hf; flags, not Hydra)",
+    "bench": "speed on this device vs its own ceilings and vs HF's or nanoGPT's model (--compare; flags, not Hydra)",
     "report": "tables and plots of sweeps: median and spread over seeds (DIR... [--out DIR]; flags, not Hydra)",
 }
 

@@ -80,7 +80,7 @@ class PretrainConfig:
     """Compile the model with torch.compile (in place: checkpoints keep plain parameter names); faster steps on a
     GPU after a first one that takes a while to compile."""
     lm_loss: LMLoss = LMLoss.chunked
-    """How the LM loss over the tied head is computed: chunked (the logits of a few hundred positions at a time,
+    """How the LM loss over the tied head is computed: chunked (the logits in chunks of positions of at most 256 MiB,
     forward and backward: memory bounded whatever the batch) or whole (every position's logits at once, then torch's
     cross-entropy: the reference, equal within fp32 rounding; docs/faithfulness.md)."""
 
@@ -173,7 +173,7 @@ class FinetuneConfig:
     compile: bool = False
     """Compile the model with torch.compile (in place: checkpoints keep plain parameter names)."""
     lm_loss: LMLoss = LMLoss.chunked
-    """How the LM loss over the tied head is computed: chunked (the logits of a few hundred positions at a time,
+    """How the LM loss over the tied head is computed: chunked (the logits in chunks of positions of at most 256 MiB,
     forward and backward: memory bounded whatever the batch) or whole (every position's logits at once, then torch's
     cross-entropy: the reference, equal within fp32 rounding; docs/faithfulness.md)."""
 

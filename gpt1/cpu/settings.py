@@ -9,11 +9,12 @@ allocates anything; a Python user may call it too. Importing gpt1 changes nothin
 - ``GPT1_CPU_MATMUL``: ``auto`` (the default) runs each kind of fp32 product (``gpt1.cpu.kernels.KINDS``: the forward,
   input-gradient and weight-gradient products of the blocks and of the tied head, decoding, batched inference) on
   whichever of its kernels (``gpt1.cpu.kernels.KERNELS``: oneDNN, torch's matmuls, decoding's row or column blocks)
-  ``measure_matmuls`` found fastest on this machine: measured once (two or three seconds), then read from
-  ``cache_path()``, one entry per CPU model and flags, torch version, thread count, ISA override and version of
-  the probes (measured again where it was taken while every core was busy and the machine is quiet now); ``onednn``
-  or ``torch`` forces one kernel for every kind. A training run keeps the kernels it started with, whatever a
-  resumed attempt's process chooses (``gpt1.training.callbacks.run_kernels.RunKernels``).
+  ``gpt1.cpu.probe.measure_matmuls`` found fastest on this machine, timed to be robust to other processes' load:
+  measured once (a few seconds, in a process of its own), then read from ``cache_path()``, one entry per CPU
+  model and flags, torch version, thread count, ISA override and version of the probes, with the share of the CPUs
+  that other work took while it was measured (measured again, and replaced, once a machine that was busy then is
+  quiet); ``onednn`` or ``torch`` forces one kernel for every kind. A training run keeps the kernels it started with,
+  whatever a resumed attempt's process chooses (``gpt1.training.callbacks.run_kernels.RunKernels``).
 """
 
 from __future__ import annotations
@@ -23,10 +24,9 @@ import hashlib
 import json
 import os
 import platform
-import statistics
 import time
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -34,6 +34,7 @@ import torch
 
 from gpt1.cpu import kernels
 from gpt1.cpu.allocator import request_huge_pages, tune_cpu_allocator
+from gpt1.cpu.probe import PROBES, OtherWork, measure_matmuls
 
 FORCED = ("onednn", "torch")
 """The kernels ``GPT1_CPU_MATMUL`` can force on every kind."""
@@ -58,7 +59,7 @@ class CpuSettings:
     source: str
     """How the matmuls were chosen: "GPT1_CPU_MATMUL=onednn" (or torch), "measured", "cached" or "no oneDNN"."""
     timings: dict[str, dict[str, float]] = field(default_factory=dict)
-    """Kind -> kernel -> median seconds of ``measure_matmuls``'s probe (where measured or cached)."""
+    """Kind -> kernel -> seconds of ``gpt1.cpu.probe.measure_matmuls``'s probe (where measured or cached)."""
 
 
 def configure() -> CpuSettings:
@@ -94,7 +95,7 @@ def applied() -> CpuSettings | None:
 
 
 def choose(timings: dict[str, dict[str, float]]) -> dict[str, str]:
-    """Kind -> the kernel to run: the fastest where its median beat torch's by more than ``MARGIN``, else torch."""
+    """Kind -> the kernel to run: the fastest where it beat torch's by more than ``MARGIN``, else torch."""
     choices = {}
     for kind, t in timings.items():
         fastest = min(t, key=t.__getitem__)
@@ -120,13 +121,9 @@ def _cpuinfo(name: str) -> str:
         return ""
 
 
-PROBES = 3
-"""The version of ``measure_matmuls``'s probes: timings cached by other probes are measured again."""
-
-
 def machine_key() -> str:
     """What the matmul timings depend on: the CPU (model and a hash of its flags), torch's version, the thread count,
-    any ISA override (``ISA_VARIABLES``) and the probes (``PROBES``)."""
+    any ISA override (``ISA_VARIABLES``) and the probes (``gpt1.cpu.probe.PROBES``)."""
     flags = hashlib.sha1(" ".join(cpu_flags()).encode()).hexdigest()[:12]
     isa = "".join(f", {v}={os.environ[v]}" for v in ISA_VARIABLES if os.environ.get(v))
     return (
@@ -148,7 +145,10 @@ _MEASURED: dict[str, tuple[dict[str, dict[str, float]], str]] = {}
 def cached_timings() -> tuple[dict[str, dict[str, float]], str]:
     """This machine's matmul timings and where they came from ("measured" or "cached"): as this process's earlier
     call had them, from ``cache_path()``, or measured now and written there (under a lock, so that processes
-    started together, e.g. DDP's ranks, measure once). An unreadable or unwritable cache only costs a measurement."""
+    started together, e.g. DDP's ranks, measure once) with the load: the 1-minute load average and ``busy``, the
+    share of the CPUs' time other processes took meanwhile (``gpt1.cpu.probe.OtherWork``). Timings measured while
+    other work held a quarter of the CPUs or more are measured again, and replaced, the first time the machine is
+    quiet (``_busy_then_quiet_now``). An unreadable or unwritable cache only costs a measurement."""
     key = machine_key()
     if key in _MEASURED:
         return _MEASURED[key]
@@ -157,13 +157,15 @@ def cached_timings() -> tuple[dict[str, dict[str, float]], str]:
         entries = _read_json(path)
         entry = entries.get(key, {})
         timings, source = entry.get("timings"), "cached"
-        if not _valid(timings) or _busy_then_quiet_now(entry.get("load")):
+        if not _valid(timings) or _busy_then_quiet_now(entry.get("busy")):
+            others = OtherWork()
             timings, source = measure_matmuls(), "measured"
             entries[key] = {
                 "timings": timings,
                 "choices": choose(timings),
                 "date": time.strftime("%Y-%m-%d %H:%M"),
                 "load": _load(),
+                "busy": others.share(),
             }
             with contextlib.suppress(OSError):
                 tmp = path.with_suffix(f".{os.getpid()}.tmp")
@@ -180,12 +182,18 @@ def _load() -> float | None:
     return None
 
 
-def _busy_then_quiet_now(load_then: object) -> bool:
-    """Whether timings taken at load average ``load_then`` are worth re-taking now: taken while other work held
-    every core, and now at most half of them are busy (other processes slow the kernels unevenly: under load,
-    decoding's row-block products lose to torch's that win on a quiet machine)."""
+BUSY = 0.25
+"""Timings measured while other processes took at least this share of the CPUs' time are re-checked when quiet."""
+QUIET = 0.25
+"""The machine is quiet when its 1-minute load average is at most this many runnable processes per core."""
+
+
+def _busy_then_quiet_now(busy_then: object) -> bool:
+    """Whether timings measured while other work took ``busy_then`` of the CPUs' time are worth measuring again now:
+    at least ``BUSY`` then, and the machine quiet now (``QUIET``; the load average costs nothing to read). The probe
+    is built to choose alike under load (``gpt1.cpu.probe``): this re-check catches what it could not."""
     cores, now = os.cpu_count() or 1, _load()
-    return isinstance(load_then, (int, float)) and now is not None and load_then >= cores and now <= cores / 2
+    return isinstance(busy_then, (int, float)) and busy_then >= BUSY and now is not None and now <= QUIET * cores
 
 
 def _valid(timings: object) -> bool:
@@ -223,67 +231,3 @@ def _locked(path: Path) -> Iterator[None]:
     with lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         yield
-
-
-def measure_matmuls(rounds: int = 3) -> dict[str, dict[str, float]]:
-    """Kind (``gpt1.cpu.kernels.KINDS``) -> kernel (``gpt1.cpu.kernels.KERNELS``) -> median seconds of a probe of that
-    kind of product at GPT-1's width (768), its kernels taken in turn (onednn, torch, onednn, ...: each under the same
-    conditions) after one untimed round: ``rounds`` rounds of the training products, five times as many of the inference
-    ones (a few milliseconds each, whose near-ties fewer rounds decide by chance). Probes: "train.*", the MLP's two
-    weights (3,072 x 768 and 768 x 3,072) at 512 rows (at fewer, oneDNN's forward wins a probe that it loses in real
-    steps: experiments/results/benchmarks.md); "head.*", a 24,576-row weight (75 MB, more than a cache holds, as the
-    tied head's; a shorter one leaves the forward's choice to chance: experiments/results/benchmarks.md) at 128 rows;
-    "batched", two blocks' eight weight matrices (57 MB, more than a cache holds) times 8 rows, and "decode", the same
-    and the head's weight (its quarter of a GPT-1 token's bytes) times 1 row, each stored as decoding stores it on the
-    kernel timed (``gpt1.cpu.kernels.decoding_layout``), all through ``gpt1.cpu.kernels.cpu_linear``."""
-    C, M, V = 768, 512, 24576  # V: the head probe's rows
-    gen = torch.Generator().manual_seed(0)
-
-    def randn(*shape: int) -> torch.Tensor:
-        return torch.randn(*shape, generator=gen) * 0.02
-
-    # (weight (out, in), x (M, in), grad (M, out)) of each training product's probe
-    layers = {
-        "train": [(randn(4 * C, C), randn(M, C), randn(M, 4 * C)), (randn(C, 4 * C), randn(M, 4 * C), randn(M, C))],
-        "head": [(randn(V, C), randn(M // 4, C), randn(M // 4, V))],
-    }
-    products = {
-        "forward": lambda w, x, g, kernel: kernels.linear_forward(x, w, None, kernel),
-        "input_grad": lambda w, x, g, kernel: kernels.linear_input_grad(g, w, kernel),
-        "weight_grad": lambda w, x, g, kernel: kernels.linear_weight_grad(g, x, w, kernel),
-    }
-    blocks = [randn(n, k) for _ in range(2) for n, k in ((3 * C, C), (C, C), (4 * C, C), (C, 4 * C))]
-    rows = {r: {w.size(1): randn(r, w.size(1)) for w in blocks} for r in (1, 8)}
-    probed = {"decode": [*blocks, layers["head"][0][0]], "batched": blocks}  # decoding: the head's share of bytes too
-
-    def training(kind: str, product: str) -> Callable[[str], None]:
-        return lambda kernel: [products[product](*layer, kernel) for layer in layers[kind]]
-
-    def inference(kind: str, r: int) -> Callable[[str], None]:
-        stored: dict[str, list[torch.Tensor]] = {}  # kernel -> the weights as decoding stores them for it
-
-        def run(kernel: str) -> None:
-            with kernels.using(kind, kernel):
-                if kernel not in stored:
-                    stored[kernel] = [kernels.decoding_layout(w) for w in probed[kind]]
-                with torch.no_grad():
-                    for w in stored[kernel]:
-                        kernels.cpu_linear(rows[r][w.size(1)], w)
-
-        return run
-
-    # kind -> (probe, rounds)
-    probes = {f"{kind}.{product}": (training(kind, product), rounds) for kind in layers for product in products}
-    probes |= {"decode": (inference("decode", 1), 5 * rounds), "batched": (inference("batched", 8), 5 * rounds)}
-    return {kind: _interleaved(probe, kernels.KERNELS[kind], n) for kind, (probe, n) in probes.items()}
-
-
-def _interleaved(probe: Callable[[str], None], candidates: tuple[str, ...], rounds: int) -> dict[str, float]:
-    times: dict[str, list[float]] = {k: [] for k in candidates}
-    for i in range(rounds + 1):
-        for kernel in candidates:
-            start = time.perf_counter()
-            probe(kernel)
-            if i:  # the first round is untimed
-                times[kernel].append(time.perf_counter() - start)
-    return {kernel: statistics.median(ts) for kernel, ts in times.items()}

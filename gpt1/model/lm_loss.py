@@ -1,14 +1,14 @@
-"""The LM loss over the tied head in chunks of rows: the (tokens x vocab) logits never exist whole, in the forward
-pass or the backward.
+"""The LM loss over the tied head in chunks of rows: (tokens x vocab) logits of more than ``CHUNK_BYTES`` never exist
+whole, in the forward pass or the backward.
 
 ``chunked_lm_loss`` is a weighted sum of next-token losses, ``sum_m weights[m] * -log softmax(hidden[rows[m]] @
 table.T)[targets[m]]``, over the first ``vocab_size`` rows of the table (a padded vocabulary's rows are never
-scored). For each chunk of rows of hidden (``chunk_rows``: a few hundred) it computes the chunk's logits (r, V),
-their log-sum-exp in fp32 and, with autograd, the loss's gradient wrt those logits, ``G = s * softmax - (the weights
-at the targets)`` with ``s`` a row's summed weights, and from it at once the hidden chunk's gradient ``G @ table``
-and the table's share ``G.T @ hidden``: the unchunked loss's three products (logits, input gradient, weight
-gradient), nothing recomputed. The backward pass only scales them by the loss's gradient. ``chunked_logprobs`` is
-the same chunking without autograd: each target's log-probability (zero-shot scoring).
+scored). For each chunk of rows of hidden (``chunk_rows``: all of them where their logits fit ``CHUNK_BYTES``) it
+computes the chunk's logits (r, V), their log-sum-exp in fp32 and, with autograd, the loss's gradient wrt those
+logits, ``G = s * softmax - (the weights at the targets)`` with ``s`` a row's summed weights, and from it at once the
+hidden chunk's gradient ``G @ table`` and the table's share ``G.T @ hidden``: the unchunked loss's three products
+(logits, input gradient, weight gradient), nothing recomputed. The backward pass only scales them by the loss's
+gradient. ``chunked_logprobs`` is the same chunking without autograd: each target's log-probability (zero-shot scoring).
 
 What changes against the whole logits (``lm_loss=whole``: ``gpt1.training.module.next_token_loss``): the order of
 the sums. The table's gradient is summed chunk by chunk (under bf16 autocast each chunk's share is rounded to bf16
@@ -45,16 +45,25 @@ class LMLoss(str, Enum):
     whole = "whole"  # the (tokens x vocab) logits at once, then torch's cross-entropy (the reference)
 
 
-CHUNK_ELEMENTS = 2**23
-"""A chunk holds about this many logits (rows x vocab; 32 MiB in fp32): 207 rows of GPT-1's 40,478-token
-vocabulary (experiments/results/lm_loss.md)."""
+CHUNK_BYTES = 2**28
+"""A chunk's logits take at most this many bytes (256 MiB): in fp32 (4 bytes a logit), and under autocast their
+gradient in its dtype too (6 bytes a logit in bf16): 1,657 rows of GPT-1's 40,478-token vocabulary in fp32, 5,458 of
+the quickstart's 8,195 in bf16. Each chunk reads the table twice and adds to its gradient once, so more, smaller
+chunks cost more: at 32 MiB of fp32 logits, the small preset's step with GPT-1's vocabulary at 8 x 128 (five chunks)
+measured 1.01-1.06x the whole logits' CPU time, with its one chunk 0.95-0.99x (loaded;
+experiments/results/lm_loss.md)."""
 MAX_CHUNKS = 32
 """At most this many chunks, larger ones where the rows are many: a compiled graph unrolls the chunks' loop."""
 
 
-def chunk_rows(rows: int, vocab_size: int) -> int:
-    """Rows of hidden states per chunk, of ``rows`` in all, for a vocabulary of ``vocab_size``."""
-    return max(1, CHUNK_ELEMENTS // vocab_size, -(-rows // MAX_CHUNKS))
+def chunk_rows(rows: int, vocab_size: int, dtype: torch.dtype = torch.float32) -> int:
+    """Rows of hidden states per chunk, of ``rows`` in all, for a vocabulary of ``vocab_size`` and products in
+    ``dtype``: as few chunks as ``CHUNK_BYTES`` allows (at most ``MAX_CHUNKS``), of equal rows but the last."""
+    logit = torch.promote_types(dtype, torch.float32).itemsize  # the logits' bytes (``_fp32``)
+    logit += dtype.itemsize if logit != dtype.itemsize else 0  # the gradient's copy in the products' dtype
+    fit = max(1, CHUNK_BYTES // (vocab_size * logit))  # rows whose logits fit a chunk
+    chunks = max(1, min(MAX_CHUNKS, -(-rows // fit)))
+    return max(1, -(-rows // chunks))
 
 
 class HeadProducts:
@@ -114,6 +123,25 @@ def _row_weights(U: int, weights: torch.Tensor, rows: torch.Tensor | None) -> to
     return weights if rows is None else weights.new_zeros(U).index_add_(0, rows, weights)
 
 
+def _chunk(
+    logits: torch.Tensor, local: torch.Tensor, t: torch.Tensor, w: torch.Tensor, s: torch.Tensor, grad: bool
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """A chunk's share of the loss from its logits (r, V) in the products' dtype, and with ``grad`` its gradient wrt
+    them in that dtype (r, V), written over the logits in fp32 (``_chunks`` gives local, t, w; s (r,) its rows'
+    summed weights)."""
+    dtype = logits.dtype
+    logits = _fp32(logits)  # (r, V)
+    picked = logits[local, t]  # (n,) the targets' logits
+    top = logits.amax(-1, keepdim=True)  # (r, 1)
+    e = logits.sub_(top).exp_()  # (r, V) exp(logits - max), over the logits: no other (r, V) tensor
+    total = e.sum(-1)  # (r,)
+    loss = (s * (top[:, 0] + total.log())).sum() - (w * picked).sum()  # log-sum-exp - target
+    if not grad:
+        return loss, None
+    # d loss / d logits = s * softmax - the weights at the targets, written over e
+    return loss, e.mul_((s / total)[:, None]).index_put_((local, t), -w, accumulate=True).to(dtype)
+
+
 def _chunked(
     hidden: torch.Tensor,
     table: torch.Tensor,
@@ -132,23 +160,16 @@ def _chunked(
     grad_h = torch.empty_like(hidden) if grads[0] else None
     grad_w = torch.zeros_like(table, dtype=torch.promote_types(table.dtype, torch.float32)) if grads[1] else None
     loss = weights.new_zeros(())
-    size = chunk_rows(hidden.size(0), vocab_size)
+    size = chunk_rows(hidden.size(0), vocab_size, dtype)
     for start, h, local, t, w in _chunks(hidden, targets, weights, rows, size):
-        h, rows_s = h.to(dtype), s[start : start + h.size(0)]
-        logits = _fp32(products.logits(h, W))  # (r, V)
-        picked = logits[local, t]  # (n,) the targets' logits
-        top = logits.amax(-1, keepdim=True)  # (r, 1)
-        e = logits.sub_(top).exp_()  # (r, V) exp(logits - max), over the logits: no other (r, V) tensor
-        total = e.sum(-1)  # (r,)
-        loss = loss + (rows_s * (top[:, 0] + total.log())).sum() - (w * picked).sum()  # log-sum-exp - target
-        if not any(grads):
-            continue
-        # d loss / d logits = s * softmax - the weights at the targets, written over e
-        G = e.mul_((rows_s / total)[:, None]).index_put_((local, t), -w, accumulate=True).to(dtype)  # (r, V)
+        h = h.to(dtype)
+        chunk_loss, G = _chunk(products.logits(h, W), local, t, w, s[start : start + h.size(0)], any(grads))
+        loss = loss + chunk_loss
         if grad_h is not None:
             grad_h[start : start + h.size(0)] = products.input_grad(G, W)
         if grad_w is not None:
             products.add_weight_grad(grad_w[:vocab_size], G, h, W)
+        del G  # before the next chunk's logits: one chunk's (r, V) tensors at a time (``CHUNK_BYTES``)
     return loss, grad_h, grad_w
 
 
@@ -208,7 +229,7 @@ def chunked_logprobs(
     rows at a time (``chunk_rows``), each row's as the whole logits' ``F.cross_entropy`` gives it."""
     dtype = _compute_dtype(hidden)
     W = table[:vocab_size].to(dtype)
-    size = chunk_rows(hidden.size(0), vocab_size)
+    size = chunk_rows(hidden.size(0), vocab_size, dtype)
     return torch.cat([
         -F.cross_entropy(_fp32(products.logits(h.to(dtype), W)), t, reduction="none")
         for h, t in zip(hidden.split(size), targets.split(size), strict=True)

@@ -2,16 +2,19 @@
 
     gpt1 bench                                  # full GPT-1, fp32: LM training step, generation, MC fine-tuning step
     gpt1 bench --compare hf --json bench.json   # + HF OpenAIGPTLMHeadModel / DoubleHeadsModel, identical weights
+    gpt1 bench --compare nanogpt --nanogpt-model nanoGPT/model.py   # + nanoGPT's training step (your copy of its file)
     gpt1 bench --model small --batch 8 --device cuda --precision bf16-mixed
 
 Every figure is the median over ``--iters`` timed repetitions after ``--warmup`` untimed ones, printed with its range
 (``*_range`` in the JSON: the fastest and slowest run). With ``--compare hf`` the training steps of gpt1 and HF, and
 the multiple-choice steps, run in turn (gpt1, HF, gpt1, HF, ...), and gpt1's batch-1 generation is timed before and
 after HF's, so that each ratio compares timings taken under the same conditions on a machine whose speed drifts.
-Each phase says on stderr when it starts.
+``--compare nanogpt`` times nanoGPT's training step in turn with gpt1's the same way (``bench_nanogpt``: the model.py
+of ``--nanogpt-model``, the user's copy, imported from there; a peer of the same size, not the same model). Each phase
+says on stderr when it starts.
 
 - CPU matmul kernels: the choice in effect (``gpt1.cpu.settings.configure``, as every gpt1 command applies it) and every
-  kernel's time on each kind of product, measured afresh (``gpt1.cpu.settings.measure_matmuls``).
+  kernel's time on each kind of product, measured afresh (``gpt1.cpu.probe.measure_matmuls``).
 
 - MFU = achieved training FLOP/s / peak. FLOPs per trained token = 6 N + 12 L C T (PaLM appendix B; N counts the
   parameters without the position table), so a step of B x T tokens costs B T (6 N + 12 L C T).
@@ -71,7 +74,8 @@ from gpt1.core.errors import ConfigError
 from gpt1.cpu.decoding import decode_in_steps, store_for_decoding
 from gpt1.cpu.kernels import onednn_available
 from gpt1.cpu.layers import use_cpu_layers
-from gpt1.cpu.settings import configure, cpu_flags, cpu_model, measure_matmuls
+from gpt1.cpu.probe import measure_matmuls
+from gpt1.cpu.settings import configure, cpu_flags, cpu_model
 from gpt1.model.decoder import GPT, GPTConfig
 from gpt1.model.lm_loss import IGNORE_INDEX, LMLoss
 from gpt1.tasks.batches import real_tokens
@@ -87,6 +91,7 @@ from gpt1.tools.bench_measure import (
     summary,
     train_step,
 )
+from gpt1.tools.bench_nanogpt import NOTE, load_nanogpt, nanogpt_loss, nanogpt_twin
 from gpt1.tools.bench_report import report
 from gpt1.training.module import next_token_loss
 
@@ -163,8 +168,8 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
     train_times = time_training(run)
     time_generation(run)
     time_multiple_choice(run)
-    if run.hf is not None:
-        compare_training_with_hf(run, train_times)
+    if args.compare:
+        compare_training(run, train_times, args.compare)
     return run.out
 
 
@@ -177,7 +182,10 @@ def setup(args: argparse.Namespace) -> Run:
     if device.type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = True
     pad_vocab = args.pad_vocab or (64 if device.type == "cuda" else 1)
-    config = replace(model_config(args.model), vocab_size=args.vocab, pad_vocab_to_multiple=pad_vocab)
+    preset = model_config(args.model)
+    rates = {} if args.dropout is None else dict.fromkeys(("embd_pdrop", "attn_pdrop", "resid_pdrop"), args.dropout)
+    layers = preset.n_layer if args.layers is None else args.layers
+    config = replace(preset, vocab_size=args.vocab, pad_vocab_to_multiple=pad_vocab, n_layer=layers, **rates)
     model = GPT(config).to(device)
     if device.type == "cpu":
         use_cpu_layers(model)  # as every gpt1 command runs a model on the CPU
@@ -189,7 +197,8 @@ def setup(args: argparse.Namespace) -> Run:
     out: dict[str, Any] = {
         "device": torch.cuda.get_device_name(device) if device.type == "cuda" else
         f"cpu ({cpu_model()}, {torch.get_num_threads()} threads)",
-        "torch": torch.__version__, "model": args.model, "params": model.num_params(), "batch": B, "seq": T,
+        "torch": torch.__version__, "model": args.model, "layers": config.n_layer, "dropout": config.resid_pdrop,
+        "params": model.num_params(), "batch": B, "seq": T,
         "precision": args.precision, "compile": args.compile, "lm_loss": args.lm_loss.value,
         "pad_vocab_to_multiple": pad_vocab,
         "flops_per_token": model.flops_per_token(T),
@@ -222,7 +231,8 @@ def time_training(run: Run) -> dict[str, list[float]]:
     MFU and gpt1's peak memory. Returns every step's times by library."""
     args, device, model, out = run.args, run.device, run.model, run.out
     B, T = args.batch, args.seq
-    progress(f"training steps {B}x{T}" + (", gpt1's and HF's in turn" if args.compare == "hf" else ""))
+    peer = {"hf": "HF's", "nanogpt": "nanoGPT's"}.get(args.compare)
+    progress(f"training steps {B}x{T}" + (f", gpt1's and {peer} in turn" if peer else ""))
     model.train()
     # --compile: the model, its tied head and the loss as one graph (as compile=true trains); generation stays eager
     loss_fn = torch.compile(next_token_loss) if args.compile else next_token_loss
@@ -243,6 +253,9 @@ def time_training(run: Run) -> dict[str, list[float]]:
     run.hf = hf = hf_twin(model).train() if args.compare == "hf" else None
     if hf is not None:
         steps["hf"] = train_step(hf, lambda: hf(ids, labels=ids).loss, run.autocast)  # HF users' loss
+    if args.compare == "nanogpt":
+        twin = nanogpt_twin(model, args.nanogpt, args.nanogpt_model).train()
+        steps["nanogpt"] = train_step(twin, nanogpt_loss(twin, ids), run.autocast)
     train_times = interleaved_times(steps, args.warmup, args.iters, device)
     step_s, step_range = summary(train_times["gpt1"])
     peak = out["peak_flops"]
@@ -355,12 +368,14 @@ def time_multiple_choice(run: Run) -> None:
                          speedup_multiple_choice_shared_context=hf_s / mc["shared_context_step_s"])  # fmt: skip
 
 
-def compare_training_with_hf(run: Run, train_times: dict[str, list[float]]) -> None:
-    """HF's training step beside gpt1's (timed in turn with it by ``time_training``): its time, tokens/s, speedup."""
+def compare_training(run: Run, train_times: dict[str, list[float]], peer: str) -> None:
+    """The peer's training step beside gpt1's (HF's or nanoGPT's, timed in turn with it by ``time_training``): its
+    time, tokens/s, speedup (and for nanoGPT what differs: ``bench_nanogpt.NOTE``)."""
     B, T = run.args.batch, run.args.seq
-    hf_step, hf_range = summary(train_times["hf"])
-    run.out["hf"].update(train_step_s=hf_step, train_step_s_range=hf_range, train_tokens_per_s=B * T / hf_step,
-                         speedup_train=hf_step / run.out["train"]["step_s"])  # fmt: skip
+    step, spread = summary(train_times[peer])
+    out = run.out.setdefault(peer, {"model": str(run.args.nanogpt_model), "note": NOTE} if peer == "nanogpt" else {})
+    out.update(train_step_s=step, train_step_s_range=spread, train_tokens_per_s=B * T / step,
+               speedup_train=step / run.out["train"]["step_s"])  # fmt: skip
 
 
 def check_args(args: argparse.Namespace) -> None:
@@ -384,14 +399,22 @@ def check_args(args: argparse.Namespace) -> None:
         ("--mc-batch", args.mc_batch, 0),
         ("--warmup", args.warmup, 0),
         ("--pad-vocab", args.pad_vocab or 1, 1),
+        ("--layers", 1 if args.layers is None else args.layers, 1),
     ]:  # 0: default
         if value < least:
             raise ConfigError(f"{flag} {value}: choose {least} or more")
+    if args.dropout is not None and not 0 <= args.dropout < 1:
+        raise ConfigError(f"--dropout {args.dropout}: choose 0 <= p < 1")
     resolve_device(args.device, "--device")
     if args.json and not args.json.parent.is_dir():
         raise ConfigError(f"--json {args.json}: no directory {args.json.parent} to write it in; create it first")
     if args.compare == "hf" and importlib.util.find_spec("transformers") is None:
         raise ConfigError("--compare hf needs transformers: pip install transformers")
+    if (args.compare == "nanogpt") != (args.nanogpt_model is not None):
+        raise ConfigError("--compare nanogpt and --nanogpt-model PATH (your copy of nanoGPT's model.py) go together")
+    if args.nanogpt_model and not args.nanogpt_model.is_file():
+        raise ConfigError(f"--nanogpt-model {args.nanogpt_model}: no such file; pass your copy of nanoGPT's model.py")
+    args.nanogpt = load_nanogpt(args.nanogpt_model) if args.nanogpt_model else None  # its errors before any timing
 
 
 @user_errors
@@ -411,6 +434,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--model", default="gpt1", choices=model_options("gpt"), help="conf/model/'s GPT-1 (default: the paper's 117M)"
     )
     p.add_argument("--vocab", type=int, default=40478 + 3, help="vocabulary (default: OpenAI's + 3 special tokens)")
+    p.add_argument("--layers", type=int, default=None, help="blocks (default: the preset's; the quickstart: small, 2)")
+    p.add_argument("--dropout", type=float, default=None, help="every dropout rate (default: the preset's)")
     p.add_argument("--batch", type=int, default=2, help="training batch (sequences)")
     p.add_argument(
         "--seq", type=int, default=None, help="training sequence length (default: 256, or the preset's context)"
@@ -441,14 +466,26 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--warmup", type=int, default=3, help="untimed runs first (a CPU process's first steps fault in memory)"
     )
     p.add_argument("--iters", type=int, default=5, help="timed runs; the median is reported")
-    p.add_argument("--compare", choices=["hf"], default=None, help="also time HF's model with identical weights")
+    p.add_argument(
+        "--compare",
+        choices=["hf", "nanogpt"],
+        default=None,
+        help="also time HF's model with identical weights, or nanoGPT's training step (--nanogpt-model)",
+    )
+    p.add_argument(
+        "--nanogpt-model",
+        type=Path,
+        default=None,
+        help="nanoGPT's model.py, your copy (github.com/karpathy/nanoGPT): gpt1 imports and runs this file, as you "
+        "ask, and times its GPT at the same shapes, with gpt1's weights where they have a place",
+    )
     p.add_argument("--compile", action="store_true", help="torch.compile gpt1's model for the training steps")
     p.add_argument(
         "--lm-loss",
         type=LMLoss,
         default=LMLoss.chunked,
         choices=[k.value for k in LMLoss],
-        help="gpt1's LM loss: chunked (gpt1's default: no (tokens x vocab) logits) or whole (every logit at once)",
+        help="gpt1's LM loss: chunked (gpt1's default: logits in chunks of at most 256 MiB) or whole (all at once)",
     )
     p.add_argument("--json", type=Path, default=None, help="write the results here as JSON")
     args = p.parse_args(argv)

@@ -1,5 +1,5 @@
 """How ``gpt1 bench`` prints its results (``gpt1.tools.bench`` measures them): a line per measure, each figure the
-median of its runs with its range, the CPU matmul choices, and the ratios to HF's model."""
+median of its runs with its range, the CPU matmul choices, and the ratios to HF's model or nanoGPT's."""
 
 from __future__ import annotations
 
@@ -22,14 +22,15 @@ def matmul_lines(out: dict[str, Any]) -> list[str]:
     each = "; ".join(
         f"{k} " + ", ".join(f"{kernel} {s * 1e3:.1f}" for kernel, s in t.items()) for k, t in times.items()
     )
-    return [line, f"  measured now, ms: {each}"]
+    return [line, f"  measured now, ms (the busiest thread's CPU time, least of its rounds): {each}"]
 
 
 def report(out: dict[str, Any]) -> str:
     """A readable summary of ``bench``'s results: each figure the median of its runs, its range in brackets."""
     tr, gen = out["train"], out["generate"]
     lines = [
-        f"gpt1 bench: {out['model']} ({out['params']:,} params), {out['device']}, torch {out['torch']}, "
+        f"gpt1 bench: {out['model']} ({out['layers']} blocks, {out['params']:,} params, dropout {out['dropout']}), "
+        f"{out['device']}, torch {out['torch']}, "
         f"{out['precision']}, LM loss {out['lm_loss']}"
         + (
             f", vocab padded to a multiple of {out['pad_vocab_to_multiple']}"
@@ -79,4 +80,11 @@ def report(out: dict[str, Any]) -> str:
                 f"-> gpt1 {hf['speedup_multiple_choice']:.2f}x "
                 f"({hf['speedup_multiple_choice_shared_context']:.2f}x with share_context)"
             )
+    if "nanogpt" in out:
+        ng = out["nanogpt"]
+        lines.append(
+            f"vs nanoGPT ({ng['model']}: {ng['note']}): train step "
+            f"{_ms(ng['train_step_s'], ng['train_step_s_range'])}, {ng['train_tokens_per_s']:,.0f} tokens/s "
+            f"-> gpt1 {ng['speedup_train']:.2f}x"
+        )
     return "\n".join(lines)
