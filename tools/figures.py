@@ -210,12 +210,12 @@ def _numbers_only(node: Any, prefix: str = "") -> Any:
 
 
 def bench_part(flags: list[str]) -> dict[str, Any]:
-    """``gpt1 bench``'s flags as parsed (the output file left out) and the model preset they name."""
+    """``gpt1 bench``'s flags as parsed (the output file, and flags left at None, "the preset's", out: a flag added
+    since changes no recipe) and the model preset they name."""
     from gpt1.app.model_group import model_config
     from gpt1.tools.bench import parse_args
 
-    args = vars(parse_args(flags))
-    args.pop("json", None)
+    args = {k: v for k, v in vars(parse_args(flags)).items() if v is not None and k != "json"}
     return {"bench": args, "model": asdict(model_config(args["model"]))}
 
 
