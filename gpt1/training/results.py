@@ -29,8 +29,6 @@ def write_metrics(output_dir: Path, metrics: dict[str, Any]) -> Path:
     return path
 
 
-
-
 def final_validation(
     trainer: L.Trainer, module: GPT1Module, data: L.LightningDataModule, prefixes: list[str]
 ) -> dict[str, float]:
