@@ -4,14 +4,11 @@ one line that names the key, before any work."""
 from __future__ import annotations
 
 import dataclasses
-import operator
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from gpt1.core.compat import config_node
-from gpt1.core.errors import ConfigError
-
-_BOUNDS = {"ge": (operator.ge, ">="), "gt": (operator.gt, ">"), "lt": (operator.lt, "<"), "le": (operator.le, "<=")}
+from gpt1.core.errors import ConfigError, out_of_bounds
 
 
 def check_ranges(cfg: DictConfig, prefix: str = "") -> None:
@@ -26,9 +23,7 @@ def check_ranges(cfg: DictConfig, prefix: str = "") -> None:
         if isinstance(node, DictConfig):
             check_ranges(node, f"{prefix}{key}.")
         elif "bounds" in fields.get(key, {}) and not OmegaConf.is_missing(cfg, key) and cfg[key] is not None:
-            value, bounds = cfg[key], fields[key]["bounds"]
-            for v in value if isinstance(value, ListConfig) else [value]:
-                if not all(_BOUNDS[op][0](v, bound) for op, bound in bounds.items()):
-                    rule = " and ".join(f"{_BOUNDS[op][1]} {bound}" for op, bound in bounds.items())
-                    hint = f" ({fields[key]['hint']})" if fields[key]["hint"] else ""
-                    raise ConfigError(f"{prefix}{key}={value}: out of range; choose a value {rule}{hint}")
+            value = cfg[key]
+            rule = out_of_bounds(fields[key], list(value) if isinstance(value, ListConfig) else value)
+            if rule is not None:
+                raise ConfigError(f"{prefix}{key}={value}: out of range; {rule}")

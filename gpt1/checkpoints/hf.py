@@ -26,7 +26,8 @@ from torch import nn
 
 from gpt1.checkpoints.format import empty_model, load_checkpoint, read_checkpoint, save_checkpoint
 from gpt1.checkpoints.hub import hub_snapshot, is_hub_name
-from gpt1.core.errors import CheckpointError
+from gpt1.core.errors import CheckpointError, fields_out_of_bounds
+from gpt1.core.file_kinds import describe
 from gpt1.core.files import atomic_file
 from gpt1.model.decoder import GPT, GPTConfig
 from gpt1.model.heads import MultipleChoiceHead
@@ -190,7 +191,12 @@ def import_double_heads(
 
 def _read_hf_weights(src: Path) -> dict[str, torch.Tensor]:
     if (src / "model.safetensors").is_file():
-        return load_file(src / "model.safetensors")
+        try:
+            return load_file(src / "model.safetensors")
+        except Exception as e:  # safetensors' own error: cut short, or another kind of file
+            kind = describe(src / "model.safetensors")
+            found = f"is {kind}" if kind != "a safetensors file" else f"cannot be read ({e})"
+            raise CheckpointError(f"{src}/model.safetensors {found}: pass an intact HF model directory") from e
     if (src / "pytorch_model.bin").is_file():
         return read_checkpoint(src / "pytorch_model.bin")  # as data: a refused type is one line
     raise CheckpointError(
@@ -286,7 +292,23 @@ def import_hf(src: str | os.PathLike, dst: str | os.PathLike, tokenizer: str | o
         hf_config = json.loads((src / "config.json").read_text())
     except json.JSONDecodeError as e:
         raise CheckpointError(f"{src}/config.json is not valid JSON ({e}): pass an intact HF model directory") from e
-    config = config_from_hf(hf_config)
+    if not isinstance(hf_config, dict):
+        raise CheckpointError(
+            f"{src}/config.json holds {type(hf_config).__name__}, not an object of the model's "
+            "fields: pass an intact HF model directory"
+        )
+    try:
+        config = config_from_hf(hf_config)
+    except (TypeError, ValueError, KeyError) as e:  # a field of the wrong type, or out of range
+        raise CheckpointError(
+            f"{src}/config.json describes no openai-gpt model ({type(e).__name__}: {e}): pass "
+            "an intact HF model directory"
+        ) from e
+    outside = fields_out_of_bounds(config)
+    if outside is not None:
+        raise CheckpointError(
+            f"{src}/config.json describes no openai-gpt model ({outside}): pass an intact HF model directory"
+        )
     weights = _read_hf_weights(src)
     heads = None
     if is_double_heads(weights):
@@ -333,7 +355,9 @@ def export_hf(src: str | os.PathLike, dst: str | os.PathLike) -> None:
     hf_config = config_to_hf(config)  # before writing anything: an unexportable config leaves no half directory
     dst = Path(dst)
     if dst.exists() and not dst.is_dir():
-        raise CheckpointError(f"{dst} is a file: to-hf writes a directory (config.json, model.safetensors, ...)")
+        raise CheckpointError(
+            f"{dst} is a file: to-hf writes a directory (config.json, model.safetensors, ...): give a directory's path"
+        )
     dst.mkdir(parents=True, exist_ok=True)
     tokens = hf_special_tokens(loaded.tokenizer)
     ids = {f"{role}_token_id": loaded.tokenizer.specials["eod"] for role in ("bos", "eos") if tokens}

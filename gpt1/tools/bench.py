@@ -64,7 +64,7 @@ from omegaconf import OmegaConf
 from torch.nn import functional as F
 
 from gpt1.app.devices import resolve_device
-from gpt1.app.runner import user_errors
+from gpt1.app.runner import FlagParser, user_errors
 from gpt1.checkpoints.format import empty_model
 from gpt1.core.errors import ConfigError
 from gpt1.cpu.decoding import decode_in_steps, store_for_decoding
@@ -405,7 +405,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """``gpt1 bench``'s flags, checked (``check_args``)."""
-    p = argparse.ArgumentParser(prog="gpt1 bench", description=__doc__.split("\n")[0])
+    p = FlagParser(prog="gpt1 bench", description=__doc__.split("\n")[0])
     p.add_argument("--model", default="gpt1", choices=sorted(PRESETS), help="model preset (default: the paper's 117M)")
     p.add_argument("--vocab", type=int, default=40478 + 3, help="vocabulary (default: OpenAI's + 3 special tokens)")
     p.add_argument("--batch", type=int, default=2, help="training batch (sequences)")

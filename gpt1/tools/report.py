@@ -16,7 +16,6 @@ was swept, the zero-shot curve (score per pre-training step) for ``gpt1 zeroshot
 
 from __future__ import annotations
 
-import argparse
 import csv
 import json
 import re
@@ -29,7 +28,8 @@ from typing import Any, Optional
 
 import yaml
 
-from gpt1.app.runner import user_errors
+from gpt1.app.config_files import yaml_problem
+from gpt1.app.runner import FlagParser, user_errors
 from gpt1.app.sweep import NOT_OF_THE_JOB
 from gpt1.core.errors import DataError, UserError
 from gpt1.core.provenance import attempts
@@ -157,20 +157,31 @@ def find_jobs(dirs: Sequence[Path]) -> list[Job]:
 def read_job(path: Path) -> Job:
     """The job in ``path``; DataError naming the file if one is unreadable."""
 
-    def load(name: str, reader: Any) -> Any:
+    def load(name: str, reader: Any, shape: type) -> Any:
         file = path / name
         try:
-            return reader(file.read_text()) if file.is_file() else None
+            value = reader(file.read_text()) if file.is_file() else None
+        except yaml.MarkedYAMLError as e:
+            raise DataError(f"{yaml_problem(file, e)}; or move {name} aside to list the job as failed") from e
         except (ValueError, yaml.YAMLError) as e:
-            raise DataError(f"{file}: not valid {'JSON' if name.endswith('json') else 'YAML'} ({e})") from e
+            what = "JSON" if name.endswith("json") else "YAML"
+            raise DataError(
+                f"{file}: not valid {what} ({e}): restore it, or move it aside to list the job as failed"
+            ) from e
+        if value is not None and not isinstance(value, shape):
+            raise DataError(
+                f"{file} holds {type(value).__name__}, not {shape.__name__} as gpt1 writes it: restore "
+                "it, or move it aside to list the job as failed"
+            )
+        return value
 
     overrides = {}
-    for item in load(".hydra/overrides.yaml", yaml.safe_load) or []:
+    for item in load(".hydra/overrides.yaml", yaml.safe_load, list) or []:
         key, _, value = str(item).partition("=")
         if key.lstrip("+~") not in NOT_OF_THE_JOB:  # how a job was run (resume=auto), not which job: no parameter
             overrides[key.lstrip("+~")] = value
-    metrics = load("metrics.json", json.loads)
-    return Job(path, overrides, load(".hydra/config.yaml", yaml.safe_load) or {}, metrics, provenance(path))
+    metrics = load("metrics.json", json.loads, dict)
+    return Job(path, overrides, load(".hydra/config.yaml", yaml.safe_load, dict) or {}, metrics, provenance(path))
 
 
 def provenance(path: Path) -> dict[str, str]:
@@ -535,7 +546,7 @@ def report(dirs: Sequence[Path], out: Optional[Path] = None) -> dict[str, Any]:
 
 @user_errors
 def main(argv: Optional[list[str]] = None) -> dict[str, Any]:
-    p = argparse.ArgumentParser(prog="gpt1 report", description=__doc__.split("\n")[0])
+    p = FlagParser(prog="gpt1 report", description=__doc__.split("\n")[0])
     p.add_argument("dirs", nargs="+", type=Path, metavar="DIR", help="sweep directories or run directories")
     p.add_argument("--out", type=Path, default=None, help="where to write (default: the first DIR)")
     args = p.parse_args(argv)

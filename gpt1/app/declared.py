@@ -1,0 +1,43 @@
+"""What OmegaConf's typing lets into a composed config and gpt1's schemas do not declare, refused in one line before
+any work: a key that no schema field declares (Hydra adds one given with ``+`` or ``++``, bypassing the schema: it
+was silently ignored), and a list or mapping as an item of a list of values (``optim.betas=[[0.9,0.99]]``, which
+OmegaConf keeps in a ``list[float]``)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from omegaconf import DictConfig, ListConfig, OmegaConf
+
+from gpt1.app.suggest import closest
+from gpt1.core.compat import config_node, list_item_type
+from gpt1.core.errors import ConfigError
+
+SCALARS = (str, int, float, bool)
+
+
+def check_declared(cfg: DictConfig, prefix: str = "") -> None:
+    """Refuse a key of ``cfg`` (and of every config below it) that its schema does not declare, and a container
+    inside a list of values: a ``ConfigError`` naming the key. A free mapping (a field typed ``dict``, e.g.
+    ``task.data_files``, ``task.splits``) takes any key; Hydra's own node (``hydra``) is Hydra's."""
+    schema = OmegaConf.get_type(cfg)
+    fields = [f.name for f in dataclasses.fields(schema)] if dataclasses.is_dataclass(schema) else None
+    for key in cfg:
+        if prefix == "" and key == "hydra":
+            continue
+        if fields is not None and key not in fields:
+            best = closest(str(key), fields)
+            raise ConfigError(
+                f"{prefix}{key}: no such key in {schema.__name__} (added with + or ++, it would be ignored)"
+                f"{f'; did you mean {prefix}{best}?' if best else ''}: remove it (`--cfg job` prints every key)"
+            )
+        node = config_node(cfg, key)
+        if isinstance(node, DictConfig):
+            check_declared(node, f"{prefix}{key}.")
+        elif isinstance(node, ListConfig) and list_item_type(node) in SCALARS and not OmegaConf.is_missing(cfg, key):
+            if any(isinstance(config_node(node, i), (DictConfig, ListConfig)) for i in range(len(node))):
+                kind = list_item_type(node).__name__
+                raise ConfigError(
+                    f"{prefix}{key}={OmegaConf.to_container(node)}: a list of {kind} values, each item one value: "
+                    f"give {prefix}{key}=[a,b] (no list inside it)"
+                )
