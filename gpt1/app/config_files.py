@@ -6,6 +6,7 @@ mapping of keys."""
 
 from __future__ import annotations
 
+import codecs
 import os
 import re
 from pathlib import Path
@@ -60,6 +61,11 @@ def check_config_file(path: str | os.PathLike) -> None:
     except UnicodeDecodeError as e:
         where = utf8_error(path) or f"{path}: invalid UTF-8"
         raise ConfigError(f"{where}: save it as UTF-8") from e
+    if data.startswith(codecs.BOM_UTF8) and re.match(r"\s*#\s*@", text):
+        raise ConfigError(
+            f"{path} starts with a UTF-8 byte-order mark, which hides its first line ({text.splitlines()[0]!r}) from "
+            "Hydra: save it without the mark"
+        )
     _check_header(path, text[:512])
     top = _parsed(path, text)
     if top is not None and not isinstance(top, dict):
@@ -113,5 +119,5 @@ def _parsed(path: Path, text: str) -> Optional[Any]:
 
     try:
         return yaml.load(text, Loader=Loader)  # noqa: S506 (a safe loader)
-    except yaml.MarkedYAMLError as e:
+    except yaml.YAMLError as e:  # (a character YAML does not take, e.g. NUL, has no line: its position)
         raise ConfigError(yaml_problem(path, e)) from e

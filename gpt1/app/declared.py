@@ -1,7 +1,8 @@
-"""What OmegaConf's typing lets into a composed config and gpt1's schemas do not declare, refused in one line before
-any work: a key that no schema field declares (Hydra adds one given with ``+`` or ``++``, bypassing the schema: it
-was silently ignored), and a list or mapping as an item of a list of values (``optim.betas=[[0.9,0.99]]``, which
-OmegaConf keeps in a ``list[float]``)."""
+"""What Hydra and OmegaConf let into a composed config and gpt1's schemas and config groups do not declare, refused
+in one line before any work: a key that no schema field declares (Hydra adds one given with ``+`` or ``++``,
+bypassing the schema: it was silently ignored), a list or mapping as an item of a list of values
+(``optim.betas=[[0.9,0.99]]``, which OmegaConf keeps in a ``list[float]``), and an optional group's option that does
+not exist (``debug=fsat``, which Hydra skips)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import dataclasses
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from gpt1.app.suggest import closest
+from gpt1.app.suggest import closest, group_options, no_such_option
 from gpt1.core.compat import config_node, list_item_type
 from gpt1.core.errors import ConfigError
 
@@ -41,3 +42,15 @@ def check_declared(cfg: DictConfig, prefix: str = "") -> None:
                     f"{prefix}{key}={OmegaConf.to_container(node)}: a list of {kind} values, each item one value: "
                     f"give {prefix}{key}=[a,b] (no list inside it)"
                 )
+
+
+def check_choices(config: DictConfig) -> None:
+    """Refuse an option of an optional config group that no config directory holds (``debug=fsat``: Hydra leaves an
+    optional group out when it finds no option of that name, and the run went on without it): a ``ConfigError``
+    naming it and the group's options."""
+    for group, value in OmegaConf.select(config, "hydra.runtime.choices", default={}).items():
+        if value is None or group.startswith("hydra/") or value == "null":
+            continue
+        options = group_options(group)
+        if options and value not in options:
+            raise ConfigError(no_such_option(group, str(value), options))

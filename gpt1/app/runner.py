@@ -26,14 +26,14 @@ from omegaconf.errors import OmegaConfBaseException
 
 import gpt1
 from gpt1.app.config_files import check_config_file
-from gpt1.app.declared import check_declared
+from gpt1.app.declared import check_choices, check_declared
 from gpt1.app.ranges import check_ranges
 from gpt1.app.registration import register
 from gpt1.app.suggest import config_hint, given_with, what_to_give
 from gpt1.app.sweep import resuming_sweeps
 from gpt1.core.compat import hydra_config_files_checked_by, hydra_flags_parsed_by, hydra_reports_through
 from gpt1.core.errors import EXIT_USER_ERROR, ConfigError, UserError
-from gpt1.core.files import WriteError, atomic_file, read_error, write_error
+from gpt1.core.files import WriteError, atomic_file, path_error, write_error
 from gpt1.core.memory import memory_line, peak_memory
 from gpt1.core.provenance import recorded_attempt
 from gpt1.core.run_lock import hold, let_go, run_lock
@@ -58,9 +58,9 @@ def user_message(e: BaseException) -> str | None:
     """The one-line report of a user-fixable error, or None for a bug (which keeps its traceback)."""
     if isinstance(e, UserError):
         return " ".join(str(e).split())
-    unread = read_error(Path(e.filename), e) if isinstance(e, OSError) and e.filename else None
-    if unread is not None:  # a directory where a file should be, a file this user may not read
-        return str(unread)
+    misplaced = path_error(Path(e.filename), e) if isinstance(e, OSError) and e.filename else None
+    if misplaced is not None:  # a directory where a file should be, a file this user may not read
+        return str(misplaced)
     failed = write_error(Path(e.filename), e) if isinstance(e, OSError) and e.filename else None
     if isinstance(failed, WriteError):  # a full disk, a directory that cannot be written
         return " ".join(str(failed).split())
@@ -141,18 +141,21 @@ class FlagParser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         split = message.startswith("unrecognized arguments") and "=" in message
         hint = "; give the overrides (key=value) together, after the flags" if split else ""
-        raise ConfigError(f"{message}{hint}: see `{self.prog} --help` for its flags")
+        listing = "--hydra-help" if "--hydra-help" in self.format_usage() else "--help"  # (Hydra's --help: the app's)
+        raise ConfigError(f"{message}{hint}: see `{self.prog} {listing}` for its flags")
 
 
 def check_overrides(argv: list[str]) -> None:
     """Refuse an override that names no key (``=5``, ``+=x``), which Hydra takes for a config group's, and Hydra's
     ``--experimental-rerun``, which unpickles a file (a file from outside never runs code): a ``ConfigError`` naming
     it."""
-    if any(arg.split("=")[0] == "--experimental-rerun" for arg in argv):
-        raise ConfigError(
-            "--experimental-rerun: gpt1 does not rerun from a pickled config (unpickling it could run code from the "
-            "file): run the command again with the overrides in its run's .hydra/overrides.yaml"
-        )
+    for i, arg in enumerate(argv):
+        if arg.split("=")[0] == "--experimental-rerun":
+            given = arg.partition("=")[2] or (argv[i + 1] if i + 1 < len(argv) else "")
+            raise ConfigError(
+                f"--experimental-rerun {given}: gpt1 does not rerun from a pickled config (unpickling it could run "
+                "code from the file): run the command again with the overrides in its run's .hydra/overrides.yaml"
+            )
     for arg in argv:
         if re.match(r"[+~]*=", arg):
             raise ConfigError(f"{arg}: an override is key=value, and this one names no key: put its key before the =")
@@ -182,6 +185,7 @@ class KeepRunRecord(Callback):
 
 
 def _check_job_config(config: Any) -> None:
+    check_choices(config)
     check_declared(config)
     check_ranges(config)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import os
 import re
 import sys
 from collections.abc import Iterable
@@ -201,12 +202,7 @@ def _group_hint(chain: list[BaseException], text: str) -> Optional[str]:
     found = re.search(r"Could not find '([\w/]+)/([^'/]+)'", text)
     if missing is not None and found:
         group, value = found.groups()
-        options = list(missing.options or []) or _group_options(group)
-        return (
-            f"{group}={value}: there is no {group} {value!r}{_did_you_mean(value, options, f'{group}=')} "
-            f"(its options: {', '.join(options)}): choose one of them, or write your own as DIR/{group}/{value}.yaml "
-            "and give --config-dir DIR"
-        )
+        return no_such_option(group, value, list(missing.options or []) or _group_options(group))
     found = re.match(r"Could not override '([\w.]+)'\. No match in the defaults list", text)
     if not found:
         return None
@@ -215,6 +211,32 @@ def _group_hint(chain: list[BaseException], text: str) -> Optional[str]:
     if group == "task" and command in TAKES_NO_TASK:
         return f"task={value}: gpt1 {command} takes no task; {TAKES_NO_TASK[command].format(value=value)}"
     return f"{group}={value}: gpt1 {command} has no config group {group!r} (`--cfg job` prints its config)"
+
+
+def no_such_option(group: str, value: str, options: list[str]) -> str:
+    """The line for ``group=value`` where the group has no such option (its ``options``)."""
+    found = [p for d in config_dirs() if os.path.lexists(p := d / group / f"{value}.yaml") and not p.is_file()]
+    if found:  # a directory or a broken link by the option's name: Hydra sees no file
+        what = "a directory" if found[0].is_dir() else "a broken symbolic link"
+        return f"{group}={value}: {found[0]} is {what}, not a YAML file: put the {group}'s YAML file there"
+    return (
+        f"{group}={value}: there is no {group} {value!r}{_did_you_mean(value, options, f'{group}=')} "
+        f"(its options: {', '.join(options)}): choose one of them, or write your own as DIR/{group}/{value}.yaml "
+        "and give --config-dir DIR"
+    )
+
+
+def group_options(group: str) -> list[str]:
+    """The options of the config group ``group``: the YAML files of every config directory (``--config-dir`` and the
+    package's) and the configs stored in Hydra's ConfigStore (the model presets, a task given to ``compose``)."""
+    from hydra.core.config_store import ConfigStore
+
+    node = ConfigStore.instance().repo
+    for part in group.split("/"):
+        node = node.get(part, {}) if isinstance(node, dict) else {}
+    stored = {name.removesuffix(".yaml") for name in node} if isinstance(node, dict) else set()
+    files = {p.stem for d in config_dirs() for p in (d / group).glob("*.yaml") if p.is_file()}
+    return sorted(files | stored)
 
 
 def _merge_hint(omega: Optional[OmegaConfBaseException], text: str) -> Optional[str]:
@@ -251,10 +273,20 @@ def _key_hint(omega: OmegaConfBaseException, text: str) -> str:
     composing = re.match(r"In '([\w/]+)': \w+ raised while composing config", text)
     if composing and "/" in composing.group(1):  # a field of a group's YAML file (a task of the user's)
         config_path = composing.group(1)
+        group = config_path.rsplit("/", 1)[0]
+        if full_key == group.replace("/", "."):  # its keys landed under the group's name: no header
+            path = next(
+                (d / f"{config_path}.yaml" for d in config_dirs() if (d / f"{config_path}.yaml").is_file()), None
+            )
+            return (
+                f"{path or config_path + '.yaml'}: its keys are the command's own, but it has no '# @package _global_' "
+                "line: put that line first"
+            )
         path = _yaml_of(config_path, key)
         where = f"{path}" if path else f"{config_path}.yaml"
         return (
-            f"{where}: unknown field {key!r} ({schema}){_did_you_mean(key, fields)} (its fields: {', '.join(fields)})"
+            f"{where}: unknown field {key!r} ({schema}){_did_you_mean(key, fields)} (its fields: {', '.join(fields)}): "
+            "rename it to one of them, or remove it"
         )
     first = str(omega).splitlines()[0]  # Key 'n_layr' not in 'GPTConfig'
     return f"{full_key}: {first}{_did_you_mean(key, fields, parent)} (`--cfg job` prints every key)"

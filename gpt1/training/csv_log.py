@@ -30,12 +30,17 @@ class _ContinuedWriter(csv_writer_keeping_its_file()):
         if path.is_file():
             try:
                 with open(path, newline="") as f:
-                    self.kept = [{k: v for k, v in row.items() if v not in ("", None)} for row in csv.DictReader(f)]
+                    rows = list(csv.DictReader(f))
             except (UnicodeDecodeError, csv.Error) as e:  # damaged: not gpt1's to mend
+                rows, damage = [], str(e)
+            else:
+                damage = "a row with more fields than its header" if any(None in row for row in rows) else ""
+            if damage:
                 raise DataError(
-                    f"{path} cannot be read ({e}): restore it from a copy, or move it aside (the run "
-                    "then starts a new one)"
-                ) from e
+                    f"{path} cannot be read ({damage}): restore it from a copy, or move it aside (the run then starts "
+                    "a new one)"
+                )
+            self.kept = [{k: v for k, v in row.items() if v not in ("", None)} for row in rows]
         super().__init__(log_dir)
         self.rows = list(self.kept)
         self.replaceable = {_identity(row): i for i, row in enumerate(self.rows) if _identity(row)}

@@ -11,6 +11,7 @@ from typing import Any
 import lightning as L
 import torch
 from hydra.utils import get_class
+from lightning.pytorch.accelerators import AcceleratorRegistry
 from lightning.pytorch.callbacks import Callback, ProgressBar
 from lightning.pytorch.loggers import Logger
 from lightning.pytorch.strategies import Strategy, StrategyRegistry
@@ -110,6 +111,11 @@ def check_accelerator(cfg: DictConfig) -> None:
         )
     if str(cfg.precision) not in PRECISIONS:
         raise ConfigError(f"trainer.precision={cfg.precision}: choose one of {', '.join(PRECISIONS)}")
+    if str(cfg.accelerator).lower() not in ("auto", "gpu", *AcceleratorRegistry):
+        raise ConfigError(
+            f"trainer.accelerator={cfg.accelerator}: not an accelerator Lightning knows; choose auto, gpu or one of "
+            f"{', '.join(AcceleratorRegistry)}"
+        )
     for key in ("max_time", "val_check_interval"):
         if isinstance(cfg[key], str) and not DURATION.fullmatch(cfg[key]):
             raise ConfigError(

@@ -14,7 +14,7 @@ HYDRA_VALID = [
     ["--cfg", "job"],
     ["--cfg", "hydra"],
     ["--cfg", "all"],
-    ["--info"],
+    ["--info", "all"],
     ["--info", "config"],
     ["--cfg", "job", "--resolve"],
     ["-p", "run_name", "--cfg", "job"],
@@ -29,7 +29,8 @@ HYDRA_INVALID = [
     (["--cfg", "nope"], ["--cfg"]),
     (["--info", "nope"], ["--info"]),
     (["-m", "--cfg", "job"], ["-m (--multirun)"]),
-    (["--multirun", "--info"], ["-m (--multirun)"]),
+    (["--multirun", "--info", "all"], ["-m (--multirun)"]),
+    (["--info"], ["--info"]),  # (its value is optional: it takes the next argument, an override, for one)
     (["--config-name", "zznosuch"], ["zznosuch"]),
     (["--config-dir", "{in}/nowhere"], ["{in}/nowhere"]),
     (["--experimental-rerun", "{in}/nowhere.pickle"], ["{in}/nowhere.pickle"]),
@@ -142,8 +143,9 @@ def recipes(draw, valid_bench: bool = False) -> Recipe:
         base = BASES[command]
         if kind == "hydra_valid":
             flags = draw(st.sampled_from(HYDRA_VALID + HELP))
-            if flags in HELP:
-                return Recipe("flags", f"{command} {' '.join(flags)}", [command, *flags], Expect.valid)
+            if flags in HELP:  # (alone; Hydra composes the config it describes: finetune's and zeroshot's need a task)
+                task = ["task=sentiment"] if command in ("finetune", "zeroshot") else []
+                return Recipe("flags", f"{command} {' '.join(flags)}", [command, *flags, *task], Expect.valid)
             return Recipe("flags", f"{command} {' '.join(flags)}", _with_flags(base, flags), Expect.valid)
         if kind == "split":  # an override after a flag: Hydra takes the overrides as one run of arguments
             return Recipe(
@@ -154,7 +156,7 @@ def recipes(draw, valid_bench: bool = False) -> Recipe:
                 ["seed=3"],
                 run_dir=False,
             )
-        flags, names = draw(st.sampled_from(HYDRA_INVALID))
+        flags, names = draw(st.sampled_from([(f, n) for f, n in HYDRA_INVALID if f[0] not in base]))
         return Recipe("flags", f"{command} {' '.join(flags)}", _with_flags(base, flags), Expect.invalid, names)
     if kind == "bench":
         if valid_bench and draw(st.integers(0, 9)) == 0:

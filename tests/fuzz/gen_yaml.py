@@ -41,6 +41,17 @@ def task_yaml_text() -> str:
     return task_yaml(Path("assets/task"))
 
 
+def _without(text: str, key: str) -> str:
+    """``text`` without its top-level ``key`` (and the lines indented below it): the key given again is not a
+    duplicate."""
+    out, skipping = [], False
+    for line in _lines(text):
+        skipping = line.startswith(f"{key}:") or (skipping and line.startswith(" "))
+        if not skipping:
+            out.append(line)
+    return "".join(out)
+
+
 def _lines(text: str) -> list[str]:
     return text.splitlines(keepends=True)
 
@@ -90,9 +101,11 @@ EXPERIMENT_WRONG_FIELDS = [
     ("optim: {lr: fast}", ["optim.lr"]),
     ("optim: {lrate: 0.1}", ["lrate"]),
     ("seed: seven", ["seed"]),
-    ("trainer: {max_steps: -9}", ["trainer.max_steps"]),
-    ("batch_size: 0", ["batch_size"]),
+    ("aux_lm_weight: -1", ["aux_lm_weight"]),
+    ("trainer: {gradient_clip_val: -1}", ["trainer.gradient_clip_val"]),
+    ("head_pdrop: 2", ["head_pdrop"]),
 ]
+"""(Not of the keys the command line sets, which it overrides: batch_size, trainer.max_steps.)"""
 
 
 @st.composite
@@ -162,15 +175,11 @@ def recipes(draw) -> Recipe:
         return recipe(f"top level {body.strip()!r}", Expect.invalid, body, [name])
     if kind == "field":
         line, names = draw(st.sampled_from(TASK_WRONG_FIELDS if which == "task" else EXPERIMENT_WRONG_FIELDS))
-        field = line.split(":")[0]
-        kept = "".join(x for x in _lines(text) if not x.startswith(f"{field}:"))
-        if which == "experiment":  # (a mapping given twice would be a duplicate key)
-            kept = "".join(x for x in _lines(kept) if not (x.startswith("optim:") or x.startswith("  lr:")))
-        return recipe(line, Expect.invalid, kept + line + "\n", names)
+        return recipe(line, Expect.invalid, _without(text, line.split(":")[0]) + line + "\n", names)
     if kind == "encoding":
-        encoding, data = draw(mutations.in_encoding(text))
-        expect = Expect.either if encoding.startswith("UTF-8 with") else Expect.invalid
-        return recipe(encoding, expect, data, [name])
+        encoding, data = draw(mutations.in_encoding(text))  # (a UTF-8 mark hides an experiment's header from Hydra)
+        expect = Expect.valid if encoding.startswith("UTF-8 with") and which == "task" else Expect.invalid
+        return recipe(encoding, expect, data, [name] if expect is Expect.invalid else [])
     if kind == "wrong_kind":
         kind_name, data = draw(mutations.wrong_kind("a YAML document", "a JSON document", "a CSV table"))
         return recipe(kind_name, Expect.invalid, data, [name])
@@ -178,7 +187,7 @@ def recipes(draw) -> Recipe:
         how, data = draw(mutations.damaged(text.encode()))  # (a file that still parses: its error names the key)
         return recipe(how, Expect.either, data)
     if kind == "empty":
-        return recipe("empty", Expect.invalid if which == "task" else Expect.valid, b"", ["type"])
+        return recipe("empty", Expect.invalid, b"", ["type"] if which == "task" else [name, "@package"])
     if kind == "huge":
         return recipe("a 200 KB comment", Expect.valid, text + "#" + "x" * 200_000 + "\n")
     how, special = draw(mutations.special())

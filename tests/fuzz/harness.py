@@ -60,7 +60,8 @@ class Case:
     names: list[str] = field(default_factory=list)
     """What the error line must contain: the file's name, a key, ``key=value`` (each of them)."""
     line: Optional[int] = None
-    """The line of the file an error must name (``FILE:N:`` or ``FILE, line N``), where the generator knows it."""
+    """The line of the file an error must name (``FILE:N:`` or ``FILE, line N``), where the generator knows it; 0: a
+    line, which the parser decides (an unclosed bracket: where it gave up)."""
     what: str = ""
     """The mutation, in words (in the campaign's records and in a failure's message)."""
     timeout_s: float = 120.0
@@ -132,8 +133,9 @@ def violations(case: Case, outcome: Outcome) -> list[str]:
         return [*found, f"{len(errors)} error lines, the last line of stderr: {lines[-1] if lines else ''!r}"]
     line = errors[0]
     found += [f"the error line does not name {name!r}: {line}" for name in case.names if name not in line]
-    if case.line is not None and not re.search(rf"(:{case.line}:|, line {case.line}\b)", line):
-        found.append(f"the error line does not name line {case.line}: {line}")
+    number = str(case.line) if case.line else r"\d+"  # (0: a line, which the parser decides)
+    if case.line is not None and not re.search(rf"(:{number}:|, line {number}\b)", line):
+        found.append(f"the error line does not name line {case.line or 'N'}: {line}")
     if not ADVICE.search(line.partition(":")[2]):
         found.append(f"the error line does not say what to do: {line}")
     return found
@@ -178,6 +180,8 @@ def snapshot(root: Path) -> dict[str, bytes]:
 REWRITTEN_AT_START = (".hydra/config.yaml", ".hydra/hydra.yaml", "csv/hparams.yaml")
 """What Hydra and Lightning write anew at every start of a run (its resumes too): the composed config and the logged
 hyper-parameters. The record of the command, .hydra/overrides.yaml, keeps its entries."""
+REPORT = re.compile(r"(report\.(md|csv)|[^/]+\.png)")
+"""What ``gpt1 report`` writes into the folder it reports on (anew at each report)."""
 
 
 def run_changes(before: dict[str, bytes], after: dict[str, bytes], refused: bool) -> list[str]:
@@ -195,13 +199,24 @@ def run_changes(before: dict[str, bytes], after: dict[str, bytes], refused: bool
     return found
 
 
+def _rows(data: bytes) -> set[frozenset]:
+    """A CSV file's rows, each as its set of (column, value) that are not empty."""
+    import csv
+
+    return {frozenset((k, v) for k, v in row.items() if v) for row in csv.DictReader(io.StringIO(data.decode()))}
+
+
 def _grew(name: str, old: bytes, new: bytes, refused: bool) -> bool:
     """Whether ``old`` -> ``new`` is a change the record ``name`` may go through (``run_changes``)."""
     import yaml
 
     if name.endswith(".log"):
         return new.startswith(old)
+    if REPORT.fullmatch(name):
+        return True
     try:
+        if name == "csv/metrics.csv":  # rewritten whole at each save: its rows kept (a column may be added)
+            return _rows(old) <= _rows(new)
         if name == "provenance.json":
             old_attempts, new_attempts = json.loads(old)["attempts"], json.loads(new)["attempts"]
             return new_attempts[: len(old_attempts)] == old_attempts
@@ -209,7 +224,7 @@ def _grew(name: str, old: bytes, new: bytes, refused: bool) -> bool:
             return False
         if name == ".hydra/overrides.yaml":
             return set(yaml.safe_load(old) or []) <= set(yaml.safe_load(new) or [])
-    except (ValueError, KeyError, TypeError, yaml.YAMLError):
+    except (ValueError, KeyError, TypeError, AttributeError, yaml.YAMLError):  # (UnicodeDecodeError: a ValueError)
         return False
     return name in REWRITTEN_AT_START
 
