@@ -126,18 +126,19 @@ def test_hydra_main_builds_its_flag_parser_by_name():
 
 
 def test_hydra_reads_a_config_directorys_files_through_file_config_source(tmp_path):
-    """``hydra_config_files_checked_by``: Hydra's ``FileConfigSource.load_config`` reads a --config-dir's files, and
-    the check sees each file's path before it does."""
-    from hydra._internal.core_plugins.file_config_source import FileConfigSource
+    """``hydra_config_files_checked_by``: Hydra's ``FileConfigSource.load_config`` (of the module as Hydra's plugin
+    scan left it, the class Hydra uses) reads a --config-dir's files, and the check sees each file's path first."""
+    import importlib
 
     (tmp_path / "task").mkdir()
     (tmp_path / "task" / "mine.yaml").write_text("type: classification\n")
-    source = FileConfigSource(provider="test", path=str(tmp_path))
     seen = []
     with compat.hydra_config_files_checked_by(seen.append):
+        module = importlib.import_module("hydra._internal.core_plugins.file_config_source")
+        source = module.FileConfigSource(provider="test", path=str(tmp_path))
         assert source.load_config("task/mine").config.type == "classification"
     assert seen == [str(tmp_path / "task" / "mine.yaml")]
-    assert FileConfigSource.load_config.__qualname__ == "FileConfigSource.load_config"  # put back
+    assert module.FileConfigSource.load_config.__qualname__ == "FileConfigSource.load_config"  # put back
 
 
 # -- OmegaConf --------------------------------------------------------------------------------------------------------

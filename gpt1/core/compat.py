@@ -86,9 +86,14 @@ def hydra_flags_parsed_by(parser_class: type) -> Iterator[None]:
 def hydra_config_files_checked_by(check: Callable[[str], None]) -> Iterator[None]:
     """Within it, each YAML file Hydra reads from a config directory (``--config-dir``) is first given to
     ``check(path)``, which raises on one that Hydra would fail to read (gpt1's one-line errors name it). Hydra has no
-    hook there: its private ``FileConfigSource.load_config`` is replaced on the class, then put back."""
+    hook there: its private ``FileConfigSource.load_config`` is replaced on the class, then put back. Hydra's first
+    scan of its plugins executes that class's module anew (a class of its own, the one it then uses): the scan runs
+    first."""
     import os
 
+    from hydra.core.plugins import Plugins
+
+    Plugins.instance()  # (the scan of Hydra's plugins, once per process)
     from hydra._internal.core_plugins.file_config_source import FileConfigSource
 
     original = FileConfigSource.load_config

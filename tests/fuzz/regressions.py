@@ -257,3 +257,13 @@ CORPORA = [
 ]
 
 CHECKPOINTS, TASK_DATA, TOKENIZER_FILES = _checkpoints(), _task_data(), _tokenizer_files()
+
+CONSOLE_SCRIPT = [
+    _yaml(
+        "a tab for indentation, in a process of its own: the traceback again (Hydra's first scan of its plugins had "
+        "replaced the class gpt1 checks through)",
+        _tabbed(),
+        ["fz.yaml, line 4", "tab"],
+        4,
+    ),
+]

@@ -144,16 +144,13 @@ ANY_SURFACE = st.one_of(
 )
 
 
-@pytest.mark.skipif(
-    not CAMPAIGN,
-    reason="the campaign's: in the default suite, the no-read-permission case runs the "
-    "console script, and tests/test_errors.py has its own",
-)
-@settings(max_examples=40)
+@regressions_of(regressions.CONSOLE_SCRIPT)
+@settings(max_examples=budget(1, 40))
 @given(recipe=ANY_SURFACE)
 def test_the_console_script(world, recipe):
     """A sample of every surface as the ``gpt1`` console script, in a process of its own: what a process prints past
-    Python's streams (a library's logging to the stderr it found at import) and its exit status are its own."""
+    Python's streams (a library's logging to the stderr it found at import) and its exit status are its own, and so
+    is the state of its libraries (Hydra's first scan of its plugins)."""
     judge(world, dataclasses.replace(recipe, surface=f"{recipe.surface}, console script"), subprocess=True)
 
 
