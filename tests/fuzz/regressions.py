@@ -42,6 +42,18 @@ OVERRIDES = [
         ["hydra.run.dir"],
     ),
     _overrides("an unknown group option: nothing to do", PRETRAIN, "model=zzsmall", ["model=zzsmall", "choose"]),
+    _overrides(
+        "an optional group's unknown option: skipped by Hydra, the run went on",
+        BASES["prepare"],
+        "debug=zzfast",
+        ["debug=zzfast", "fast"],
+    ),
+    _overrides(
+        "trainer.accelerator of no accelerator: Lightning's ValueError traceback",
+        BASES["finetune"],
+        "trainer.accelerator=zzgpu",
+        ["trainer.accelerator=zzgpu"],
+    ),
 ]
 
 
@@ -50,6 +62,11 @@ def _flags(what: str, argv: list[str], names: list[str]) -> Recipe:
 
 
 FLAGS = [
+    _flags(
+        "gpt1 report --out an existing file: FileExistsError traceback",
+        ["report", "{finished}", "--out", "{assets}/corpus.txt"],
+        ["corpus.txt"],
+    ),
     _flags("an unknown flag: argparse's usage block", [GENERATE[0], "--zzflag", *GENERATE[1:]], ["--zzflag"]),
     _flags(
         "--experimental-rerun: ValueError traceback, and it unpickles a file",
@@ -74,7 +91,33 @@ def _tabbed() -> str:
     return gen_yaml.base_text("task").replace("\n  train:", "\n\ttrain:")
 
 
+def _experiment(what: str, content, names: list[str], line=None) -> Recipe:
+    return Recipe(
+        "yaml",
+        what,
+        gen_yaml.ARGV["experiment"],
+        Expect.invalid,
+        names,
+        line,
+        files={gen_yaml.EXPERIMENT: content},
+        copy={"{in}/conf/task/mine.yaml": "{assets}/conf/task/mine.yaml"},
+    )
+
+
 YAML = [
+    _experiment("an empty experiment: 'unknown field experiment'", b"", ["fz.yaml", "@package"]),
+    _experiment(
+        "an experiment with a UTF-8 mark: its header hidden, 'Could not override trainer@experiment'",
+        b"\xef\xbb\xbf" + gen_yaml.base_text("experiment").encode(),
+        ["fz.yaml", "byte-order mark"],
+    ),
+    _experiment("NUL bytes: yaml.reader.ReaderError traceback", b"\x00" * 64, ["fz.yaml"]),
+    _yaml(
+        "an unclosed [: named at the line where the parser gave up",
+        "type: classification\nlabel_names: [neg, pos\ntext: text\n",
+        ["fz.yaml", "close the ["],
+        0,
+    ),
     _yaml(
         "a tab for indentation: a 90-line yaml.scanner.ScannerError traceback", _tabbed(), ["fz.yaml, line 4", "tab"], 4
     ),
@@ -129,6 +172,14 @@ RECORDS = [
         RESUME,
         "csv/metrics.csv",
         b"step,epoch\n\xff\xfe,1\n",
+        Expect.invalid,
+        ["metrics.csv"],
+    ),
+    _record(
+        "resume: a CSV log row longer than its header: AttributeError traceback",
+        RESUME,
+        "csv/metrics.csv",
+        "step,epoch\n1,2,3,4\n",
         Expect.invalid,
         ["metrics.csv"],
     ),
@@ -191,6 +242,18 @@ def _hf(what: str, name: str, content, names: list[str]) -> Recipe:
 
 
 HF = [
+    _hf(
+        "n_embd 48 in config.json, weights of 32: size-mismatch traceback",
+        "config.json",
+        '{"n_layer": 2, "n_embd": 48, "n_head": 2, "n_positions": 32, "vocab_size": 301}',
+        ["model.safetensors", "config.json"],
+    ),
+    _hf(
+        "vocab_size 1000 in config.json, weights of 301: nothing to do",
+        "config.json",
+        '{"n_layer": 2, "n_embd": 32, "n_head": 2, "n_positions": 32, "vocab_size": 1000}',
+        ["model.safetensors", "intact"],
+    ),
     _hf("config.json a list: AttributeError traceback", "config.json", "[1, 2]", ["config.json"]),
     _hf("model.safetensors empty: SafetensorError traceback", "model.safetensors", b"", ["model.safetensors"]),
     _hf(
