@@ -106,6 +106,7 @@ _WANTED = [
     ("is not a valid input for <enum", "one of {values}"),
     ("expected one of", "one of them"),
     ("Cannot assign", "a value of its type (`--cfg job` prints every key and its value)"),
+    ("is not a subclass of", "a mapping of its fields (key: value lines indented below it)"),
 ]
 """OmegaConf's words for a value of the wrong type -> what to give instead."""
 
@@ -150,6 +151,8 @@ def config_hint(e: BaseException) -> Optional[str]:
             "experiment/, ...)"
         )
     composing = re.match(r"In '([\w/]+)': \w+ raised while composing config", text)
+    if composing and "/" in composing.group(1) and "Merge error:" in text:
+        return _merge_error(composing.group(1), text)
     if composing and "/" in composing.group(1) and omega is not None and getattr(omega, "full_key", None):
         if not isinstance(omega, (ConfigKeyError, ConfigAttributeError)):  # a value of the wrong type in a YAML file
             key = str(omega.full_key)
@@ -164,6 +167,17 @@ def config_hint(e: BaseException) -> Optional[str]:
     if isinstance(omega, (ConfigKeyError, ConfigAttributeError)) and omega.key is not None and "not in" in str(omega):
         return _key_hint(omega, text)
     return None
+
+
+def _merge_error(config_path: str, text: str) -> str:
+    """A field of a config directory's YAML file given a value where its schema has a mapping of fields
+    (``zeroshot: verbalizer``): OmegaConf's merge names no key, the file's line with that value does."""
+    found = re.search(r"Merge error: (.+?)\. value: (.*)", text)
+    what, value = (found.group(1), found.group(2).strip()) if found else ("not a mapping of fields", "")
+    path = next((d / f"{config_path}.yaml" for d in config_dirs() if (d / f"{config_path}.yaml").is_file()), None)
+    line = re.search(rf"^\s*(\w+):\s*{re.escape(value)}\s*$", path.read_text(errors="replace"), re.M) if path else None
+    key = line.group(1) if line else "the field"
+    return f"{path or config_path + '.yaml'}: {key}: {what}{what_to_give(None, 'is not a subclass of', key)}"
 
 
 def _parse_hint(chain: list[BaseException]) -> Optional[str]:

@@ -57,12 +57,14 @@ _STARTED: set[Path] = set()
 
 
 def attempts(output_dir: str | os.PathLike) -> list[dict[str, Any]]:
-    """The attempts recorded in ``output_dir`` (oldest first); none where there is no readable record."""
+    """The attempts recorded in ``output_dir`` (oldest first); none where there is no readable record (a record
+    edited or damaged by hand: its entries that are not attempts are left out)."""
     try:
         record = json.loads((Path(output_dir) / FILE).read_text())
     except (OSError, ValueError):
         return []
-    return record.get("attempts", []) if isinstance(record, dict) else []
+    found = record.get("attempts") if isinstance(record, dict) else None
+    return [a for a in found if isinstance(a, dict)] if isinstance(found, list) else []
 
 
 def _write(output_dir: Path, records: list[dict[str, Any]]) -> None:

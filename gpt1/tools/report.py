@@ -198,7 +198,7 @@ def provenance(path: Path) -> dict[str, str]:
 
 
 def _attempt_columns(attempt: dict[str, Any]) -> dict[str, str]:
-    code, machine, run = attempt.get("gpt1") or {}, attempt.get("machine") or {}, attempt.get("run") or {}
+    code, machine, run = ({} if not isinstance(v, dict) else v for v in map(attempt.get, ("gpt1", "machine", "run")))
     if code.get("commit"):
         built = f"{code.get('version')} {code['commit'][:10]}" + (" +uncommitted changes" if code.get("dirty") else "")
     else:

@@ -35,18 +35,16 @@ def valid_checkpoint() -> bytes:
     writes), its tokenizer the BPE of ``valid_tokenizer_json``."""
     import torch
 
-    from gpt1.checkpoints.format import save_checkpoint
-    from gpt1.model.decoder import GPT, GPTConfig
-    from gpt1.text.tokenizer import Tokenizer
+    from gpt1 import api
 
-    tokenizer = Tokenizer.from_str(valid_tokenizer_json())
+    tokenizer = api.Tokenizer.from_str(valid_tokenizer_json())
     if "eod" not in tokenizer.specials:
         tokenizer.add_special_tokens(["eod"])
     torch.manual_seed(0)
-    config = GPTConfig(vocab_size=tokenizer.vocab_size, n_ctx=32, n_layer=2, n_head=2, n_embd=32, n_inner=64)
+    config = api.GPTConfig(vocab_size=tokenizer.vocab_size, n_ctx=32, n_layer=2, n_head=2, n_embd=32, n_inner=64)
     with tempfile.TemporaryDirectory() as folder:
         path = os.path.join(folder, "model.ckpt")
-        save_checkpoint(path, GPT(config), tokenizer)
+        api.save_checkpoint(path, api.GPT(config), tokenizer)
         with open(path, "rb") as f:
             return f.read()
 

@@ -144,7 +144,7 @@ def recipes(draw, valid_bench: bool = False) -> Recipe:
         if kind == "hydra_valid":
             flags = draw(st.sampled_from(HYDRA_VALID + HELP))
             if flags in HELP:  # (alone; Hydra composes the config it describes: finetune's and zeroshot's need a task)
-                task = ["task=sentiment"] if command in ("finetune", "zeroshot") else []
+                task = ["task=sentiment"] if command in ("finetune", "zeroshot") and flags != ["--hydra-help"] else []
                 return Recipe("flags", f"{command} {' '.join(flags)}", [command, *flags, *task], Expect.valid)
             return Recipe("flags", f"{command} {' '.join(flags)}", _with_flags(base, flags), Expect.valid)
         if kind == "split":  # an override after a flag: Hydra takes the overrides as one run of arguments
@@ -156,7 +156,10 @@ def recipes(draw, valid_bench: bool = False) -> Recipe:
                 ["seed=3"],
                 run_dir=False,
             )
-        flags, names = draw(st.sampled_from([(f, n) for f, n in HYDRA_INVALID if f[0] not in base]))
+        refused = [(f, n) for f, n in HYDRA_INVALID if f[0] not in base]
+        if base[1].startswith("-"):  # (--info takes no value from a flag that follows it)
+            refused = [(f, n) for f, n in refused if f != ["--info"]]
+        flags, names = draw(st.sampled_from(refused))
         return Recipe("flags", f"{command} {' '.join(flags)}", _with_flags(base, flags), Expect.invalid, names)
     if kind == "bench":
         if valid_bench and draw(st.integers(0, 9)) == 0:

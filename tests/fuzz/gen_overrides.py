@@ -307,8 +307,8 @@ def _mode_applies(mode: str, command: str) -> bool:
         return bool(GROUPS[command])
     if mode == "foreign_group":
         return command in FOREIGN_GROUPS
-    if mode == "vocabulary":
-        return bool(VOCABULARY & {leaf.key for leaf in all_leaves})
+    if mode == "vocabulary":  # (gpt1 prepare trains nothing: it reads no trainer.*, device or model.* word)
+        return command != "prepare" and bool(VOCABULARY & {leaf.key for leaf in all_leaves})
     if mode == "valid":
         return bool(SAFE[command])
     if mode == "sweep_without_m":

@@ -18,10 +18,10 @@ from tests.fuzz.world import TINY, WORDS, Recipe
 @functools.cache
 def valid_tokenizer_json() -> str:
     """A valid BPE file: gpt1's BPE trained on a few sentences (``Tokenizer.to_str``, as a run caches it)."""
-    from gpt1.text.tokenizer import train_bpe
+    from gpt1 import api
 
     texts = [" ".join(WORDS[i:] + WORDS[:i]) + ", she said again." for i in range(len(WORDS))]
-    return train_bpe(texts * 4, vocab_size=300).to_str()
+    return api.train_bpe(texts * 4, vocab_size=300).to_str()
 
 
 def argv(path: str, openai: bool = False) -> list[str]:

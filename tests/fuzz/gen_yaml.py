@@ -69,7 +69,7 @@ def syntax_error(draw, text: str) -> tuple[str, str, int]:
         i = draw(st.sampled_from(indented))
         lines[i] = "\t" + lines[i].lstrip(" ")
         return "a tab for indentation", "".join(lines), i + 1
-    keyed = [i for i, line in enumerate(lines) if ":" in line and not line.lstrip().startswith("#")]
+    keyed = [i for i, line in enumerate(lines) if ":" in line and not line.lstrip().startswith(("#", "-"))]
     i = draw(st.sampled_from(keyed))
     key = lines[i].split(":")[0]
     if kind == "bracket":  # the parser reads on to the end of the file

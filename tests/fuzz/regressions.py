@@ -105,6 +105,13 @@ def _experiment(what: str, content, names: list[str], line=None) -> Recipe:
 
 
 YAML = [
+    _yaml(
+        "a field given a value where its schema has fields: 'Merge error', no key named",
+        gen_yaml.base_text("task").replace(
+            "zeroshot: {heuristic: verbalizer, words: [dull, fine]}", "zeroshot: verbalizer"
+        ),
+        ["fz.yaml", "zeroshot"],
+    ),
     _experiment("an empty experiment: 'unknown field experiment'", b"", ["fz.yaml", "@package"]),
     _experiment(
         "an experiment with a UTF-8 mark: its header hidden, 'Could not override trainer@experiment'",
@@ -151,6 +158,14 @@ def _record(what: str, argv: list[str], record: str, content, expect: Expect, na
 
 RESUME = [*PRETRAIN, "resume=auto", "hydra.run.dir={run}"]
 RECORDS = [
+    _record(
+        "report: provenance.json's attempts a string: AttributeError traceback",
+        ["report", "{run}"],
+        "provenance.json",
+        '{"attempts": "x"}',
+        Expect.valid,
+        [],
+    ),
     _record(
         "report: .hydra/config.yaml a list: AttributeError traceback",
         ["report", "{run}"],
@@ -280,12 +295,15 @@ def _task_data() -> list[Recipe]:
             files={**_task(fmt), f"{{in}}/train.{fmt}": content},
         )
 
+    jsonl = serialize("jsonl", rows).decode().splitlines(keepends=True)
+    jsonl[3] = "[1, 2]\n"
     return [
         case("a damaged parquet table: OSError traceback (pyarrow's thrift)", "parquet", damaged, []),
         case(
             "an ELF executable as .tsv: its bytes listed as columns", "tsv", WRONG_KINDS["an ELF executable"](), ["ELF"]
         ),
         case("an empty .tsv: nothing to do", "tsv", b"", ["empty", "give"]),
+        case("a JSON Lines line that is a list: nothing to do", "jsonl", "".join(jsonl).encode(), ["train.jsonl:4:"]),
     ]
 
 

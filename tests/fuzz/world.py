@@ -197,9 +197,9 @@ class World:
             ["convert", "to-hf", str(self.ckpt), str(self.assets / "hf"), f"hydra.run.dir={self.root / 'runs' / 'hf'}"]
         )
         shutil.rmtree(self.root / "runs" / "hf")
-        from gpt1.checkpoints.format import load_checkpoint
+        from gpt1 import api
 
-        tokenizer = load_checkpoint(self.ckpt).tokenizer
+        tokenizer = api.load_checkpoint(self.ckpt).tokenizer
         (self.assets / "tokenizer.json").write_text(tokenizer.to_str(), encoding="utf-8")
         self.finished_files = harness.snapshot(self.finished)
 
