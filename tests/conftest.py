@@ -100,7 +100,7 @@ minute on 2 cores, collection included). tests/test_imports.py checks that every
 
 SLOWEST_FIRST = ["test_scale.py", "test_errors.py", "test_experiments.py", "test_readme.py", "test_sweeps.py"]
 SLOWEST_FIRST += ["test_fsdp.py", "test_cli.py", "test_prepare.py", "test_stops.py", "test_finetune.py"]
-SLOWEST_FIRST += ["test_console.py", "test_wandb_env.py", "test_advice.py"]
+SLOWEST_FIRST += ["test_console.py", "test_wandb_env.py", "test_advice.py", "test_fuzz.py"]
 """The files whose tests take a minute or more (on 2 cores), first: pytest-xdist runs a file's tests on one worker
 (``--dist loadfile``, pyproject.toml) in this order, so that no long file is left to run alone at the end."""
 

@@ -105,6 +105,42 @@ def test_hydra_sweepers_launch_through_the_launcher_plugins_instantiates(monkeyp
     assert Plugins.instantiate_launcher is made
 
 
+def test_hydra_main_builds_its_flag_parser_by_name():
+    """``hydra_flags_parsed_by``: ``hydra.main`` calls ``get_args_parser`` by the name it imported, and the parser it
+    gets then is of the given class (its own class kept beneath), put back after."""
+    import argparse
+    import importlib
+    import inspect
+
+    hydra_main = importlib.import_module("hydra.main")
+    assert "get_args_parser()" in inspect.getsource(hydra_main), "hydra.main no longer calls get_args_parser()"
+    original = hydra_main.get_args_parser
+
+    class Mine(argparse.ArgumentParser):
+        pass
+
+    with compat.hydra_flags_parsed_by(Mine):
+        parser = hydra_main.get_args_parser()
+        assert isinstance(parser, Mine) and parser.parse_args(["--cfg", "job"]).cfg == "job"
+    assert hydra_main.get_args_parser is original
+
+
+def test_hydra_reads_a_config_directorys_files_through_file_config_source(tmp_path):
+    """``hydra_config_files_checked_by``: Hydra's ``FileConfigSource.load_config`` (of the module as Hydra's plugin
+    scan left it, the class Hydra uses) reads a --config-dir's files, and the check sees each file's path first."""
+    import importlib
+
+    (tmp_path / "task").mkdir()
+    (tmp_path / "task" / "mine.yaml").write_text("type: classification\n")
+    seen = []
+    with compat.hydra_config_files_checked_by(seen.append):
+        module = importlib.import_module("hydra._internal.core_plugins.file_config_source")
+        source = module.FileConfigSource(provider="test", path=str(tmp_path))
+        assert source.load_config("task/mine").config.type == "classification"
+    assert seen == [str(tmp_path / "task" / "mine.yaml")]
+    assert module.FileConfigSource.load_config.__qualname__ == "FileConfigSource.load_config"  # put back
+
+
 # -- OmegaConf --------------------------------------------------------------------------------------------------------
 
 
@@ -116,6 +152,22 @@ def test_omegaconf_gives_a_node_unresolved():
     assert hasattr(cfg, "_get_node"), "omegaconf's DictConfig._get_node is gone"
     assert isinstance(compat.config_node(cfg, "a"), DictConfig)
     assert compat.config_node(cfg, "c")._is_interpolation()
+
+
+def test_omegaconf_keeps_a_lists_item_type():
+    """``list_item_type``: a typed list field's node knows its items' type (OmegaConf's private node metadata)."""
+    from dataclasses import dataclass, field
+
+    from omegaconf import OmegaConf
+
+    @dataclass
+    class Schema:
+        betas: list[float] = field(default_factory=lambda: [0.9])
+        anything: list = field(default_factory=list)
+
+    cfg = OmegaConf.structured(Schema)
+    assert compat.list_item_type(compat.config_node(cfg, "betas")) is float
+    assert compat.list_item_type(compat.config_node(cfg, "anything")) is not float
 
 
 # -- Lightning --------------------------------------------------------------------------------------------------------

@@ -397,7 +397,9 @@ def test_hydra_full_error_keeps_the_traceback(tmp_path, bad):
     "command, ckpt, names",
     [
         pytest.param("generate", "{bad}/nothere.ckpt", ["nothere.ckpt", "does not exist"], id="missing"),
-        pytest.param("evaluate", "{bad}/corrupt.ckpt", ["corrupt.ckpt", "cannot be read"], id="corrupt"),
+        pytest.param(
+            "evaluate", "{bad}/corrupt.ckpt", ["corrupt.ckpt", "is a text file", "not a checkpoint"], id="corrupt"
+        ),
         pytest.param("generate", "{run}/truncated.ckpt", ["truncated.ckpt", "cannot be read"], id="truncated"),
         pytest.param("evaluate", "{bad}/foreign.ckpt", ["foreign.ckpt", "not a gpt1 checkpoint"], id="foreign"),
         pytest.param(

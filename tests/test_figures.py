@@ -72,6 +72,7 @@ NOT_MEASURED = {
         "section 3.3": "the paper's section",
     },
     "docs/pretraining.md": {
+        "at most 256 MiB": "a setting: the LM loss's chunk (gpt1/model/lm_loss.py CHUNK_BYTES)",
         "pieces of about 64K characters": "a setting",
         "every 16 MB read": "a setting",
         "1M characters are encoded at a time": "a setting",

@@ -28,6 +28,7 @@ from gpt1.app.config import (
     PretrainConfig,
     ZeroshotCommandConfig,
 )
+from gpt1.app.config_files import check_config_file
 from gpt1.app.model_group import model_schemas
 from gpt1.app.objective import direction
 from gpt1.app.sweep import job_dir_of
@@ -114,10 +115,8 @@ def task_option(task: TaskConfig | Mapping[str, Any] | str | os.PathLike) -> Ite
         path = Path(task)
         if not path.is_file():
             raise ConfigError(f"task={str(task)!r}: no such file (give a TaskConfig, a dict or a YAML file's path)")
-        try:
-            node = OmegaConf.load(path)
-        except Exception as e:  # not YAML, not a mapping
-            raise ConfigError(f"{path} is not a task YAML file ({str(e).splitlines()[0]})") from e
+        check_config_file(path)  # not a file of YAML keys: one line naming it (and its line)
+        node = OmegaConf.load(path)
         if not isinstance(node, DictConfig):
             raise ConfigError(f"{path} is not a task YAML file: it holds no mapping of task fields")
         node.name = node.get("name") or path.stem

@@ -9,13 +9,15 @@ traceback.
 
 from __future__ import annotations
 
+import argparse
 import atexit
 import functools
 import os
+import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import hydra
 from hydra.errors import HydraException
@@ -23,13 +25,16 @@ from hydra.experimental.callback import Callback
 from omegaconf.errors import OmegaConfBaseException
 
 import gpt1
+from gpt1.app.config_files import check_config_file
+from gpt1.app.declared import check_choices, check_declared
+from gpt1.app.ranges import check_ranges
 from gpt1.app.recorded import job_fields, with_record
 from gpt1.app.registration import register
-from gpt1.app.suggest import config_hint
+from gpt1.app.suggest import config_hint, given_with, what_to_give
 from gpt1.app.sweep import resuming_sweeps
-from gpt1.core.compat import hydra_reports_through
-from gpt1.core.errors import EXIT_USER_ERROR, UserError
-from gpt1.core.files import WriteError, write_error
+from gpt1.core.compat import hydra_config_files_checked_by, hydra_flags_parsed_by, hydra_reports_through
+from gpt1.core.errors import EXIT_USER_ERROR, ConfigError, UserError
+from gpt1.core.files import WriteError, atomic_file, path_error, write_error
 from gpt1.core.memory import memory_line, peak_memory
 from gpt1.core.provenance import recorded_attempt
 from gpt1.core.run_lock import hold, let_go, run_lock
@@ -54,6 +59,9 @@ def user_message(e: BaseException) -> str | None:
     """The one-line report of a user-fixable error, or None for a bug (which keeps its traceback)."""
     if isinstance(e, UserError):
         return " ".join(str(e).split())
+    misplaced = path_error(Path(e.filename), e) if isinstance(e, OSError) and e.filename else None
+    if misplaced is not None:  # a directory where a file should be, a file this user may not read
+        return str(misplaced)
     failed = write_error(Path(e.filename), e) if isinstance(e, OSError) and e.filename else None
     if isinstance(failed, WriteError):  # a full disk, a directory that cannot be written
         return " ".join(str(failed).split())
@@ -73,8 +81,8 @@ def user_message(e: BaseException) -> str | None:
         raised = _user_error_within(cause)  # a resolver's own error: its line, not OmegaConf's wrapping of it
         if raised is not None:
             first = " ".join(str(raised).split())
-        key = getattr(cause, "full_key", None)
-        hint = " (`--cfg job` prints every key)" if "not in" in first else ""
+        key = given_with(cause) or getattr(cause, "full_key", None)
+        hint = " (`--cfg job` prints every key)" if "not in" in first else what_to_give(cause, first, key)
         return f"{key}: {first}{hint}" if key and key not in first else first + hint
     if isinstance(e, HydraException):  # an unknown config group option, a malformed override
         return _one_line(str(e).split("Config search path")[0])
@@ -125,6 +133,73 @@ def user_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
     return guarded
 
 
+class FlagParser(argparse.ArgumentParser):
+    """An ``argparse`` parser whose mistakes (an unknown flag, a missing or wrong value, a choice that is none of its
+    choices) are a one-line ``ConfigError`` that names the flag and what to do, in place of argparse's usage block
+    and exit: the parser of gpt1 bench and gpt1 report, and of every Hydra command's flags (through
+    ``gpt1.core.compat.hydra_flags_parsed_by``)."""
+
+    def error(self, message: str) -> NoReturn:
+        split = message.startswith("unrecognized arguments") and "=" in message
+        hint = "; give the overrides (key=value) together, after the flags" if split else ""
+        listing = "--hydra-help" if "--hydra-help" in self.format_usage() else "--help"  # (Hydra's --help: the app's)
+        raise ConfigError(f"{message}{hint}: see `{self.prog} {listing}` for its flags")
+
+
+def check_overrides(argv: list[str]) -> None:
+    """Refuse an override that names no key (``=5``, ``+=x``), which Hydra takes for a config group's, and Hydra's
+    ``--experimental-rerun``, which unpickles a file (a file from outside never runs code): a ``ConfigError`` naming
+    it."""
+    for i, arg in enumerate(argv):
+        if arg.split("=")[0] == "--experimental-rerun":
+            given = arg.partition("=")[2] or (argv[i + 1] if i + 1 < len(argv) else "")
+            raise ConfigError(
+                f"--experimental-rerun {given}: gpt1 does not rerun from a pickled config (unpickling it could run "
+                "code from the file): run the command again with the overrides in its run's .hydra/overrides.yaml"
+            )
+    for arg in argv:
+        if re.match(r"[+~]*=", arg):
+            raise ConfigError(f"{arg}: an override is key=value, and this one names no key: put its key before the =")
+
+
+_KEPT: dict[str, dict[Path, bytes]] = {}
+"""A run directory -> its .hydra/ record as it was before this process's job started in it."""
+
+
+class KeepRunRecord(Callback):
+    """Hydra callback of every gpt1 command (conf/hydra/default.yaml): before Hydra writes a run's .hydra/ record (its
+    config and overrides) into the run directory, the run's config is checked (a key no schema declares, a value out
+    of range: ``check_declared``, ``check_ranges``) and the record already there is kept, so that a command refused
+    there (now, or later: a missing file, a checkpoint that does not fit) leaves a run's record as it found it
+    (``put_back_records``). A ``-m`` sweep's jobs are checked as they start (``command``); Hydra has no hook
+    before it writes a sweep job's record."""
+
+    def on_run_start(self, config: Any, **kwargs: Any) -> None:
+        output_dir, subdir = Path(config.hydra.run.dir), config.hydra.output_subdir
+        record = output_dir / subdir if subdir else None
+        found = [p for p in sorted(record.glob("*.yaml")) if p.is_file()] if record and record.is_dir() else []
+        _KEPT[str(output_dir.absolute())] = {path: path.read_bytes() for path in found}
+        user_errors(_check_job_config)(config)  # a user error exits, in one line
+
+    def on_run_end(self, config: Any, **kwargs: Any) -> None:
+        _KEPT.pop(str(Path(config.hydra.run.dir).absolute()), None)  # it ran: its new record stands
+
+
+def _check_job_config(config: Any) -> None:
+    check_choices(config)
+    check_declared(config)
+    check_ranges(config)
+
+
+def put_back_records() -> None:
+    """The .hydra/ records of the run directories this process started a run in, as they were before
+    (``KeepRunRecord``): after a command was refused."""
+    while _KEPT:
+        for path, data in _KEPT.popitem()[1].items():
+            with atomic_file(path) as f:
+                f.write(data)
+
+
 def _memory_line_after(fn: Callable[[Any], Any]) -> Callable[[Any], Any]:
     """``fn`` (a command's job), then its peak memory as its last line on stderr, once (rank 0's process)."""
 
@@ -161,6 +236,7 @@ class HoldRunDir(Callback):
 
     def on_run_start(self, config: Any, **kwargs: Any) -> None:
         self.directory = config.hydra.run.dir
+        user_errors(_holdable)(self.directory)
         user_errors(hold)(self.directory, f"gpt1 {config.hydra.job.name}")  # a user error exits, in one line
         atexit.register(self._let_go)  # a stop by signal exits past on_run_end
 
@@ -170,6 +246,14 @@ class HoldRunDir(Callback):
 
     def _let_go(self) -> None:
         let_go(self.directory)
+
+
+def _holdable(directory: str) -> None:
+    if not str(directory).strip():  # Hydra would run in the working directory, writing its files among the user's
+        raise ConfigError(
+            "hydra.run.dir is empty: give the run a directory of its own (hydra.run.dir=DIR), or leave it out for "
+            "outputs/<run>/<time>"
+        )
 
 
 def from_the_installed_package() -> None:
@@ -212,6 +296,7 @@ def command(config_name: str) -> Callable[[Callable[[Any], Any]], Callable[[], N
                 run_lock(cfg.paths.output_dir, f"gpt1 {config_name}"),
                 recorded_attempt(cfg.paths.output_dir, **job_fields()),
             ):
+                check_declared(cfg)  # (a -m sweep's job: a run's config was checked by KeepRunRecord)
                 return fn(cfg)
 
         hydra_main = hydra.main(version_base="1.3", config_path="pkg://gpt1.conf", config_name=config_name)(
@@ -221,11 +306,22 @@ def command(config_name: str) -> Callable[[Callable[[Any], Any]], Callable[[], N
         @functools.wraps(fn)
         def main() -> None:
             user_errors(from_the_installed_package)()
+            user_errors(check_overrides)(sys.argv[1:])
             configure_cpu()  # before the first large allocation
             register()
             sys.argv[1:] = user_errors(with_record)(sys.argv[1:], config_name)  # resume=auto, rerun=: a run's record
-            with hydra_reports_through(user_errors), resuming_sweeps():  # Hydra's own errors in one line too
-                user_errors(hydra_main)()  # the flags' own errors, before Hydra composes anything
+            with (
+                hydra_reports_through(user_errors),
+                hydra_flags_parsed_by(FlagParser),
+                hydra_config_files_checked_by(check_config_file),
+                resuming_sweeps(),
+            ):
+                try:
+                    user_errors(hydra_main)()  # the flags' own errors (one line each), before Hydra composes anything
+                except SystemExit as e:
+                    if e.code == EXIT_USER_ERROR:  # refused: a run's record as this command found it
+                        put_back_records()
+                    raise
 
         return main
 

@@ -30,7 +30,8 @@ from omegaconf import DictConfig, OmegaConf
 from torch import nn
 from torch.overrides import TorchFunctionMode
 
-from gpt1.core.errors import CheckpointError
+from gpt1.core.errors import CheckpointError, fields_out_of_bounds
+from gpt1.core.file_kinds import describe
 from gpt1.core.files import atomic_file
 from gpt1.cpu.decoding import store_for_decoding
 from gpt1.model.registry import MODEL_TYPES, model_type
@@ -180,6 +181,12 @@ def read_checkpoint(path: str | os.PathLike, map_location: str | torch.device = 
                 "as data: tensors, numbers, strings; loading other types can run code from the file): use a "
                 "checkpoint written by gpt1, or, if you trust the file's source, save its tensors as plain data"
             ) from None
+        kind = describe(path)
+        if not kind.startswith("a torch checkpoint"):  # e.g. a CSV, an image, a pickle: named for what it is
+            raise CheckpointError(
+                f"{path} is {kind}, not a checkpoint: pass a .ckpt file that gpt1 wrote (gpt1 pretrain, gpt1 "
+                "finetune, gpt1 convert from-hf)"
+            ) from None
         detail = _one_line(e, 200).split(". ")[0].rstrip(".")  # torch's first sentence (its others are advice)
         raise CheckpointError(
             f"{path} cannot be read as a checkpoint (truncated or corrupt? {detail}): use an intact copy, e.g. "
@@ -220,19 +227,9 @@ def load_checkpoint(
             f"{hf_advice(path.parent)}"
         )
     raw = read_checkpoint(path, map_location, mmap=decoding)
-    meta = raw.get("gpt1") if isinstance(raw, dict) else None
-    if not isinstance(meta, dict):
-        raise CheckpointError(
-            f"{path} is not a gpt1 checkpoint (no 'gpt1' block); a Hugging Face openai-gpt model directory converts "
-            "to one with gpt1 convert from-hf (its directory, then the checkpoint file to write)"
-        )
-    if meta.get("format") not in READABLE_FORMATS:
-        raise CheckpointError(
-            f"{path}: checkpoint format {meta.get('format')} is not supported (this gpt1 reads {READABLE_FORMATS}): "
-            "update gpt1 to read it"
-        )
+    meta = _gpt1_block(path, raw)
     kind = meta.get("model_type", "gpt")  # format 1: always a GPT
-    if kind not in MODEL_TYPES:
+    if not isinstance(kind, str) or kind not in MODEL_TYPES:
         raise CheckpointError(
             f"{path}: unknown model_type {kind!r} (known: {list(MODEL_TYPES)}): update gpt1 to read it"
         )
@@ -242,16 +239,19 @@ def load_checkpoint(
         raise CheckpointError(f"{path}: its tokenizer cannot be read ({_one_line(e)}): {DAMAGED}") from e
     cls, config_cls = MODEL_TYPES[kind].model, MODEL_TYPES[kind].config
     try:
-        config = config_cls(**meta["model_config"])
+        config = config_cls(**meta.get("model_config", {}))
     except (TypeError, ValueError) as e:
         raise CheckpointError(f"{path}: its model config is invalid ({_one_line(e)}): {DAMAGED}") from e
+    outside = fields_out_of_bounds(config)
+    if outside is not None:
+        raise CheckpointError(f"{path}: its model config is invalid ({outside}): {DAMAGED}")
     if tokenizer.vocab_size != config.vocab_size:
         raise CheckpointError(
             f"{path}: its tokenizer has {tokenizer.vocab_size} tokens but its model a vocabulary of "
             f"{config.vocab_size}: {DAMAGED}"
         )
     state, heads = {}, {}
-    for key, value in raw["state_dict"].items():
+    for key, value in _weights(path, raw).items():
         if key.startswith(MODEL_PREFIX):
             state[key.removeprefix(MODEL_PREFIX)] = value
         elif key.startswith(HEADS_PREFIX):
@@ -264,6 +264,36 @@ def load_checkpoint(
     if decoding:
         store_for_decoding(model)
     return Loaded(model=model.eval(), tokenizer=tokenizer, raw=raw, task=meta.get("task"), heads=heads)
+
+
+def _gpt1_block(path: Path, raw: Any) -> dict[str, Any]:
+    """The "gpt1" block of the checkpoint ``raw`` read from ``path``, of a format this gpt1 reads."""
+    meta = raw.get("gpt1") if isinstance(raw, dict) else None
+    if not isinstance(meta, dict):
+        raise CheckpointError(
+            f"{path} is not a gpt1 checkpoint (no 'gpt1' block); a Hugging Face openai-gpt model directory converts "
+            "to one with gpt1 convert from-hf (its directory, then the checkpoint file to write)"
+        )
+    if meta.get("format") not in READABLE_FORMATS:
+        raise CheckpointError(
+            f"{path}: checkpoint format {meta.get('format')!r} is not supported (this gpt1 reads "
+            f"{READABLE_FORMATS}): update gpt1 to read it"
+        )
+    if not isinstance(meta.get("task"), (dict, type(None))):
+        raise CheckpointError(f"{path}: its task is a {type(meta['task']).__name__}, not a task spec: {DAMAGED}")
+    return meta
+
+
+def _weights(path: Path, raw: dict[str, Any]) -> dict[str, torch.Tensor]:
+    """The checkpoint's weights (its "state_dict": name -> tensor)."""
+    state = raw.get("state_dict")
+    if not isinstance(state, dict):
+        what = "missing" if state is None else "not a mapping"
+        raise CheckpointError(f"{path}: its weights (state_dict) are {what}: {DAMAGED}")
+    wrong = next((name for name, value in state.items() if not isinstance(value, torch.Tensor)), None)
+    if wrong is not None:
+        raise CheckpointError(f"{path}: its weight {wrong} is a {type(state[wrong]).__name__}, not a tensor: {DAMAGED}")
+    return state
 
 
 def state_mismatch(saved: Mapping[str, Any], expected: Mapping[str, Any]) -> Optional[str]:

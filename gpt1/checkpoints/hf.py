@@ -24,9 +24,10 @@ from safetensors.torch import save as safetensors_bytes
 from tokenizers import Regex, decoders
 from torch import nn
 
-from gpt1.checkpoints.format import empty_model, load_checkpoint, read_checkpoint, save_checkpoint
+from gpt1.checkpoints.format import empty_model, load_checkpoint, read_checkpoint, save_checkpoint, state_mismatch
 from gpt1.checkpoints.hub import hub_snapshot, is_hub_name
-from gpt1.core.errors import CheckpointError
+from gpt1.core.errors import CheckpointError, fields_out_of_bounds
+from gpt1.core.file_kinds import describe
 from gpt1.core.files import atomic_file
 from gpt1.model.decoder import GPT, GPTConfig
 from gpt1.model.heads import MultipleChoiceHead
@@ -188,11 +189,17 @@ def import_double_heads(
     return from_hf_state_dict(decoder), head
 
 
-def _read_hf_weights(src: Path) -> dict[str, torch.Tensor]:
+def _read_hf_weights(src: Path) -> tuple[dict[str, torch.Tensor], Path]:
+    """The weights of the HF folder ``src``, and the file they came from."""
     if (src / "model.safetensors").is_file():
-        return load_file(src / "model.safetensors")
+        try:
+            return load_file(src / "model.safetensors"), src / "model.safetensors"
+        except Exception as e:  # safetensors' own error: cut short, or another kind of file
+            kind = describe(src / "model.safetensors")
+            found = f"is {kind}" if kind != "a safetensors file" else f"cannot be read ({e})"
+            raise CheckpointError(f"{src}/model.safetensors {found}: pass an intact HF model directory") from e
     if (src / "pytorch_model.bin").is_file():
-        return read_checkpoint(src / "pytorch_model.bin")  # as data: a refused type is one line
+        return read_checkpoint(src / "pytorch_model.bin"), src / "pytorch_model.bin"  # as data: one line if refused
     raise CheckpointError(
         f"{src} has neither model.safetensors nor pytorch_model.bin: pass a directory written by save_pretrained "
         "(a sharded checkpoint must be merged first)"
@@ -286,8 +293,24 @@ def import_hf(src: str | os.PathLike, dst: str | os.PathLike, tokenizer: str | o
         hf_config = json.loads((src / "config.json").read_text())
     except json.JSONDecodeError as e:
         raise CheckpointError(f"{src}/config.json is not valid JSON ({e}): pass an intact HF model directory") from e
-    config = config_from_hf(hf_config)
-    weights = _read_hf_weights(src)
+    if not isinstance(hf_config, dict):
+        raise CheckpointError(
+            f"{src}/config.json holds {type(hf_config).__name__}, not an object of the model's "
+            "fields: pass an intact HF model directory"
+        )
+    try:
+        config = config_from_hf(hf_config)
+    except (TypeError, ValueError, KeyError) as e:  # a field of the wrong type, or out of range
+        raise CheckpointError(
+            f"{src}/config.json describes no openai-gpt model ({type(e).__name__}: {e}): pass "
+            "an intact HF model directory"
+        ) from e
+    outside = fields_out_of_bounds(config)
+    if outside is not None:
+        raise CheckpointError(
+            f"{src}/config.json describes no openai-gpt model ({outside}): pass an intact HF model directory"
+        )
+    weights, weights_file = _read_hf_weights(src)
     heads = None
     if is_double_heads(weights):
         state, head_state = import_double_heads(weights, hf_config)
@@ -302,20 +325,28 @@ def import_hf(src: str | os.PathLike, dst: str | os.PathLike, tokenizer: str | o
     missing, unexpected = sorted(expected - state.keys()), sorted(state.keys() - expected)
     if missing or unexpected:  # e.g. a checkpoint of another architecture, or one with other heads (not imported)
         raise CheckpointError(
-            f"{src} does not hold the openai-gpt model its config.json describes: "
-            f"{len(missing)} weights missing {missing[:5]}, {len(unexpected)} unexpected {unexpected[:5]}"
+            f"{weights_file} does not hold the openai-gpt model {src}/config.json describes: "
+            f"{len(missing)} weights missing {missing[:5]}, {len(unexpected)} unexpected {unexpected[:5]}: pass an "
+            "intact HF model directory"
         )
     rows = state["tokens_embed.weight"].size(0)
     if rows != config.vocab_size:
         raise CheckpointError(
-            f"{src}: tokens_embed.weight has {rows} rows but config.json vocab_size={config.vocab_size}"
+            f"{weights_file}: tokens_embed.weight has {rows} rows but config.json vocab_size={config.vocab_size}: pass "
+            "an intact HF model directory"
         )
     if tok.vocab_size != config.vocab_size:
         raise CheckpointError(
             f"the tokenizer ({tokenizer or src}) has {tok.vocab_size} tokens but the model in {src} "
             f"{config.vocab_size}: pass the tokenizer the model was trained with"
         )
-    model.load_state_dict(state, assign=True)  # shapes are checked here
+    misfit = state_mismatch(state, model.state_dict())
+    if misfit:
+        raise CheckpointError(
+            f"{weights_file} does not hold the openai-gpt model {src}/config.json describes: {misfit}: pass an intact "
+            "HF model directory"
+        )
+    model.load_state_dict(state, assign=True)
     save_checkpoint(dst, model, tok, heads=heads)
 
 
@@ -333,7 +364,9 @@ def export_hf(src: str | os.PathLike, dst: str | os.PathLike) -> None:
     hf_config = config_to_hf(config)  # before writing anything: an unexportable config leaves no half directory
     dst = Path(dst)
     if dst.exists() and not dst.is_dir():
-        raise CheckpointError(f"{dst} is a file: to-hf writes a directory (config.json, model.safetensors, ...)")
+        raise CheckpointError(
+            f"{dst} is a file: to-hf writes a directory (config.json, model.safetensors, ...): give a directory's path"
+        )
     dst.mkdir(parents=True, exist_ok=True)
     tokens = hf_special_tokens(loaded.tokenizer)
     ids = {f"{role}_token_id": loaded.tokenizer.specials["eod"] for role in ("bos", "eos") if tokens}

@@ -60,6 +60,56 @@ def hydra_reports_through(wrap: Callable[[Callable[[], Any]], Callable[[], Any]]
 
 
 @contextmanager
+def hydra_flags_parsed_by(parser_class: type) -> Iterator[None]:
+    """Within it, ``hydra.main`` parses the command line's flags (``--cfg``, ``-m``, ``--config-dir``, ...) with a
+    parser of ``parser_class`` (an ``argparse.ArgumentParser`` subclass): gpt1's, whose errors are one line. Hydra
+    builds its parser in its private ``hydra._internal.utils.get_args_parser``, which ``hydra.main`` imported by
+    name: that name is replaced, then put back."""
+    import importlib
+
+    hydra_main = importlib.import_module("hydra.main")  # the module (``import hydra.main`` names the function)
+    original = hydra_main.get_args_parser
+
+    def parser() -> Any:
+        made = original()
+        made.__class__ = type("HydraFlags", (parser_class, type(made)), {})
+        return made
+
+    hydra_main.get_args_parser = parser
+    try:
+        yield
+    finally:
+        hydra_main.get_args_parser = original
+
+
+@contextmanager
+def hydra_config_files_checked_by(check: Callable[[str], None]) -> Iterator[None]:
+    """Within it, each YAML file Hydra reads from a config directory (``--config-dir``) is first given to
+    ``check(path)``, which raises on one that Hydra would fail to read (gpt1's one-line errors name it). Hydra has no
+    hook there: its private ``FileConfigSource.load_config`` is replaced on the class, then put back. Hydra's first
+    scan of its plugins executes that class's module anew (a class of its own, the one it then uses): the scan runs
+    first."""
+    import os
+
+    from hydra.core.plugins import Plugins
+
+    Plugins.instance()  # (the scan of Hydra's plugins, once per process)
+    from hydra._internal.core_plugins.file_config_source import FileConfigSource
+
+    original = FileConfigSource.load_config
+
+    def load_config(self: Any, config_path: str) -> Any:
+        check(os.path.join(self.path, self._normalize_file_name(config_path)))
+        return original(self, config_path)
+
+    FileConfigSource.load_config = load_config
+    try:
+        yield
+    finally:
+        FileConfigSource.load_config = original
+
+
+@contextmanager
 def launchers_wrapped_by(wrap: Callable[[Any], Any]) -> Iterator[None]:
     """Within it, every launcher a Hydra sweeper instantiates (through ``Plugins.instantiate_launcher``, which every
     sweeper calls and then launches its jobs through what it returns) is ``wrap(launcher)``: gpt1's resumable sweeps
@@ -82,6 +132,12 @@ def config_node(cfg: Any, key: str) -> Any:
     """The node under ``key`` of a ``DictConfig``, unresolved (an interpolation stays one, a missing value does not
     raise): OmegaConf's private ``DictConfig._get_node``, which its public API has no equal of."""
     return cfg._get_node(key)
+
+
+def list_item_type(node: Any) -> Any:
+    """The declared type of a ``ListConfig``'s items (``float`` for a ``list[float]`` field; ``Any`` when undeclared):
+    OmegaConf's private node metadata, which its public API has no equal of."""
+    return node._metadata.element_type
 
 
 # -- Lightning --------------------------------------------------------------------------------------------------------

@@ -8,7 +8,8 @@ exit status 2. ``ranged`` declares a config field's bounds, which ``gpt1.app.ran
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+import operator
+from typing import Any, Optional
 
 EXIT_USER_ERROR = 2
 
@@ -44,3 +45,45 @@ def ranged(
     special values mean, said when a value is refused (e.g. "-1: no limit")."""
     bounds = {op: bound for op, bound in (("ge", ge), ("gt", gt), ("lt", lt), ("le", le)) if bound is not None}
     return dataclasses.field(default=default, default_factory=factory, metadata={"bounds": bounds, "hint": hint})
+
+
+_BOUNDS = {"ge": (operator.ge, ">="), "gt": (operator.gt, ">"), "lt": (operator.lt, "<"), "le": (operator.le, "<=")}
+
+
+def out_of_bounds(metadata: Any, value: Any) -> Optional[str]:
+    """What ``value`` (or an item of it, a list) of a ``ranged`` field (its ``metadata``) should be, where it is out
+    of the field's bounds: "choose a value >= 0 and < 1 (hint)"; None where it is within them, None or not ranged."""
+    bounds = metadata.get("bounds") if metadata else None
+    if not bounds or value is None:
+        return None
+    for v in value if isinstance(value, (list, tuple)) else [value]:
+        if not all(_BOUNDS[op][0](v, bound) for op, bound in bounds.items()):
+            rule = " and ".join(f"{_BOUNDS[op][1]} {bound}" for op, bound in bounds.items())
+            return f"choose a value {rule}" + (f" ({metadata['hint']})" if metadata.get("hint") else "")
+    return None
+
+
+def fields_out_of_bounds(instance: Any) -> Optional[str]:
+    """The first field of the dataclass ``instance`` whose value is not of its declared type (int, float, str, bool)
+    or is out of its ``ranged`` bounds, as "name=value: what to give" (``out_of_bounds``); None where all are
+    right. For a dataclass built from a file (a checkpoint's model config, an HF config.json), which no schema typed."""
+    for field in dataclasses.fields(instance):
+        value = getattr(instance, field.name)
+        name = field.type if isinstance(field.type, str) else getattr(field.type, "__name__", "")
+        kind, words = _SCALARS.get(name, (None, ""))
+        if kind is not None and not isinstance(value, kind):
+            return f"{field.name}={value!r}: give {words}"
+        rule = out_of_bounds(field.metadata, value) if kind is not None else None
+        if rule is not None:
+            return f"{field.name}={value!r}: {rule}"
+    return None
+
+
+_SCALARS = {
+    "int": (int, "an integer"),
+    "float": ((int, float), "a number"),
+    "str": (str, "a string"),
+    "bool": (bool, "true or false"),
+}
+"""A field's declared type (its name, as ``from __future__ import annotations`` leaves it) -> what its value is, in
+Python and in words."""

@@ -141,6 +141,24 @@ def write_error(path: Path, e: BaseException, needed: int = 0) -> Exception:
     return e  # type: ignore[return-value]
 
 
+def path_error(path: Path, e: BaseException) -> Optional[UserError]:
+    """The one-line ``UserError`` for ``e`` raised opening or making ``path`` where it is not what gpt1 reads or
+    writes there: a directory in a file's place, a file in a directory's, a broken symbolic link, a file this user may
+    not read; None for another error."""
+    code = e.errno if isinstance(e, OSError) else None
+    if code == errno.EISDIR or (code == errno.ENOENT and path.is_symlink()):
+        what = "a directory" if code == errno.EISDIR else f"a broken symbolic link (to {os.readlink(path)})"
+        return UserError(f"{path} is {what}, where gpt1 reads or writes a file: remove it, or give a file's path")
+    if code == errno.EEXIST and path.exists() and not path.is_dir():
+        return UserError(f"{path} is a file, where gpt1 writes a directory: give a directory's path, or move the file")
+    if code in (errno.EACCES, errno.EPERM) and path.exists() and not os.access(path, os.R_OK):
+        return UserError(
+            f"cannot read {path} ({os.strerror(code)}): give this user read permission (chmod a+r {path}), or run "
+            "as its owner"
+        )
+    return None
+
+
 def _last_good(path: Path) -> str:
     """ "; the last good checkpoint is X" for a file of a run directory (a checkpoint, metrics.json), X the newest
     checkpoint beside it or in its checkpoints/."""

@@ -137,6 +137,11 @@ class RunLock:
         """Hold the lock, taking over a stale one (saying so on stderr); ``RunDirectoryInUse`` if a live process
         holds it."""
         self.directory.mkdir(parents=True, exist_ok=True)
+        if self.path.is_dir() or (self.path.is_symlink() and not self.path.exists()):
+            raise UserError(
+                f"{self.path} is {'a directory' if self.path.is_dir() else 'a broken symbolic link'}, where gpt1 keeps "
+                "the run's lock file: remove it (no gpt1 process holds a lock that is not a file)"
+            )
         mine = self._write_beside()
         try:
             while not self._link(mine):

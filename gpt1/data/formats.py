@@ -45,6 +45,8 @@ class Format:
     """Whether ``quoting`` changes how it is read (module docstring)."""
     encoded: ClassVar[bool] = True
     """Whether its bytes are characters in an encoding (``gpt1.data.encodings.read_encoding``)."""
+    signature: ClassVar[Optional[str]] = None
+    """What ``gpt1.core.file_kinds.binary_kind`` calls a file of this format (a binary one); None for text."""
 
     def __str__(self) -> str:
         return self.name
@@ -91,6 +93,7 @@ class Text(Format):
 
 class Parquet(Format):
     name, builder, encoded = "parquet", "parquet", False  # (binary: its strings are UTF-8 by its specification)
+    signature = "a parquet table"
 
     def columns(self, path: Path, quoting: str) -> list[str]:
         return pq.read_schema(path).names

@@ -47,7 +47,10 @@ def json_error(path: str | os.PathLike) -> Optional[str]:
         except json.JSONDecodeError as e:
             return f"{path}:{lineno}: not valid JSON ({e.msg}, column {e.colno}): fix or remove the line"
         if not isinstance(record, dict):
-            return f"{path}:{lineno}: not a JSON object (JSON Lines: one object per line, columns as keys)"
+            return (
+                f"{path}:{lineno}: not a JSON object (JSON Lines: one object per line, columns as keys): write the "
+                "line as an object, or remove it"
+            )
     return None
 
 

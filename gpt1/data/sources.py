@@ -24,6 +24,7 @@ import datasets
 
 from gpt1.core.compat import csv_builder_logger, dataset_fingerprint, prepared_split
 from gpt1.core.errors import DataError
+from gpt1.core.file_kinds import binary_kind, describe, head
 from gpt1.core.quoting import Quoting
 from gpt1.data.conversion import convert
 from gpt1.data.encodings import read_encoding
@@ -50,6 +51,25 @@ def _check_columns(where: str, have: Sequence[str], want: Sequence[str]) -> None
     missing = [c for c in want if c not in have]
     if missing:
         raise DataError(f"{where} has no column {', '.join(map(repr, missing))}; its columns are {list(have)}")
+
+
+def checked_format(path: Path) -> Format:
+    """``path``'s format, from its extension, and its content checked against it: a ``DataError`` listing the
+    supported formats if the extension is unknown, naming what the file is if its first bytes say another kind (an
+    image named .txt, a pickle named .jsonl), or naming its encoding and the conversion to run
+    (``gpt1.data.encodings.read_encoding``)."""
+    try:
+        fmt = file_format(path)
+    except ValueError as e:
+        raise DataError(str(e)) from e
+    first = head(path)
+    kind = binary_kind(first) or ("NUL bytes" if first and not first.strip(b"\x00") else None)
+    if (kind is not None or fmt.signature is not None) and kind != fmt.signature:
+        what = kind or describe(path)
+        raise DataError(f"{path} is {what}, not a {fmt.name} file: give a {path.suffix} file of {fmt.name} data")
+    if fmt.encoded:
+        read_encoding(path, fmt.text)
+    return fmt
 
 
 def load_files(
@@ -92,7 +112,7 @@ def prepared_builders(
         raise ValueError("load_files: no files given")
 
     def kind(path: Path) -> tuple[Format, Optional[str]]:  # its format, and a .txt file's codec (a builder takes one)
-        fmt = file_format(path)
+        fmt = checked_format(path)
         encoding = read_encoding(path, fmt.text) if fmt.encoded else None
         return fmt, encoding.file_codec if fmt.text else None
 
@@ -250,22 +270,17 @@ class FileSource(Source):
 
     @staticmethod
     def format(path: Path) -> Format:
-        """``path``'s format, its encoding checked (``gpt1.data.encodings.read_encoding``); a ``DataError`` listing
-        the supported formats if its extension is unknown, or naming its encoding and the conversion to run."""
-        try:
-            fmt = file_format(path)
-        except ValueError as e:
-            raise DataError(str(e)) from e
-        if fmt.encoded:
-            read_encoding(path, fmt.text)
-        return fmt
+        """``path``'s format, checked (``checked_format``)."""
+        return checked_format(path)
 
     def columns(self, path: Path) -> list[str]:
         """The column names of one of the files, from its header (the first record of a JSON file)."""
         fmt = self.format(path)
         try:
             return fmt.columns(path, self.quoting)
-        except ValueError as e:  # a first JSON record that does not parse, invalid UTF-8
+        except (ValueError, OSError) as e:  # a first JSON record that does not parse, invalid UTF-8, a damaged table
+            if isinstance(e, OSError) and e.filename:
+                raise
             raise DataError(read_error([path], e, self.quoting)) from e
 
     def key(self, columns: Optional[Sequence[str]] = None) -> str:
@@ -297,6 +312,10 @@ class FileSource(Source):
                 raise
             raise DataError(f"{e}{self.hint}") from e
         except (datasets.exceptions.DatasetGenerationError, ValueError) as e:  # malformed JSON/CSV, bad UTF-8
+            raise DataError(read_error(files, e, self.quoting)) from e
+        except OSError as e:  # a damaged table (pyarrow's "Couldn't deserialize thrift"), not a file system's error
+            if e.filename:
+                raise
             raise DataError(read_error(files, e, self.quoting)) from e
 
 
@@ -377,7 +396,10 @@ def read_error(files: Sequence[str | os.PathLike], error: BaseException, quoting
     while (cause.__cause__ or cause.__context__) is not None:
         cause = cause.__cause__ or cause.__context__
     detail = (str(cause).strip().splitlines() or [""])[0]
-    return f"{', '.join(map(str, files))}: could not be read ({type(cause).__name__}: {detail})"
+    return (
+        f"{', '.join(map(str, files))}: could not be read ({type(cause).__name__}: {detail}): give an intact copy "
+        "(a file cut short or damaged does not read)"
+    )
 
 
 def _str(path: str | os.PathLike | None) -> Optional[str]:

@@ -103,11 +103,17 @@ class TaskSplit:
         for key, value in (("text", t.text), ("text_pair", t.text_pair), ("choices", t.choices), *self.extra.items()):
             missing = [c for c in as_columns(value) if c not in have]
             if missing:
-                raise DataError(f"{where}: no column {missing[0]!r} (task.{key}); its columns are {list(have)}")
+                raise DataError(
+                    f"{where}: no column {missing[0]!r} (task.{key}); its columns are {list(have)}: set task.{key} to "
+                    "one of them"
+                )
         if t.label in have:
             return True
         if self.role != "test":
-            raise DataError(f"{where}: no label column {t.label!r} (task.label); its columns are {list(have)}")
+            raise DataError(
+                f"{where}: no label column {t.label!r} (task.label); its columns are {list(have)}: set task.label to "
+                "the one that holds the labels"
+            )
         return False
 
     def _check_files(self) -> bool:
@@ -115,7 +121,7 @@ class TaskSplit:
         labelled = []
         for path in self.files:
             if path.stat().st_size == 0:
-                raise DataError(f"{path} is empty (task.data_files.{self.spec.name})")
+                raise DataError(f"{path} is empty (task.data_files.{self.spec.name}): give it rows, or another file")
             labelled.append(self._check(str(path), self.source.columns(path)))
         if any(labelled) and not all(labelled):
             without = [str(p) for p, has in zip(self.files, labelled, strict=True) if not has]

@@ -277,7 +277,13 @@ def load_tokenizer(path: str | Path) -> Tokenizer:
         return _read_json(path)
     for vocab, merges in (ORIGINAL_FILES, HF_FILES):
         if (path / vocab).is_file() and (path / merges).is_file():
-            tokenizer = openai_tokenizer(path / vocab, path / merges)
+            try:
+                tokenizer = openai_tokenizer(path / vocab, path / merges)
+            except Exception as e:  # tokenizers' own: a JSON that does not parse, a merge of unknown tokens
+                raise ConfigError(
+                    f"{path}: {vocab} + {merges} are not a BPE vocabulary ({' '.join(str(e).split())}): give the "
+                    "files as OpenAI or Hugging Face wrote them"
+                ) from e
             if (path / "tokenizer.json").is_file():
                 beside = _read_json(path / "tokenizer.json")
                 if beside.base_vocab_size != tokenizer.base_vocab_size:
@@ -299,7 +305,10 @@ def _read_json(path: Path) -> Tokenizer:
     try:
         return Tokenizer.from_str(path.read_text(encoding="utf-8"))
     except Exception as e:  # not JSON, not a tokenizer, unknown added tokens
-        raise ConfigError(f"{path} is not a tokenizer JSON file ({type(e).__name__}: {e})") from e
+        raise ConfigError(
+            f"{path} is not a tokenizer JSON file ({type(e).__name__}: {e}): give the tokenizer.json that gpt1 or "
+            "Hugging Face's tokenizers wrote"
+        ) from e
 
 
 def build_tokenizer(cfg: TokenizerConfig, texts: Callable[[], Iterable[str]] | None = None) -> Tokenizer:

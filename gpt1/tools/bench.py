@@ -68,7 +68,7 @@ from torch.nn import functional as F
 
 from gpt1.app.devices import resolve_device
 from gpt1.app.model_group import model_config, model_options
-from gpt1.app.runner import user_errors
+from gpt1.app.runner import FlagParser, user_errors
 from gpt1.checkpoints.format import empty_model
 from gpt1.core.errors import ConfigError
 from gpt1.cpu.decoding import decode_in_steps, store_for_decoding
@@ -429,7 +429,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """``gpt1 bench``'s flags, checked (``check_args``)."""
-    p = argparse.ArgumentParser(prog="gpt1 bench", description=__doc__.split("\n")[0])
+    p = FlagParser(prog="gpt1 bench", description=__doc__.split("\n")[0])
     p.add_argument(
         "--model", default="gpt1", choices=model_options("gpt"), help="conf/model/'s GPT-1 (default: the paper's 117M)"
     )

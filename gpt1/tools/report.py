@@ -19,13 +19,12 @@ command's, is its peak memory.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Optional
 
-from gpt1.app.runner import user_errors
+from gpt1.app.runner import FlagParser, user_errors
 from gpt1.core.memory import memory_line, peak_memory
 from gpt1.tools.report_jobs import find_jobs, ran_with
 from gpt1.tools.report_plots import plot
@@ -62,7 +61,7 @@ def report(dirs: Sequence[Path], out: Optional[Path] = None) -> dict[str, Any]:
 
 @user_errors
 def main(argv: Optional[list[str]] = None) -> dict[str, Any]:
-    p = argparse.ArgumentParser(prog="gpt1 report", description=__doc__.split("\n")[0])
+    p = FlagParser(prog="gpt1 report", description=__doc__.split("\n")[0])
     p.add_argument("dirs", nargs="+", type=Path, metavar="DIR", help="sweep directories or run directories")
     p.add_argument("--out", type=Path, default=None, help="where to write (default: the first DIR)")
     args = p.parse_args(argv)

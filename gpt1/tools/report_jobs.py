@@ -12,6 +12,7 @@ from typing import Any, Optional
 
 import yaml
 
+from gpt1.app.config_files import yaml_problem
 from gpt1.app.sweep import NOT_OF_THE_JOB
 from gpt1.core.errors import DataError, UserError
 from gpt1.core.provenance import attempts
@@ -65,20 +66,31 @@ def find_jobs(dirs: Sequence[Path]) -> list[Job]:
 def read_job(path: Path) -> Job:
     """The job in ``path``; DataError naming the file if one is unreadable."""
 
-    def load(name: str, reader: Any) -> Any:
+    def load(name: str, reader: Any, shape: type) -> Any:
         file = path / name
         try:
-            return reader(file.read_text()) if file.is_file() else None
+            value = reader(file.read_text()) if file.is_file() else None
+        except yaml.MarkedYAMLError as e:
+            raise DataError(f"{yaml_problem(file, e)}; or move {name} aside to list the job as failed") from e
         except (ValueError, yaml.YAMLError) as e:
-            raise DataError(f"{file}: not valid {'JSON' if name.endswith('json') else 'YAML'} ({e})") from e
+            what = "JSON" if name.endswith("json") else "YAML"
+            raise DataError(
+                f"{file}: not valid {what} ({e}): restore it, or move it aside to list the job as failed"
+            ) from e
+        if value is not None and not isinstance(value, shape):
+            raise DataError(
+                f"{file} holds {type(value).__name__}, not {shape.__name__} as gpt1 writes it: restore "
+                "it, or move it aside to list the job as failed"
+            )
+        return value
 
     overrides = {}
-    for item in load(".hydra/overrides.yaml", yaml.safe_load) or []:
+    for item in load(".hydra/overrides.yaml", yaml.safe_load, list) or []:
         key, _, value = str(item).partition("=")
         if key.lstrip("+~") not in NOT_OF_THE_JOB:  # how a job was run (resume=auto), not which job: no parameter
             overrides[key.lstrip("+~")] = value
-    metrics = load("metrics.json", json.loads)
-    config, tried = load(".hydra/config.yaml", yaml.safe_load) or {}, attempts(path)
+    metrics = load("metrics.json", json.loads, dict)
+    config, tried = load(".hydra/config.yaml", yaml.safe_load, dict) or {}, attempts(path)
     return Job(path, overrides, config, metrics, provenance(tried), outcomes(tried))
 
 
@@ -110,7 +122,7 @@ def provenance(tried: Sequence[dict[str, Any]]) -> dict[str, str]:
 
 
 def _attempt_columns(attempt: dict[str, Any]) -> dict[str, str]:
-    code, machine, run = attempt.get("gpt1") or {}, attempt.get("machine") or {}, attempt.get("run") or {}
+    code, machine, run = ({} if not isinstance(v, dict) else v for v in map(attempt.get, ("gpt1", "machine", "run")))
     if code.get("commit"):
         built = f"{code.get('version')} {code['commit'][:10]}" + (" +uncommitted changes" if code.get("dirty") else "")
     else:

@@ -16,6 +16,7 @@ from lightning.pytorch.loggers import CSVLogger
 from lightning.pytorch.loggers.logger import rank_zero_experiment
 
 from gpt1.core.compat import csv_writer_keeping_its_file, logger_experiment
+from gpt1.core.errors import DataError
 from gpt1.core.files import atomic_file
 
 
@@ -28,8 +29,19 @@ class _ContinuedWriter(csv_writer_keeping_its_file()):
         self.kept: list[dict[str, str]] = []
         path = Path(log_dir) / self.NAME_METRICS_FILE
         if path.is_file():
-            with open(path, newline="") as f:
-                self.kept = [{k: v for k, v in row.items() if v not in ("", None)} for row in csv.DictReader(f)]
+            try:
+                with open(path, newline="") as f:
+                    rows = list(csv.DictReader(f))
+            except (UnicodeDecodeError, csv.Error) as e:  # damaged: not gpt1's to mend
+                rows, damage = [], str(e)
+            else:
+                damage = "a row with more fields than its header" if any(None in row for row in rows) else ""
+            if damage:
+                raise DataError(
+                    f"{path} cannot be read ({damage}): restore it from a copy, or move it aside (the run then starts "
+                    "a new one)"
+                )
+            self.kept = [{k: v for k, v in row.items() if v not in ("", None)} for row in rows]
         super().__init__(log_dir)
         self.rows = list(self.kept)
         self.replaceable = {_identity(row): i for i, row in enumerate(self.rows) if _identity(row)}

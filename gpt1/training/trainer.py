@@ -8,6 +8,7 @@ from pathlib import Path
 
 import lightning as L
 import torch
+from lightning.pytorch.accelerators import AcceleratorRegistry
 from lightning.pytorch.callbacks import Callback, ProgressBar
 from lightning.pytorch.loggers import Logger
 from omegaconf import DictConfig, OmegaConf
@@ -82,6 +83,11 @@ def check_accelerator(cfg: DictConfig) -> None:
     strategy = strategy_for(cfg.strategy)
     if str(cfg.precision) not in PRECISIONS:
         raise ConfigError(f"trainer.precision={cfg.precision}: choose one of {', '.join(PRECISIONS)}")
+    if str(cfg.accelerator).lower() not in ("auto", "gpu", *AcceleratorRegistry):
+        raise ConfigError(
+            f"trainer.accelerator={cfg.accelerator}: not an accelerator Lightning knows; choose auto, gpu or one of "
+            f"{', '.join(AcceleratorRegistry)}"
+        )
     for key in ("max_time", "val_check_interval"):
         if isinstance(cfg[key], str) and not DURATION.fullmatch(cfg[key]):
             raise ConfigError(
