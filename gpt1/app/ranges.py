@@ -7,6 +7,7 @@ import dataclasses
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
+from gpt1.app.declared import check_declared
 from gpt1.core.compat import config_node
 from gpt1.core.errors import ConfigError, out_of_bounds
 
@@ -15,7 +16,10 @@ def check_ranges(cfg: DictConfig, prefix: str = "") -> None:
     """Refuse a value outside its schema field's ``ranged`` bounds, in ``cfg`` and every config below it: a
     ``ConfigError`` naming the key. Every command's entry function (``gpt1.commands.pretrain.train``, ...) calls it
     first, so that a bad value fails at start-up rather than when it is first used (after a tokenizer is trained, a
-    corpus packed, a model built), from the command line and from Python alike."""
+    corpus packed, a model built), from the command line and from Python alike; a key no schema declares is refused
+    first (``check_declared``)."""
+    if not prefix:
+        check_declared(cfg)
     schema = OmegaConf.get_type(cfg)
     fields = {f.name: f.metadata for f in dataclasses.fields(schema)} if dataclasses.is_dataclass(schema) else {}
     for key in cfg:

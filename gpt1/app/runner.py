@@ -26,7 +26,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 import gpt1
 from gpt1.app.config_files import check_config_file
-from gpt1.app.declared import check_choices, check_declared
+from gpt1.app.declared import check_choices
 from gpt1.app.ranges import check_ranges
 from gpt1.app.recorded import job_fields, with_record
 from gpt1.app.registration import register
@@ -187,8 +187,7 @@ class KeepRunRecord(Callback):
 
 def _check_job_config(config: Any) -> None:
     check_choices(config)
-    check_declared(config)
-    check_ranges(config)
+    check_ranges(config)  # (and check_declared)
 
 
 def put_back_records() -> None:
@@ -296,7 +295,6 @@ def command(config_name: str) -> Callable[[Callable[[Any], Any]], Callable[[], N
                 run_lock(cfg.paths.output_dir, f"gpt1 {config_name}"),
                 recorded_attempt(cfg.paths.output_dir, **job_fields()),
             ):
-                check_declared(cfg)  # (a -m sweep's job: a run's config was checked by KeepRunRecord)
                 return fn(cfg)
 
         hydra_main = hydra.main(version_base="1.3", config_path="pkg://gpt1.conf", config_name=config_name)(

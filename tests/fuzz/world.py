@@ -24,6 +24,8 @@ import itertools
 import os
 import shutil
 import stat
+import subprocess
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional, Union
@@ -202,6 +204,10 @@ class World:
         tokenizer = api.load_checkpoint(self.ckpt).tokenizer
         (self.assets / "tokenizer.json").write_text(tokenizer.to_str(), encoding="utf-8")
         self.finished_files = harness.snapshot(self.finished)
+        # what the libraries make of the XDG directories on their first import in a process of their own, as on any
+        # machine they ran on before (lightning imports torchmetrics, which imports matplotlib: its config folder),
+        # so that a console-script case is judged by what gpt1 writes, whichever case ran first
+        subprocess.run([sys.executable, "-c", "import lightning"], env={**os.environ, **self.env()}, check=True)
 
     def corpus_args(self) -> list[str]:
         return [f"data.train_files=[{self.assets}/corpus.txt]", f"data.valid_files=[{self.assets}/valid.txt]"]
