@@ -10,7 +10,7 @@ import dataclasses
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from gpt1.app.suggest import group_options, key_hint, no_such_option
+from gpt1.app.suggest import group_options, key_hint, no_such_option, undeletable
 from gpt1.core.compat import config_node, list_item_type
 from gpt1.core.errors import ConfigError
 
@@ -18,11 +18,15 @@ SCALARS = (str, int, float, bool)
 
 
 def check_declared(cfg: DictConfig, prefix: str = "") -> None:
-    """Refuse a key of ``cfg`` (and of every config below it) that its schema does not declare, and a container
-    inside a list of values: a ``ConfigError`` naming the key. A free mapping (a field typed ``dict``, e.g.
-    ``task.data_files``, ``task.splits``) takes any key; Hydra's own node (``hydra``) is Hydra's."""
+    """Refuse a key of ``cfg`` (and of every config below it) that its schema does not declare, a container inside a
+    list of values, and a declared key deleted (``~seed``): a ``ConfigError`` naming the key. A free mapping (a field
+    typed ``dict``, e.g. ``task.data_files``, ``task.splits``) takes any key; Hydra's own node (``hydra``) is
+    Hydra's."""
     schema = OmegaConf.get_type(cfg)
     fields = [f.name for f in dataclasses.fields(schema)] if dataclasses.is_dataclass(schema) else None
+    deleted = [name for name in fields or [] if name not in cfg.keys()]  # (a value ??? is not "in" cfg)
+    if deleted:  # ~key of a field (Hydra deletes it)
+        raise ConfigError(undeletable(prefix + deleted[0]))
     for key in cfg:
         if prefix == "" and key == "hydra":
             continue

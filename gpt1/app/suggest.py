@@ -191,7 +191,7 @@ def config_hint(e: BaseException) -> Optional[str]:
     if deleted:  # ~nokey
         return f"~{deleted.group(1)}: there is no key {deleted.group(1)} to delete (`--cfg job` prints every key)"
     if isinstance(omega, OmegaConfBaseException) and "does not support deletion" in str(omega) and omega.full_key:
-        return _undeletable(str(omega.full_key))
+        return undeletable(str(omega.full_key))
     if isinstance(omega, (ConfigKeyError, ConfigAttributeError)) and omega.key is not None and "not in" in str(omega):
         return _key_hint(omega, text)
     return None
@@ -309,7 +309,7 @@ def _key_hint(omega: OmegaConfBaseException, text: str) -> str:
     key, fields = str(omega.key), _fields(omega.object_type)
     full_key = str(omega.full_key or key)
     if f"~{full_key}" in sys.argv[1:] or any(a.startswith(f"~{full_key}=") for a in sys.argv[1:]):
-        return _undeletable(full_key)
+        return undeletable(full_key)
     parent = full_key[: -len(key)] if full_key.endswith(key) else ""
     schema = getattr(omega.object_type, "__name__", "the config")
     composing = re.match(r"In '([\w/]+)': \w+ raised while composing config", text)
@@ -340,7 +340,9 @@ def _key_hint(omega: OmegaConfBaseException, text: str) -> str:
     return f"{full_key}: {first}{key_hint(key, fields, parent)} (`--cfg job` prints every key)"
 
 
-def _undeletable(key: str) -> str:
+def undeletable(key: str) -> str:
+    """The line for ``~key`` of a key a schema declares (Hydra deletes it; the run would fail where it is read, or
+    run without it where it is not)."""
     return (
         f"~{key}: {key} is a key of gpt1 {command_name()}'s config and cannot be deleted: set it instead "
         f"({key}=...; `--cfg job` prints every key and its value)"

@@ -54,6 +54,13 @@ OVERRIDES = [
         "trainer.accelerator=zzgpu",
         ["trainer.accelerator=zzgpu"],
     ),
+    _overrides("~seed of zeroshot, which reads no seed: accepted", BASES["zeroshot"], "~seed", ["~seed", "set it"]),
+    Recipe(
+        "overrides",
+        "temperature=1.4e-45: the logits over it overflowed, a RuntimeError traceback from torch.multinomial",
+        [*GENERATE, "temperature=1.401298464324817e-45"],
+        Expect.valid,
+    ),
 ]
 
 
