@@ -22,11 +22,12 @@ from gpt1.app.registration import task_name
 from gpt1.app.runner import command, holds_run_dir
 from gpt1.checkpoints.format import Loaded, load_checkpoint
 from gpt1.core.errors import CheckpointError, ConfigError
+from gpt1.core.figures import write_metrics
 from gpt1.data.pretrain_data import PretrainDataModule
 from gpt1.tasks.spec import task_from_dict
 from gpt1.tasks.task_data import TaskDataModule
 from gpt1.training.module import GPT1Module
-from gpt1.training.results import single_class_note, task_scores, write_metrics
+from gpt1.training.results import SINGLE_CLASS_NOTE, task_scores
 from gpt1.training.schema import OptimConfig
 from gpt1.training.task_module import TaskModule
 from gpt1.training.trainer import build_trainer, check_accelerator
@@ -87,7 +88,7 @@ def evaluate_task(cfg: DictConfig, loaded: Loaded) -> dict[str, Any]:
     write_metrics(Path(cfg.paths.output_dir), metrics)
     print(
         ", ".join(f"{k} {v:.4f}" for k, v in metrics.items() if k.endswith(tuple(task.metrics)))
-        + single_class_note(metrics["single_class_prediction"])
+        + (SINGLE_CLASS_NOTE if metrics["single_class_prediction"] else "")
     )
     return metrics
 

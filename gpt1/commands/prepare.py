@@ -18,7 +18,7 @@ from gpt1.app.objective import job_value
 from gpt1.app.ranges import check_ranges
 from gpt1.app.runner import command, holds_run_dir
 from gpt1.commands.pretrain import data_module, load_init
-from gpt1.training.results import write_metrics
+from gpt1.core.figures import write_metrics
 
 
 @holds_run_dir

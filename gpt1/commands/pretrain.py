@@ -27,7 +27,7 @@ from gpt1.training.loggers import wandb_job
 from gpt1.training.module import GPT1Module
 from gpt1.training.resume import resolve_resume
 from gpt1.training.run import TrainingRun
-from gpt1.training.trainer import check_accelerator, compile_model
+from gpt1.training.trainer import check_accelerator
 
 
 def load_init(path: str) -> Loaded:
@@ -83,12 +83,12 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     vocab_size = data.tokenizer.vocab_size
     model = init.model if init else build_model(replace(model_cfg, vocab_size=vocab_size))
     module = GPT1Module(model, data.tokenizer, OmegaConf.to_object(cfg.optim), cfg.lm_loss)
-    compile_model(module, cfg.compile)
 
     callbacks = OmegaConf.to_object(cfg.callbacks)
     if callbacks.samples.prompt is None:  # a corpus of one's own: samples start from its own words
         callbacks.samples.prompt = corpus_prompt(data)
-    with TrainingRun(cfg, module, data, run_name=f"{cfg.run_name}-{output_dir.name}", callbacks=callbacks) as run:
+    run_name = f"{cfg.run_name}-{output_dir.name}"
+    with TrainingRun(cfg, module, data, run_name=run_name, callbacks=callbacks, start=start) as run:
         print(
             f"model: {model.num_params():,} parameters, vocab {vocab_size}, context {model.config.n_ctx}; "
             f"{device_words(run.trainer)}"
@@ -109,7 +109,6 @@ def train(cfg: DictConfig) -> dict[str, Any]:
             # a global batch an update
             "tokens_seen": run.trainer.global_step * cfg.data.batch_size * model.config.n_ctx,
             "params": model.num_params(),
-            **run.counts(start),
             "sample": run.sample,
         }
         path = run.finish(metrics)  # (SampleText logs the generations)
