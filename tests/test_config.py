@@ -131,6 +131,23 @@ def test_every_group_option_composes(make_cfg, group, option):
     assert OmegaConf.is_missing(cfg.tokenizer, "path") or isinstance(OmegaConf.to_object(cfg), PretrainConfig)
 
 
+def test_a_logger_added_as_a_yaml_is_the_loggers_a_run_builds(make_cfg, tmp_path):
+    """A choice of loggers is a YAML of the logger group: here in a config directory on the search path (as
+    conf/logger/NAME.yaml would be), chosen as logger=NAME."""
+    from lightning.pytorch.loggers import TensorBoardLogger
+
+    from gpt1.training.loggers import build_loggers
+
+    (tmp_path / "conf" / "logger").mkdir(parents=True)
+    (tmp_path / "conf" / "logger" / "boards.yaml").write_text(
+        "# TensorBoard's files only\ncsv: false\ntensorboard: true\n"
+    )
+    cfg = make_cfg("pretrain", [f"hydra.searchpath=[file://{tmp_path / 'conf'}]", "logger=boards"])
+    loggers = build_loggers(cfg.logger, tmp_path / "run", "boards")
+    assert [type(logger) for logger in loggers] == [TensorBoardLogger]
+    assert Path(loggers[0].log_dir) == tmp_path / "run" / "tensorboard"
+
+
 def test_help_lists_the_model_group(monkeypatch, capsys):
     """``gpt1 pretrain --help`` lists the model group's files (conf/model/), as any group's."""
     monkeypatch.setattr(sys, "argv", ["gpt1 pretrain", "--help"])
