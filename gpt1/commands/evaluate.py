@@ -76,7 +76,7 @@ def evaluate_task(cfg: DictConfig, loaded: Loaded) -> dict[str, Any]:
     weight = loaded.heads.get(f"{head}.linear.weight")
     if weight is None or weight.size(0) != outputs:
         raise CheckpointError(_no_head(cfg.ckpt, head, task.name, loaded, outputs))
-    module = TaskModule(loaded.model, loaded.tokenizer, OptimConfig(), task, *data.metric_prefixes())
+    module = TaskModule(loaded.model, loaded.tokenizer, OptimConfig(), task, *data.metric_prefixes)
     module.head.load_state_dict({k.removeprefix(f"{head}."): v for k, v in loaded.heads.items() if k.startswith(head)})
     trainer = build_trainer(cfg.trainer, Path(cfg.paths.output_dir))
     metrics = {

@@ -99,7 +99,7 @@ def finetune(cfg: DictConfig) -> dict[str, Any]:
         tokenizer,
         OmegaConf.to_object(cfg.optim),
         task,
-        *data.metric_prefixes(),
+        *data.metric_prefixes,
         aux_lm_weight=cfg.aux_lm_weight,
         head_pdrop=cfg.head_pdrop,
         share_context=cfg.share_context,
