@@ -1,6 +1,6 @@
 """gpt1: a faithful GPT-1 reproduction and experiment framework on PyTorch Lightning and Hydra.
 
-The package's rooms, from the top down (each may import only those below it; pyproject.toml's import-linter
+The package's layers, from the top down (each may import only those below it; pyproject.toml's import-linter
 contracts check it): ``api`` (the library) > ``commands``, ``tools`` > ``app`` > ``training`` > ``tasks`` >
 ``data`` > ``checkpoints`` > ``cpu`` > ``model``, ``text``, ``cluster`` > ``core``.
 

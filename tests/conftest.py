@@ -94,8 +94,8 @@ QUICK = {
         "test_report.py::test_rows_are_settings_with_the_median_and_spread_over_seeds",
     ],
 }
-"""Room -> tests that exercise it in a few seconds each: ``python -m pytest -m quick``, the inner loop's tier (under a
-minute on 2 cores, collection included). tests/test_imports.py checks that every room has an entry."""
+"""Package -> tests that exercise it in a few seconds each: ``python -m pytest -m quick``, the inner loop's tier (under
+a minute on 2 cores, collection included). tests/test_imports.py checks that every package has an entry."""
 
 
 SLOWEST_FIRST = ["test_scale.py", "test_errors.py", "test_experiments.py", "test_readme.py", "test_sweeps.py"]

@@ -32,6 +32,33 @@ def test_help_lists_the_commands(tmp_path):
     assert gpt1("nonsense", cwd=tmp_path, check=False).returncode == 2
 
 
+def test_a_command_is_its_module_its_yaml_its_schema_and_its_help_line():
+    """A command is gpt1/commands/NAME.py (its ``main``), conf/NAME.yaml (a schema the app registers first in its
+    defaults), a line in the console script's ``COMMANDS`` and a row of README's table; a tool (plain flags) is
+    gpt1/tools/NAME.py and ``TOOLS`` instead: a module without the rest, or the rest without a module, fails here."""
+    import importlib
+
+    import yaml
+    from hydra.core.config_store import ConfigStore
+
+    from gpt1.app.cli import COMMANDS, TOOLS
+    from gpt1.app.registration import register
+
+    root = Path(__file__).resolve().parents[1]
+    register()
+    schemas = {name.removesuffix(".yaml") for name in ConfigStore.instance().repo if name.endswith(".yaml")}
+    modules = {p.stem for p in (root / "gpt1" / "commands").glob("*.py") if p.stem != "__init__"}
+    assert modules == set(COMMANDS) - set(TOOLS)
+    readme = (root / "README.md").read_text()
+    for name in COMMANDS:
+        package = "tools" if name in TOOLS else "commands"
+        assert callable(importlib.import_module(f"gpt1.{package}.{name}").main), name
+        assert f"| `gpt1 {name}` |" in readme, name
+        if name not in TOOLS:
+            defaults = yaml.safe_load((root / "conf" / f"{name}.yaml").read_text())["defaults"]
+            assert defaults[0] in schemas, name
+
+
 def test_a_ctrl_c_while_a_command_starts_ends_it_in_one_line(monkeypatch, capsys):
     """A Ctrl-C during the imports (a second or more under load) ended in a KeyboardInterrupt traceback."""
     import gpt1.app.cli

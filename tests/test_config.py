@@ -10,8 +10,8 @@ from omegaconf import OmegaConf
 from omegaconf.errors import ConfigAttributeError, ValidationError
 
 from gpt1.app.config import CheckpointModelConfig, EvaluateConfig, FinetuneConfig, PretrainConfig
+from gpt1.app.config_checks import check_config
 from gpt1.app.model_group import model_config, model_options
-from gpt1.app.ranges import check_ranges
 from gpt1.commands.pretrain import main as pretrain_main
 from gpt1.commands.pretrain import train
 from gpt1.core.errors import ConfigError
@@ -41,7 +41,7 @@ def test_default_pretrain_is_the_quickstart(make_cfg, sample_data):
 @pytest.mark.parametrize("experiment", EXPERIMENTS)
 def test_every_experiment_composes_into_the_schema(make_cfg, experiment):
     cfg = make_cfg("pretrain", [f"experiment={experiment}"])
-    check_ranges(cfg)  # every value within its field's bounds
+    check_config(cfg)  # every value within its field's bounds
     obj = OmegaConf.to_object(cfg)
     assert isinstance(obj, PretrainConfig) and obj.run_name == experiment
 
@@ -49,10 +49,10 @@ def test_every_experiment_composes_into_the_schema(make_cfg, experiment):
 @pytest.mark.parametrize("debug", DEBUGS)
 def test_every_debug_config_composes(make_cfg, debug):
     cfg = make_cfg("pretrain", [f"debug={debug}"])
-    check_ranges(cfg)
+    check_config(cfg)
     assert isinstance(OmegaConf.to_object(cfg), PretrainConfig)
     cfg = make_cfg("finetune", ["task=sentiment", "init_from=x.ckpt", f"debug={debug}"])
-    check_ranges(cfg)
+    check_config(cfg)
     assert isinstance(OmegaConf.to_object(cfg), FinetuneConfig)
 
 
@@ -76,7 +76,7 @@ def test_paper_experiment_holds_the_papers_recipe(make_cfg):
 )
 def test_every_command_config_composes(make_cfg, config_name, overrides):
     cfg = make_cfg(config_name, overrides)
-    check_ranges(cfg)
+    check_config(cfg)
     assert cfg.run_name.startswith(config_name)  # finetune/<task> in a run
     if config_name == "evaluate":
         assert isinstance(OmegaConf.to_object(cfg), EvaluateConfig)
@@ -127,8 +127,25 @@ TASKS = GROUPS.pop("task")  # fine-tuning's
 )
 def test_every_group_option_composes(make_cfg, group, option):
     cfg = make_cfg("pretrain", [f"{group}={option}"])
-    check_ranges(cfg)
+    check_config(cfg)
     assert OmegaConf.is_missing(cfg.tokenizer, "path") or isinstance(OmegaConf.to_object(cfg), PretrainConfig)
+
+
+def test_a_logger_added_as_a_yaml_is_the_loggers_a_run_builds(make_cfg, tmp_path):
+    """A choice of loggers is a YAML of the logger group: here in a config directory on the search path (as
+    conf/logger/NAME.yaml would be), chosen as logger=NAME."""
+    from lightning.pytorch.loggers import TensorBoardLogger
+
+    from gpt1.training.loggers import build_loggers
+
+    (tmp_path / "conf" / "logger").mkdir(parents=True)
+    (tmp_path / "conf" / "logger" / "boards.yaml").write_text(
+        "# TensorBoard's files only\ncsv: false\ntensorboard: true\n"
+    )
+    cfg = make_cfg("pretrain", [f"hydra.searchpath=[file://{tmp_path / 'conf'}]", "logger=boards"])
+    loggers = build_loggers(cfg.logger, tmp_path / "run", "boards")
+    assert [type(logger) for logger in loggers] == [TensorBoardLogger]
+    assert Path(loggers[0].log_dir) == tmp_path / "run" / "tensorboard"
 
 
 def test_help_lists_the_model_group(monkeypatch, capsys):
@@ -164,7 +181,7 @@ def test_pretraining_refuses_the_checkpoints_architecture_before_reading_data(ma
 @pytest.mark.parametrize("task", TASKS)
 def test_every_task_composes_into_the_finetune_schema(make_cfg, task):
     cfg = make_cfg("finetune", [f"task={task}", "init_from=x.ckpt"])
-    check_ranges(cfg)
+    check_config(cfg)
     obj = OmegaConf.to_object(cfg)
     assert isinstance(obj, FinetuneConfig) and isinstance(obj.task, TaskConfig)
     assert isinstance(obj.model, CheckpointModelConfig)  # the checkpoint's architecture
@@ -215,7 +232,7 @@ def test_a_users_task_yaml_is_typed(tmp_path, cache_dir):
     ],
 )
 def test_the_special_values_the_schema_documents_are_in_range(make_cfg, override):
-    check_ranges(make_cfg("pretrain", [override]))
+    check_config(make_cfg("pretrain", [override]))
 
 
 def test_a_python_caller_of_train_gets_the_range_check_too(make_cfg, tmp_path):

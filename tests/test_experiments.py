@@ -18,7 +18,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig, OmegaConf
 
 from gpt1.app.config import FinetuneConfig, ZeroshotCommandConfig
-from gpt1.app.ranges import check_ranges
+from gpt1.app.config_checks import check_config
 from gpt1.tasks.heuristics import heuristic_of
 from gpt1.training.schema import Schedule
 from tests.conftest import sweep_jobs
@@ -102,7 +102,7 @@ def test_every_finetune_experiment_composes_with_the_papers_recipe(make_cfg, exp
     if not experiment.startswith("finetune_"):  # the task recipes name their task
         args.append("task=sentiment")
     cfg = make_cfg("finetune", args)
-    check_ranges(cfg)  # every value within its field's bounds
+    check_config(cfg)  # every value within its field's bounds
     obj = OmegaConf.to_object(cfg)
     assert isinstance(obj, FinetuneConfig)
     assert (obj.batch_size, obj.aux_lm_weight, obj.head_pdrop, obj.trainer.max_epochs) == (32, 0.5, 0.1, 3)
@@ -137,7 +137,7 @@ def test_every_job_of_each_ablation_is_a_valid_run_of_the_recipe(make_cfg, exper
     configs = []
     for job in jobs(params, []):
         job_cfg = make_cfg("finetune", [*base, *job])
-        check_ranges(job_cfg)
+        check_config(job_cfg)
         assert isinstance(OmegaConf.to_object(job_cfg), FinetuneConfig)
         configs.append(OmegaConf.to_container(job_cfg, resolve=True))
     assert len(configs) == len({json.dumps(c, sort_keys=True) for c in configs}) > 1  # every job a run of its own

@@ -109,7 +109,7 @@ def task_module(ckpt: Path, cache_dir: Path) -> tuple[TaskModule, TaskDataModule
     )
     data.prepare_data()
     data.setup("validate")
-    module = TaskModule(loaded.model, loaded.tokenizer, OptimConfig(), task, *data.metric_prefixes())
+    module = TaskModule(loaded.model, loaded.tokenizer, OptimConfig(), task, *data.metric_prefixes)
     module.heads.load_state_dict(loaded.heads)
     return module.eval(), data
 

@@ -148,25 +148,25 @@ print(load_checkpoint({str(tmp_path / "tiny.ckpt")!r}).model.tokens_embed.weight
     assert proc.stdout.split() == ["cpu"]
 
 
-def test_each_room_says_what_it_holds():
+def test_each_package_says_what_it_holds():
     """The tree is the map: every folder of the package has a docstring in its ``__init__.py``."""
     import gpt1
 
     root = Path(gpt1.__file__).parent
-    rooms = [p for p in root.iterdir() if p.is_dir() and (p / "__init__.py").exists()]
-    assert len(rooms) >= 12
-    for room in rooms:
-        assert ast.get_docstring(ast.parse((room / "__init__.py").read_text())), f"{room.name}/__init__.py"
+    packages = [p for p in root.iterdir() if p.is_dir() and (p / "__init__.py").exists()]
+    assert len(packages) >= 12
+    for package in packages:
+        assert ast.get_docstring(ast.parse((package / "__init__.py").read_text())), f"{package.name}/__init__.py"
 
 
-def test_the_quick_tier_covers_every_room():
-    """``pytest -m quick`` has tests of each room of the package (tests/conftest.py QUICK)."""
+def test_the_quick_tier_covers_every_package():
+    """``pytest -m quick`` has tests of each package of gpt1 (tests/conftest.py QUICK)."""
     import gpt1
     from tests.conftest import QUICK
 
     root = Path(gpt1.__file__).parent
-    rooms = {p.name for p in root.iterdir() if (p / "__init__.py").exists()}
-    assert set(QUICK) == rooms
+    packages = {p.name for p in root.iterdir() if (p / "__init__.py").exists()}
+    assert set(QUICK) == packages
     assert all(QUICK.values())
 
 

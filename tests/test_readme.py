@@ -27,7 +27,7 @@ from hydra.core.plugins import Plugins
 from omegaconf import DictConfig, OmegaConf
 
 from gpt1.app.cli import TOOLS
-from gpt1.app.ranges import check_ranges
+from gpt1.app.config_checks import check_config
 from tests.conftest import FEW, FEW_FINETUNE
 
 README = Path(__file__).resolve().parents[1] / "README.md"
@@ -79,7 +79,7 @@ def run_as_written(tmp_path, monkeypatch):
     recorded: list[DictConfig] = []
 
     def recorder(cfg: DictConfig, *args, **kwargs):
-        check_ranges(cfg)
+        check_config(cfg)
         OmegaConf.to_container(cfg, resolve=True)  # every interpolation resolves
         recorded.append(cfg)
         score = collections.defaultdict(lambda: 0.5)  # what finetune's and zeroshot's apps return a sweeper

@@ -23,9 +23,9 @@ import gpt1.commands.pretrain
 from gpt1.app.effects import UNKNOWN, effect
 from gpt1.app.recorded import with_record
 from gpt1.core.errors import ConfigError
+from gpt1.core.figures import say_rerun
 from gpt1.core.run_lock import NAME, RunDirectoryInUse, hold, let_go
 from gpt1.core.run_record import override, resume_command
-from gpt1.training.run import say_rerun
 from tests.test_stops import EXACT, SignalAt, assert_same_weights, torch_kernels, weights, with_callback
 
 pytestmark = pytest.mark.usefixtures(torch_kernels.__name__)  # (tests/test_stops.py: weights compared bit for bit)

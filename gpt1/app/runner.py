@@ -25,9 +25,8 @@ from hydra.experimental.callback import Callback
 from omegaconf.errors import OmegaConfBaseException
 
 import gpt1
+from gpt1.app.config_checks import check_choices, check_config
 from gpt1.app.config_files import check_config_file
-from gpt1.app.declared import check_choices
-from gpt1.app.ranges import check_ranges
 from gpt1.app.recorded import job_fields, with_record
 from gpt1.app.registration import register
 from gpt1.app.suggest import config_hint, given_with, what_to_give
@@ -169,7 +168,7 @@ _KEPT: dict[str, dict[Path, bytes]] = {}
 class KeepRunRecord(Callback):
     """Hydra callback of every gpt1 command (conf/hydra/default.yaml): before Hydra writes a run's .hydra/ record (its
     config and overrides) into the run directory, the run's config is checked (a key no schema declares, a value out
-    of range: ``check_declared``, ``check_ranges``) and the record already there is kept, so that a command refused
+    of range: ``gpt1.app.config_checks``) and the record already there is kept, so that a command refused
     there (now, or later: a missing file, a checkpoint that does not fit) leaves a run's record as it found it
     (``put_back_records``). A ``-m`` sweep's jobs are checked as they start (``command``); Hydra has no hook
     before it writes a sweep job's record."""
@@ -187,7 +186,7 @@ class KeepRunRecord(Callback):
 
 def _check_job_config(config: Any) -> None:
     check_choices(config)
-    check_ranges(config)  # (and check_declared)
+    check_config(config)
 
 
 def put_back_records() -> None:

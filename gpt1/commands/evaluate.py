@@ -16,17 +16,18 @@ from typing import Any
 import lightning as L
 from omegaconf import DictConfig, OmegaConf
 
+from gpt1.app.config_checks import check_config
 from gpt1.app.objective import job_value
-from gpt1.app.ranges import check_ranges
 from gpt1.app.registration import task_name
 from gpt1.app.runner import command, holds_run_dir
 from gpt1.checkpoints.format import Loaded, load_checkpoint
 from gpt1.core.errors import CheckpointError, ConfigError
+from gpt1.core.figures import write_metrics
 from gpt1.data.pretrain_data import PretrainDataModule
 from gpt1.tasks.spec import task_from_dict
 from gpt1.tasks.task_data import TaskDataModule
 from gpt1.training.module import GPT1Module
-from gpt1.training.results import single_class_note, task_scores, write_metrics
+from gpt1.training.results import SINGLE_CLASS_NOTE, task_scores
 from gpt1.training.schema import OptimConfig
 from gpt1.training.task_module import TaskModule
 from gpt1.training.trainer import build_trainer, check_accelerator
@@ -36,7 +37,7 @@ from gpt1.training.trainer import build_trainer, check_accelerator
 def evaluate(cfg: DictConfig) -> dict[str, Any]:
     """Score ``cfg.ckpt``: on a task if it carries one or ``cfg.task`` is set (unless ``cfg.perplexity``), else by
     perplexity on ``cfg.data``; the metrics are also written to <run dir>/metrics.json."""
-    check_ranges(cfg)
+    check_config(cfg)
     if cfg.perplexity and cfg.task is not None:
         raise ConfigError("perplexity=true scores the language model on data, task= a task's head: give one of them")
     check_accelerator(cfg.trainer)
@@ -75,7 +76,7 @@ def evaluate_task(cfg: DictConfig, loaded: Loaded) -> dict[str, Any]:
     weight = loaded.heads.get(f"{head}.linear.weight")
     if weight is None or weight.size(0) != outputs:
         raise CheckpointError(_no_head(cfg.ckpt, head, task.name, loaded, outputs))
-    module = TaskModule(loaded.model, loaded.tokenizer, OptimConfig(), task, *data.metric_prefixes())
+    module = TaskModule(loaded.model, loaded.tokenizer, OptimConfig(), task, *data.metric_prefixes)
     module.head.load_state_dict({k.removeprefix(f"{head}."): v for k, v in loaded.heads.items() if k.startswith(head)})
     trainer = build_trainer(cfg.trainer, Path(cfg.paths.output_dir))
     metrics = {
@@ -87,7 +88,7 @@ def evaluate_task(cfg: DictConfig, loaded: Loaded) -> dict[str, Any]:
     write_metrics(Path(cfg.paths.output_dir), metrics)
     print(
         ", ".join(f"{k} {v:.4f}" for k, v in metrics.items() if k.endswith(tuple(task.metrics)))
-        + single_class_note(metrics["single_class_prediction"])
+        + (SINGLE_CLASS_NOTE if metrics["single_class_prediction"] else "")
     )
     return metrics
 

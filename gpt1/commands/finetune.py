@@ -25,8 +25,8 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 from torch import nn
 
+from gpt1.app.config_checks import check_config
 from gpt1.app.objective import job_value
-from gpt1.app.ranges import check_ranges
 from gpt1.app.registration import task_name
 from gpt1.app.runner import command, holds_run_dir
 from gpt1.checkpoints.format import load_checkpoint
@@ -38,18 +38,12 @@ from gpt1.tasks.task_data import TaskDataModule
 from gpt1.text.tokenizer import Tokenizer
 from gpt1.training.console import device_words
 from gpt1.training.loggers import wandb_job
-from gpt1.training.results import (
-    baseline_metrics,
-    sample_predictions,
-    single_class_note,
-    task_scores,
-    write_predictions,
-)
+from gpt1.training.results import SINGLE_CLASS_NOTE, sample_predictions, task_results
 from gpt1.training.resume import resolve_resume
 from gpt1.training.run import TrainingRun
 from gpt1.training.schema import Selection
 from gpt1.training.task_module import TaskModule
-from gpt1.training.trainer import check_accelerator, compile_model
+from gpt1.training.trainer import check_accelerator
 
 REQUIRED = "init_from is required: a gpt1 checkpoint, or init_from=random for the no-pre-training ablation"
 
@@ -74,33 +68,10 @@ def start_from(cfg: DictConfig) -> tuple[nn.Module, Tokenizer]:
     return model, ref.tokenizer
 
 
-def results(
-    cfg: DictConfig, run: TrainingRun, data: TaskDataModule, selection: dict[str, Any], start: float
-) -> dict[str, Any]:
-    """What metrics.json holds of the fine-tuned weights (``run.fit``'s ``selection``): their test metrics (and with
-    predict=true their predictions), the baseline's, the counts."""
-    module, selected_step = run.module, selection.pop("selected_step")
-    metrics = {
-        "task": module.task.name,
-        "init_from": cfg.init_from,
-        "model": model_type(module.model),
-        # test and predictions: the selected weights'
-        **task_scores(run.trainer, module, data, validation=selection),
-        **baseline_metrics(data),
-        "model_selection": cfg.model_selection,
-        "selected_step": selected_step,
-        **run.counts(start),
-        "checkpoint": str(run.checkpoint),  # the fine-tuned checkpoint: the selected weights
-    }
-    if cfg.predict:
-        write_predictions(run.trainer, module, data, Path(cfg.paths.output_dir) / "predictions")
-    return metrics
-
-
 @holds_run_dir
 def finetune(cfg: DictConfig) -> dict[str, Any]:
     """Fine-tune as ``cfg`` (a ``FinetuneConfig``) says; return the metrics, also in <run dir>/metrics.json."""
-    check_ranges(cfg)
+    check_config(cfg)
     start = time.perf_counter()
     output_dir = Path(cfg.paths.output_dir)
     L.seed_everything(cfg.seed, workers=True, verbose=False)  # quiet: a refused config prints one line only
@@ -128,13 +99,12 @@ def finetune(cfg: DictConfig) -> dict[str, Any]:
         tokenizer,
         OmegaConf.to_object(cfg.optim),
         task,
-        *data.metric_prefixes(),
+        *data.metric_prefixes,
         aux_lm_weight=cfg.aux_lm_weight,
         head_pdrop=cfg.head_pdrop,
         share_context=cfg.share_context,
         lm_loss=cfg.lm_loss,
     )
-    compile_model(module, cfg.compile)
 
     with TrainingRun(
         cfg,
@@ -142,6 +112,7 @@ def finetune(cfg: DictConfig) -> dict[str, Any]:
         data,
         run_name=f"{task.name}-{output_dir.name}",
         callbacks=OmegaConf.to_object(cfg.callbacks),
+        start=start,
         selection=Selection(cfg.model_selection),  # best: the weights of the best validation, as the original
         accumulate=1,  # batch_size is global: the passes per update follow from micro_batch_size and the devices
     ) as run:
@@ -152,15 +123,17 @@ def finetune(cfg: DictConfig) -> dict[str, Any]:
         )
         selection = run.fit(resume)
         # a finished run resumed is evaluated no more: run.finish gives it its metrics.json's figures
-        metrics = {} if run.finished is not None else results(cfg, run, data, selection, start)
+        metrics = (
+            {} if run.finished is not None else task_results(cfg, run.trainer, module, data, selection, run.checkpoint)
+        )
         table = (lambda: sample_predictions(module, data)) if cfg.logger.wandb.enabled else None
         path = run.finish(metrics, table)
         if path is not None:
             main, selected = f"val/{task.metrics[0]}", Selection(cfg.model_selection).value
             print(
                 f"{main} {metrics[main]:.4f} (baseline {metrics[f'baseline/{task.metrics[0]}']:.4f})"
-                f"{single_class_note(metrics['single_class_prediction'])}\ncheckpoint: {metrics['checkpoint']} "
-                f"(model_selection={selected})\nmetrics: {path}"
+                f"{SINGLE_CLASS_NOTE if metrics['single_class_prediction'] else ''}\n"
+                f"checkpoint: {metrics['checkpoint']} (model_selection={selected})\nmetrics: {path}"
             )
     return metrics
 

@@ -12,9 +12,9 @@ from typing import Any
 import torch
 from omegaconf import DictConfig
 
+from gpt1.app.config_checks import check_config
 from gpt1.app.devices import resolve_device
 from gpt1.app.objective import job_value
-from gpt1.app.ranges import check_ranges
 from gpt1.app.runner import command, holds_run_dir
 from gpt1.checkpoints.format import load_checkpoint
 from gpt1.cpu.decoding import decode_in_steps
@@ -25,7 +25,7 @@ from gpt1.text.tokenizer import prompt_ids
 @holds_run_dir
 def generate(cfg: DictConfig) -> list[str]:
     """``cfg.num_samples`` continuations of ``cfg.prompt``, printed and written to <run dir>/samples.txt."""
-    check_ranges(cfg)
+    check_config(cfg)
     device = resolve_device(cfg.device)
     # one sequence with the cache decodes token by token: its weights stored as CPU decoding reads them fastest
     decoding = device.type == "cpu" and cfg.num_samples == 1 and cfg.use_cache

@@ -14,18 +14,18 @@ from typing import Any
 
 from omegaconf import DictConfig
 
+from gpt1.app.config_checks import check_config
 from gpt1.app.objective import job_value
-from gpt1.app.ranges import check_ranges
 from gpt1.app.runner import command, holds_run_dir
 from gpt1.commands.pretrain import data_module, load_init
-from gpt1.training.results import write_metrics
+from gpt1.core.figures import write_metrics
 
 
 @holds_run_dir
 def prepare(cfg: DictConfig) -> dict[str, Any]:
     """Prepare the corpus of ``cfg`` (a ``PretrainConfig``) in ``paths.cache_dir``; return where everything is
     (also in <run dir>/metrics.json): the tokenizer, each split's packed stream and its tokens."""
-    check_ranges(cfg)
+    check_config(cfg)
     start = time.perf_counter()
     init = load_init(cfg.init_from) if cfg.init_from else None
     data = data_module(cfg, init)

@@ -15,8 +15,8 @@ from typing import Any
 import lightning as L
 from omegaconf import DictConfig, OmegaConf
 
+from gpt1.app.config_checks import check_config
 from gpt1.app.objective import job_value
-from gpt1.app.ranges import check_ranges
 from gpt1.app.runner import command, holds_run_dir
 from gpt1.checkpoints.format import Loaded, load_checkpoint
 from gpt1.core.errors import ConfigError
@@ -27,7 +27,7 @@ from gpt1.training.loggers import wandb_job
 from gpt1.training.module import GPT1Module
 from gpt1.training.resume import resolve_resume
 from gpt1.training.run import TrainingRun
-from gpt1.training.trainer import check_accelerator, compile_model
+from gpt1.training.trainer import check_accelerator
 
 
 def load_init(path: str) -> Loaded:
@@ -61,7 +61,7 @@ def corpus_prompt(data: PretrainDataModule, words: int = 6) -> str:
 @holds_run_dir
 def train(cfg: DictConfig) -> dict[str, Any]:
     """Pre-train as ``cfg`` (a ``PretrainConfig``) says; return the final metrics, also in <run dir>/metrics.json."""
-    check_ranges(cfg)
+    check_config(cfg)
     start = time.perf_counter()
     output_dir = Path(cfg.paths.output_dir)
     check_accelerator(cfg.trainer)  # before Lightning's "Seed set" line: a refused trainer prints one line only
@@ -83,12 +83,12 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     vocab_size = data.tokenizer.vocab_size
     model = init.model if init else build_model(replace(model_cfg, vocab_size=vocab_size))
     module = GPT1Module(model, data.tokenizer, OmegaConf.to_object(cfg.optim), cfg.lm_loss)
-    compile_model(module, cfg.compile)
 
     callbacks = OmegaConf.to_object(cfg.callbacks)
     if callbacks.samples.prompt is None:  # a corpus of one's own: samples start from its own words
         callbacks.samples.prompt = corpus_prompt(data)
-    with TrainingRun(cfg, module, data, run_name=f"{cfg.run_name}-{output_dir.name}", callbacks=callbacks) as run:
+    run_name = f"{cfg.run_name}-{output_dir.name}"
+    with TrainingRun(cfg, module, data, run_name=run_name, callbacks=callbacks, start=start) as run:
         print(
             f"model: {model.num_params():,} parameters, vocab {vocab_size}, context {model.config.n_ctx}; "
             f"{device_words(run.trainer)}"
@@ -109,7 +109,6 @@ def train(cfg: DictConfig) -> dict[str, Any]:
             # a global batch an update
             "tokens_seen": run.trainer.global_step * cfg.data.batch_size * model.config.n_ctx,
             "params": model.num_params(),
-            **run.counts(start),
             "sample": run.sample,
         }
         path = run.finish(metrics)  # (SampleText logs the generations)

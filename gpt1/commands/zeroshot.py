@@ -16,27 +16,28 @@ from typing import Any
 import torch
 from omegaconf import DictConfig, OmegaConf
 
+from gpt1.app.config_checks import check_config
 from gpt1.app.devices import resolve_device
 from gpt1.app.objective import job_value
-from gpt1.app.ranges import check_ranges
 from gpt1.app.registration import task_name
 from gpt1.app.runner import command, holds_run_dir
 from gpt1.checkpoints.format import load_checkpoint
 from gpt1.core.errors import CheckpointError, ConfigError, DataError
+from gpt1.core.figures import write_metrics
 from gpt1.core.progress import bar, write
 from gpt1.cpu.layers import use_cpu_layers
 from gpt1.data.sources import resolve_files
 from gpt1.tasks.heuristics import get_heuristic, heuristic_of, metric_values
 from gpt1.tasks.spec import TaskConfig, split_specs
 from gpt1.tasks.split import TaskSplit
-from gpt1.training.results import single_class_note, write_metrics
+from gpt1.training.results import SINGLE_CLASS_NOTE
 
 
 @holds_run_dir
 def zeroshot(cfg: DictConfig) -> dict[str, Any]:
     """Score every checkpoint of ``cfg.ckpts`` (paths or globs) on ``cfg.task``'s first validation split with the
     task's heuristic; the metrics, also in <run dir>/metrics.json."""
-    check_ranges(cfg)
+    check_config(cfg)
     task: TaskConfig = OmegaConf.to_object(cfg.task)
     task.name = task_name(cfg)
     heuristic = heuristic_of(task)
@@ -90,7 +91,7 @@ def zeroshot(cfg: DictConfig) -> dict[str, Any]:
                 "single_class_prediction": single,
             }
         )
-        write(f"{path} (step {results[-1]['step']}): {main} {values[main]:.4f}{single_class_note(single)}")
+        write(f"{path} (step {results[-1]['step']}): {main} {values[main]:.4f}{SINGLE_CLASS_NOTE if single else ''}")
 
     metrics = {
         "task": task.name,

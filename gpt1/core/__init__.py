@@ -1,2 +1,2 @@
-"""What every room uses: one-line errors, atomic file writes, a run directory's lock, progress lines, peak memory, a
+"""What every package uses: one-line errors, atomic file writes, a run directory's lock, progress lines, peak memory, a
 run's provenance and its record of the command that made it, two metrics.json compared figure by figure."""

@@ -2,7 +2,7 @@
 
 Raise ``UserError`` (or a subclass) where the problem is known, with a message that names the file (and line),
 column, config key or checkpoint and says what to do. ``gpt1.app.runner`` reports them as one line, ``error: ...``, with
-exit status 2. ``ranged`` declares a config field's bounds, which ``gpt1.app.ranges.check_ranges`` enforces.
+exit status 2. ``ranged`` declares a config field's bounds, which ``gpt1.app.config_checks.check_config`` enforces.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ def ranged(
     le: float | None = None,
     hint: str = "",
 ) -> Any:
-    """A dataclass field (``default``, or ``factory`` for a list) whose value, or each value of a list, ``check_ranges``
+    """A dataclass field (``default``, or ``factory`` for a list) whose value, or each value of a list, ``check_config``
     keeps within ``ge <= v``, ``gt < v``, ``v < lt``, ``v <= le`` (None and missing values pass); ``hint``: what the
     special values mean, said when a value is refused (e.g. "-1: no limit")."""
     bounds = {op: bound for op, bound in (("ge", ge), ("gt", gt), ("lt", lt), ("le", le)) if bound is not None}

@@ -1,14 +1,31 @@
-"""Two metrics.json files compared figure by figure, to the last digit: ``gpt1 <command> rerun=DIR`` (a rerun against
-the run it repeats) and experiments/compare_metrics.py (a behaviour check's runs before and after a change).
+"""A run's metrics.json: written (``write_metrics``), and two compared figure by figure, to the last digit:
+``gpt1 <command> rerun=DIR`` (a rerun against the run it repeats: ``say_rerun``) and experiments/compare_metrics.py (a
+behaviour check's runs before and after a change).
 
 Times and peak memory (keys with "time", "per_sec" or "memory") move between any two runs, so they are listed apart;
 a path is compared with its own run directory's prefix taken off (``<dir>``)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
+
+from gpt1.core.files import atomic_file
+from gpt1.core.memory import peak_memory
+
+
+def write_metrics(output_dir: Path, metrics: dict[str, Any]) -> Path:
+    """Write ``metrics.json`` (atomically) in the run directory and return its path; the process's peak memory so far
+    is added to ``metrics`` (``gpt1.core.memory.peak_memory``: peak_host_memory_gb, ...)."""
+    metrics.update(peak_memory())
+    path = output_dir / "metrics.json"
+    with atomic_file(path, "w") as f:
+        json.dump(metrics, f, indent=2, sort_keys=True)
+    return path
+
 
 TIMED = ("time", "per_sec", "memory")
 """Words of the keys whose figures differ between any two runs: compared apart."""
@@ -53,3 +70,29 @@ def compare(before: Any, after: Any, before_roots: Sequence[str] = (), after_roo
     absent = "(absent)"
     moved = [(k, a.get(k, absent), b.get(k, absent)) for k in sorted(a.keys() | b.keys()) if k not in timed]
     return Comparison(len(a) - len([k for k in timed if k in a]), [m for m in moved if m[1] != m[2]], timed)
+
+
+def say_rerun(original: Path, rerun: Path) -> list[str]:
+    """Say whether the metrics.json of ``rerun``, a rerun of the run in ``original``, came out equal to the
+    original's to the last digit, and if not, which figures moved ; their keys."""
+    before, after = (json.loads((d / "metrics.json").read_text()) for d in (original, rerun))
+    found = compare(before, after, _roots(original, before), _roots(rerun, after))
+    if not found.moved:
+        print(
+            f"rerun of {original}: metrics.json came out equal to the last digit ({found.figures} figures; "
+            "times and memory apart)"
+        )
+    else:
+        print(f"rerun of {original}: {len(found.moved)} of the {found.figures} figures of metrics.json moved:")
+        for key, was, now in found.moved:
+            print(f"  {key}: {was!r} -> {now!r}")
+    return [key for key, _, _ in found.moved]
+
+
+def _roots(run_dir: Path, metrics: dict[str, Any]) -> list[str]:
+    """The ways a run's metrics.json may spell its run directory: as given, absolute, resolved, and as its last
+    checkpoint's path does."""
+    roots = {str(run_dir), str(run_dir.absolute()), str(run_dir.resolve())}
+    if isinstance(metrics.get("last_checkpoint"), str):
+        roots.add(str(Path(metrics["last_checkpoint"]).parent.parent))
+    return sorted(roots)

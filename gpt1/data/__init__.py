@@ -3,4 +3,4 @@
 table into datasets' cache, rows of any size), the data group's schema (``data_config``), the data-module base
 (``base``) with the training order and the loaders' exact resume (``loader``) and the shared cache (``cache``); the
 pre-training corpus and its data module (``corpus``, ``windows``, ``pretrain_data``: ``PretrainDataModule``). A task's
-data is the task room's (``gpt1.tasks``)."""
+data is the task package's (``gpt1.tasks``)."""

@@ -95,6 +95,9 @@ class TaskDataModule(DataModule):
         self.eval_splits: dict[str, str] = {}
         """Metric prefix -> split id, for every labelled validation and test split: "val" for the first validation
         split, "val_<suffix>" for the others (validation_mismatched -> "val_mismatched"); "test" likewise."""
+        self.metric_prefixes: tuple[list[Optional[str]], list[str]] = ([], [])
+        """The metric prefix of each validation and test dataloader, in order (None: a validation split without
+        labels, which gets no metrics): what ``TaskModule`` logs its metrics under; set by ``setup``."""
         self.encoded: dict[str, EncodedSplit] = {}
         """Split id -> its examples as ids; set by ``setup``."""
         self._datasets: dict[str, TaskDataset] = {}
@@ -118,8 +121,8 @@ class TaskDataModule(DataModule):
 
     def setup(self, stage: Optional[str] = None) -> None:
         """Load every split (as ``prepare_data`` encoded it, else from the cache), check it, settle the labels, count
-        the truncated examples. Once: a later call does nothing."""
-        if self.encoded:
+        the truncated examples. Once: a later call does nothing (the datasets, made last, say it is done)."""
+        if self._datasets:
             return
         if stage == "fit":
             for role in ("train", "validation"):
@@ -140,7 +143,6 @@ class TaskDataModule(DataModule):
         self.encoded = encoded
         transform = Transform(*specials, self.n_ctx, self.task.truncation)
         kind = self.task.kind
-        self._datasets = {sid: TaskDataset(split, kind, transform) for sid, split in encoded.items()}
         self.stats = {
             sid: {
                 "examples": len(split),
@@ -155,6 +157,11 @@ class TaskDataModule(DataModule):
                 if self.has_labels(sid):
                     suffix = sid[len(role) + 1 :] if sid.startswith(f"{role}_") else sid
                     self.eval_splits[prefix if i == 0 else f"{prefix}_{suffix}"] = sid
+        prefix_of = {split: prefix for prefix, split in self.eval_splits.items()}
+        self.metric_prefixes = (
+            [prefix_of.get(s) for s in self.roles["validation"]],
+            [prefix_of[s] for s in self.roles["test"] if self.has_labels(s)],
+        )
         for sid, s in self.stats.items():
             log.info(
                 "task %s, %s: %d examples, %d truncated to n_ctx %d (%s), %d dropped without a label%s",
@@ -169,6 +176,7 @@ class TaskDataModule(DataModule):
             )
         if stage == "fit":
             self._check_trainable()
+        self._datasets = {sid: TaskDataset(split, kind, transform) for sid, split in encoded.items()}
 
     def _check_trainable(self) -> None:
         """Refuse, before any training, what fine-tuning cannot do with these splits: select weights without a
@@ -231,13 +239,6 @@ class TaskDataModule(DataModule):
         if "train" not in self.encoded:
             raise RuntimeError("no training split: call setup() first, on a task with a train split")
         return self.encoded["train"].labels
-
-    def metric_prefixes(self) -> tuple[list[Optional[str]], list[str]]:
-        """The metric prefix of each validation and test dataloader, in order (None: a validation split without
-        labels, which gets no metrics): what ``TaskModule`` logs its metrics under."""
-        prefix_of = {split: prefix for prefix, split in self.eval_splits.items()}
-        val = [prefix_of.get(s) for s in self.roles["validation"]]
-        return val, [prefix_of[s] for s in self.roles["test"] if self.has_labels(s)]
 
     def dataset(self, split: str) -> TaskDataset:
         """The transformed examples of ``split``."""

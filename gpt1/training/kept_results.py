@@ -8,14 +8,18 @@ done again, and why."""
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from gpt1.checkpoints.format import read_checkpoint
 from gpt1.core.errors import UserError
 from gpt1.core.files import atomic_file, keep_aside
 from gpt1.core.provenance import FILE, attempts
+
+if TYPE_CHECKING:
+    import lightning as L
 
 
 @dataclass
@@ -64,6 +68,20 @@ def kept_results(output_dir: Path, step: Optional[int], write: bool = True) -> K
         with atomic_file(path, "w") as f:
             json.dump(copy, f, indent=2, sort_keys=True)
     return Kept(copy, f"note: {path} {problem}{aside}: rebuilt from the copy of its figures in {FILE} ({at})")
+
+
+def finished_results(trainer: L.Trainer, output_dir: Path) -> Optional[dict[str, Any]]:
+    """The results of the run in ``output_dir``, resumed at its last step by ``trainer``, if it had finished (global
+    rank 0's reading, said there when its metrics.json had to be rebuilt or its evaluation is done again)."""
+    kept = kept_results(output_dir, trainer.global_step) if trainer.is_global_zero else None
+    kept = trainer.strategy.broadcast(kept, src=0) or Kept(None)
+    if trainer.is_global_zero:
+        if kept.note:
+            print(kept.note, file=sys.stderr, flush=True)
+        if kept.metrics is not None:
+            how = "rebuilt as it was written" if kept.note else "kept as it was"
+            print(f"the run had finished at step {trainer.global_step}: its metrics.json is {how}")
+    return kept.metrics
 
 
 def _results_at(attempt: dict[str, Any], step: Optional[int]) -> bool:

@@ -12,7 +12,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Optional
 
-import lightning as L
 from hydra.core.hydra_config import HydraConfig
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.types import RunMode
@@ -163,7 +162,7 @@ def log_summary(
             logger.experiment.summary.update(metrics)
 
 
-def log_config(trainer: L.Trainer, cfg: DictConfig) -> None:
+def log_config(loggers: Sequence[Logger], cfg: DictConfig) -> None:
     """Record the whole resolved config with every logger (hparams.yaml, TensorBoard, W&B)."""
-    for logger in trainer.loggers:
+    for logger in loggers:
         logger.log_hyperparams(OmegaConf.to_container(cfg, resolve=True))

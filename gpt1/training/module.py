@@ -103,6 +103,8 @@ class GPT1Module(L.LightningModule):
         self._flops_per_token = (0, 0)  # (T, the model's training FLOPs per token at sequence length T)
         self.validated_at: int | None = None
         """The global step of the last full validation (not the sanity check): the weights its val/* describe."""
+        self.val_keys: tuple[str, ...] = ("val/",)
+        """The key prefixes of its validation metrics (a task's: MNLI's ("val/", "val_mismatched/"))."""
         self.skipped_batches = 0
         """Updates not applied because a loss was NaN or inf (optim.nonfinite=skip); checkpoints carry it."""
         self._skip_update = False

@@ -1,17 +1,18 @@
-"""A run's results: its metrics.json, the task metrics of a fine-tuned model (validation, labelled test splits, the
-constant baseline), its predictions in GLUE's format, and a table of sample predictions for W&B."""
+"""A run's results: what a fine-tune's metrics.json holds, the task metrics of a fine-tuned model (validation,
+labelled test splits, the constant baseline), its predictions in GLUE's format, and a table of sample predictions for
+W&B."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import lightning as L
 import torch
+from omegaconf import DictConfig
 
 from gpt1.core.files import atomic_file
-from gpt1.core.memory import peak_memory
+from gpt1.model.registry import model_type
 from gpt1.tasks.batches import Collate
 from gpt1.tasks.metrics import METRICS, build_metric
 from gpt1.tasks.task_data import TaskDataModule
@@ -19,31 +20,34 @@ from gpt1.training.module import GPT1Module
 from gpt1.training.task_module import SINGLE_CLASS, TaskModule
 
 
-def write_metrics(output_dir: Path, metrics: dict[str, Any]) -> Path:
-    """Write ``metrics.json`` (atomically) in the run directory and return its path; the process's peak memory so far
-    is added to ``metrics`` (``gpt1.core.memory.peak_memory``: peak_host_memory_gb, ...)."""
-    metrics.update(peak_memory())
-    path = output_dir / "metrics.json"
-    with atomic_file(path, "w") as f:
-        json.dump(metrics, f, indent=2, sort_keys=True)
-    return path
+def task_results(
+    cfg: DictConfig, trainer: L.Trainer, module: TaskModule, data: TaskDataModule, selection: dict[str, Any], ckpt: Path
+) -> dict[str, Any]:
+    """What a fine-tune's metrics.json holds of the weights ``TrainingRun.fit`` selected (``selection``: their
+    validation metrics and selected_step), loaded in ``module`` and saved in ``ckpt``: their test metrics (and with
+    predict=true their predictions), the baseline's (``TrainingRun.finish`` adds the counts)."""
+    metrics = {
+        "task": module.task.name,
+        "init_from": cfg.init_from,
+        "model": model_type(module.model),
+        "model_selection": cfg.model_selection,
+        "selected_step": selection.pop("selected_step"),
+        "checkpoint": str(ckpt),  # the fine-tuned checkpoint: the selected weights
+        **task_scores(trainer, module, data, validation=selection),
+    }
+    if cfg.predict:
+        write_predictions(trainer, module, data, Path(cfg.paths.output_dir) / "predictions")
+    return {**metrics, **baseline_metrics(data)}
 
 
-def final_validation(
-    trainer: L.Trainer, module: GPT1Module, data: L.LightningDataModule, prefixes: list[str]
-) -> dict[str, float]:
-    """The validation metrics (keys starting with one of ``prefixes``) of the weights training ended with: those of
-    fit's last validation when it scored them (``GPT1Module.validated_at``), else of a new validation."""
+def final_validation(trainer: L.Trainer, module: GPT1Module, data: L.LightningDataModule) -> dict[str, float]:
+    """The validation metrics (``module.val_keys``) of the weights training ended with: those of fit's last
+    validation when it scored them (``GPT1Module.validated_at``), else of a new validation."""
     if module.validated_at == trainer.global_step:
         logged = trainer.callback_metrics.items()
     else:
         logged = [item for out in trainer.validate(module, datamodule=data, verbose=False) for item in out.items()]
-    return {k: float(v) for k, v in logged if k.startswith(tuple(prefixes))}
-
-
-def val_metric_prefixes(module: TaskModule) -> list[str]:
-    """The key prefixes of ``module``'s validation metrics: ["val/"], or MNLI's ["val/", "val_mismatched/"]."""
-    return [f"{p}/" for p in module.prefixes["val"] if p]
+    return {k: float(v) for k, v in logged if k.startswith(module.val_keys)}
 
 
 def score(
@@ -53,11 +57,7 @@ def score(
     {"val/accuracy": ..., "val_mismatched/accuracy": ..., "test/accuracy": ..., ...}. The validation's are
     ``validation`` when given (fine-tuning's model selection), else those of the validation that ended training, if
     one did (the last epoch's), else of a new one."""
-    results = (
-        dict(validation)
-        if validation is not None
-        else final_validation(trainer, module, data, prefixes=val_metric_prefixes(module))
-    )
+    results = dict(validation) if validation is not None else final_validation(trainer, module, data)
     if any(module.prefixes["test"]):
         for out in trainer.test(module, datamodule=data, verbose=False):
             results.update(out)
@@ -84,9 +84,8 @@ def single_class(scores: dict[str, float]) -> bool:
     return flags.get(f"val/{SINGLE_CLASS}") == 1.0
 
 
-def single_class_note(single: bool) -> str:
-    """What the printed score line adds when the predictions were all one class."""
-    return "; every example was predicted as one class: the score is that class's share, not a skill" if single else ""
+SINGLE_CLASS_NOTE = "; every example was predicted as one class: the score is that class's share, not a skill"
+"""What the printed score line adds when the predictions were all one class (``single_class_prediction``)."""
 
 
 def baseline_metrics(data: TaskDataModule) -> dict[str, float]:

@@ -86,9 +86,10 @@ def newest_complete(checkpoints: Path) -> Path | None:
     return None
 
 
-def check_resume_fits(path: str | None, module: L.LightningModule) -> str | None:
-    """``path`` (from ``resolve_resume``) if its parameters, shapes and tokenizer are those of ``module``, about to
-    train; a ``CheckpointError`` naming the difference otherwise."""
+def check_resume_fits(path: str | None, module: L.LightningModule) -> int | None:
+    """The step the checkpoint ``path`` (from ``resolve_resume``; None: no resume) was saved at, if its parameters,
+    shapes and tokenizer are those of ``module``, about to train; a ``CheckpointError`` naming the difference
+    otherwise."""
     if path is None:
         return None
     raw = read_checkpoint(Path(path), mmap=True)
@@ -103,4 +104,4 @@ def check_resume_fits(path: str | None, module: L.LightningModule) -> str | None
             f"resume={path} does not fit this run's model ({misfit}): resume with the settings it was "
             "saved with (model, tokenizer, data: its run directory's .hydra/config.yaml), or start a new run"
         )
-    return path
+    return raw.get("global_step")

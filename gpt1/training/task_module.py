@@ -60,6 +60,7 @@ class TaskModule(GPT1Module):
         self.head_name = self.kind.name  # e.g. "similarity": its weights are heads.similarity.* in checkpoints
         self.heads[self.head_name] = self.kind.build_head(model.config.n_embd, task.num_labels, head_pdrop)
         self.prefixes = {"val": list(val_prefixes), "test": list(test_prefixes)}
+        self.val_keys = tuple(f"{p}/" for p in val_prefixes if p)
         prefixes = [p for p in (*val_prefixes, *test_prefixes) if p is not None]
 
         def metrics() -> nn.ModuleDict:
