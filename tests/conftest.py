@@ -13,9 +13,10 @@ import torch
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("WANDB_MODE", "offline")
-# gpt1.cpu.settings.configure caches its kernel timings per machine: the tests' in a directory of their own, not the
-# user's
-os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="gpt1-tests-cache-")
+# gpt1.cpu.settings.configure caches its kernel timings per machine: the tests' in a directory of the session's, not the
+# user's, made by pytest's process; its pytest-xdist workers inherit it (the kernels measured once for all)
+if not (os.environ.get("PYTEST_XDIST_WORKER") and "gpt1-tests-cache-" in os.environ.get("XDG_CACHE_HOME", "")):
+    os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="gpt1-tests-cache-")
 ENV_BEFORE_GPT1 = dict(os.environ)
 """The environment before any gpt1 module is imported (tests/test_imports.py starts processes with it)."""
 
@@ -24,10 +25,10 @@ from omegaconf import DictConfig  # noqa: E402
 
 from gpt1.app.registration import register  # noqa: E402
 from gpt1.data.sample import sample_data as sample_folder  # noqa: E402
+from tests.helpers import REPO, TINY_RUN, built_once, shared_dir, unchanged  # noqa: E402
 
 register()  # the schemas, for the configs the tests compose as the commands do
 
-REPO = Path(__file__).resolve().parents[1]
 REFERENCE = REPO.parent / "shared" / "reference"
 """The reference files beside the checkout (OpenAI's vocab and golden encodings, the paper's facts); the tests that
 need them skip without them."""
@@ -122,21 +123,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         raise pytest.UsageError(f"tests/conftest.py QUICK names tests that do not exist: {', '.join(missing)}")
 
 
-def sweep_jobs(sweep: Path) -> list[Path]:
-    """The job directories of a sweep directory (each named by its overrides, gpt1/app/sweep.py), in the order Hydra
-    numbered the jobs (their .hydra/hydra.yaml)."""
-    import yaml
-
-    jobs = [p.parent.parent for p in sweep.glob("*/.hydra/hydra.yaml")]
-    return sorted(
-        jobs, key=lambda job: yaml.safe_load((job / ".hydra" / "hydra.yaml").read_text())["hydra"]["job"]["num"]
-    )
-
-
 @pytest.fixture(scope="session")
 def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One data cache for the session, so each corpus is tokenised once across tests."""
-    return tmp_path_factory.mktemp("cache")
+    """One data cache for the session, its pytest-xdist workers included, so that each corpus is tokenised and each
+    task encoded once across tests (gpt1's cache entries are made once however many processes start on them)."""
+    return shared_dir(tmp_path_factory, "cache")
 
 
 @pytest.fixture(scope="session")
@@ -177,58 +168,29 @@ def make_cfg(tmp_path: Path, cache_dir: Path) -> Callable[..., DictConfig]:
     return _make
 
 
-TINY_RUN = [
-    "model=tiny",
-    "tokenizer.vocab_size=512",
-    "data.train_files=[${paths.sample_data}/books/train/northanger_abbey.txt]",
-    "data.batch_size=8",
-    "data.max_valid_windows=32",
-    "logger=csv",
-    "trainer.enable_progress_bar=false",
-    "trainer.num_sanity_val_steps=0",
-]
-"""Overrides for a pretrain run of seconds: the tiny model on one novel, validated on 32 windows of another."""
+def pretrained_run(directory: Path, cache_dir: Path, *overrides: str) -> None:
+    """A tiny pre-training (``TINY_RUN``) into ``directory``."""
+    from gpt1.commands.pretrain import train
 
-FEW = [
-    *TINY_RUN,
-    "trainer.max_steps=4",
-    "trainer.val_check_interval=2",
-    "trainer.check_val_every_n_epoch=null",
-    "trainer.limit_val_batches=2",
-    "callbacks.samples.every_n_steps=0",
-]
-"""4 updates of the tiny model, validated twice on 2 batches."""
-
-FEW_FINETUNE = [
-    "++task.splits.train='train[:64]'",
-    "++task.splits.validation='validation[:16]'",
-    "++task.splits.test='test[:16]'",
-    "batch_size=8",
-    "trainer.max_steps=4",
-    "logger=csv",
-    "trainer.enable_progress_bar=false",
-    "trainer.num_sanity_val_steps=0",
-]
-"""4 fine-tuning updates of 8 examples (of the first 64), validated and tested on 16 examples each."""
+    paths = [f"paths.output_dir={directory}", f"paths.cache_dir={cache_dir}"]
+    with initialize_config_module(config_module="gpt1.conf", version_base="1.3"):
+        train(compose("pretrain", [*paths, *TINY_RUN, "callbacks.samples.every_n_steps=0", *overrides]))
 
 
 @pytest.fixture(scope="session")
-def tiny_ckpt(tmp_path_factory: pytest.TempPathFactory, cache_dir: Path) -> Path:
-    """A tiny pre-trained checkpoint (2 layers, context 32; 2 updates: its weights do not matter where it is used)."""
-    from gpt1.commands.pretrain import train
+def tiny_ckpt(tmp_path_factory: pytest.TempPathFactory, cache_dir: Path) -> Iterator[Path]:
+    """A tiny pre-trained checkpoint (2 layers, context 32; 2 updates: its weights do not matter where it is used),
+    built once for the session (``built_once``: read-only)."""
+    run = built_once(tmp_path_factory, "tiny_ckpt", lambda d: pretrained_run(d, cache_dir, "trainer.max_steps=2"))
+    yield run / "checkpoints" / "last.ckpt"
+    unchanged(run)
 
-    run = tmp_path_factory.mktemp("pretrain")
-    with initialize_config_module(config_module="gpt1.conf", version_base="1.3"):
-        train(
-            compose(
-                "pretrain",
-                [
-                    f"paths.output_dir={run}",
-                    f"paths.cache_dir={cache_dir}",
-                    *TINY_RUN,
-                    "trainer.max_steps=2",
-                    "callbacks.samples.every_n_steps=0",
-                ],
-            )
-        )
-    return run / "checkpoints" / "last.ckpt"
+
+@pytest.fixture(scope="session")
+def pretrained(tmp_path_factory: pytest.TempPathFactory, cache_dir: Path) -> Iterator[Path]:
+    """A tiny pre-trained checkpoint that has learnt something (20 updates on one novel; context 32), built once for
+    the session (``built_once``: read-only)."""
+    steps = ["trainer.max_steps=20", "optim.lr=3e-3", "optim.warmup_steps=5"]
+    run = built_once(tmp_path_factory, "pretrained", lambda d: pretrained_run(d, cache_dir, *steps))
+    yield run / "checkpoints" / "last.ckpt"
+    unchanged(run)

@@ -9,15 +9,11 @@ W&B's advice runs in tests/test_wandb_env.py (a W&B that cannot start) and tests
 
 from __future__ import annotations
 
-import importlib.metadata
 import json
 import logging
-import os
 import re
 import shlex
-import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import yaml
@@ -25,31 +21,7 @@ from hydra.core.global_hydra import GlobalHydra
 
 from gpt1.core.provenance import COMMAND_LINE
 from gpt1.data.encodings import UTF8, sniff
-from tests.conftest import TINY_RUN
-
-
-def console_script(name: str) -> Path:
-    """Where the install put a package's console script (its environment's bin/, as on a user's PATH)."""
-    files = importlib.metadata.distribution(name).files or []
-    (script,) = [f for f in files if f.name == name and f.parent.name in ("bin", "Scripts")]
-    return Path(script.locate()).resolve()
-
-
-def fresh_shell(command: str, cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess:
-    """``command`` as a user pastes it into a new terminal: ``bash -c`` in ``cwd``, with PATH to the install's scripts
-    (gpt1's, W&B's) and the system's, an empty HOME, the hub offline, and the tests' CPU-kernel cache (a tmp dir)."""
-    bins = dict.fromkeys([str(Path(sys.executable).parent), str(console_script("wandb").parent), "/usr/bin", "/bin"])
-    env = {"PATH": os.pathsep.join(bins), "HOME": str(cwd / "home"), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
-    env["XDG_CACHE_HOME"] = os.environ["XDG_CACHE_HOME"]  # (tests/conftest.py: a tmp dir of the session)
-    return subprocess.run(
-        ["bash", "-c", command],
-        cwd=cwd,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+from tests.helpers import TINY_RUN, fresh_shell
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ from gpt1.tasks.spec import TaskConfig
 from gpt1.text.tokenizer import train_bpe
 from gpt1.training.schema import OptimConfig
 from gpt1.training.task_module import TaskModule
-from tests.conftest import FEW_FINETUNE
+from tests.helpers import FEW_FINETUNE
 
 
 def test_a_config_composed_by_hydra_runs_without_hydras_runtime(tiny_ckpt, tmp_path, monkeypatch, cache_dir):

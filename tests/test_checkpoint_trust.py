@@ -12,7 +12,7 @@ import torch
 from gpt1 import api
 from gpt1.checkpoints.format import load_checkpoint
 from gpt1.core.errors import CheckpointError
-from tests.conftest import FEW, FEW_FINETUNE, REPO
+from tests.helpers import FEW, FEW_FINETUNE, REPO
 from tests.test_errors import PRETRAIN, gpt1, one_line_error  # noqa: F401 (gpt1: the fixture)
 
 OLD = REPO / "tests" / "fixtures" / "c96c481"

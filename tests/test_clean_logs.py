@@ -3,18 +3,15 @@ prints whole lines: progress as lines, no carriage return, no escape code (tqdm'
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import FEW, FEW_FINETUNE
+from tests.helpers import FEW, FEW_FINETUNE, OFFLINE_ENV, run_gpt1
 
-ENV = {k: v for k, v in os.environ.items() if k != "HYDRA_FULL_ERROR"}
-ENV.update(HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", PYTHONUNBUFFERED="1", TERM="xterm-256color")
+ENV = {**OFFLINE_ENV, "TERM": "xterm-256color"}
+"""A terminal that shows colours and redraws, had the output not been redirected."""
 COMMANDS = ["pretrain", "finetune", "evaluate", "zeroshot"]
 """The long commands (prepare's progress is pre-training's preparation, with a cache of its own here)."""
 PROGRESS = {  # what a command's progress reads like in a log (regular expressions)
@@ -27,13 +24,7 @@ PROGRESS = {  # what a command's progress reads like in a log (regular expressio
 
 def run(log: Path, cwd: Path, *args: str) -> str:
     """``gpt1 ARGS > log 2>&1``; the log's text."""
-    with log.open("w") as out:
-        done = subprocess.run(
-            [sys.executable, "-m", "gpt1.app.cli", *args], cwd=cwd, env=ENV, stdout=out, stderr=subprocess.STDOUT
-        )
-    text = log.read_text(encoding="utf-8", errors="replace")
-    assert done.returncode == 0, text[-3000:]
-    return text
+    return run_gpt1(*args, cwd=cwd, env=ENV, log=log).stdout
 
 
 @pytest.fixture(scope="module")

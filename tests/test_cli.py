@@ -2,10 +2,7 @@
 
 import json
 import math
-import os
-import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import torch
@@ -13,23 +10,14 @@ import torch
 from gpt1.checkpoints.format import load_checkpoint
 from gpt1.commands.convert import positional_to_overrides
 from gpt1.commands.evaluate import evaluate
-from tests.conftest import TINY_RUN, sweep_jobs
-
-ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
-
-
-def gpt1(*args: str, cwd: Path, check: bool = True) -> subprocess.CompletedProcess:
-    proc = subprocess.run(["gpt1", *args], cwd=cwd, env=ENV, capture_output=True, text=True, timeout=300)
-    if check and proc.returncode != 0:
-        raise AssertionError(f"gpt1 {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
-    return proc
+from tests.helpers import REPO, TINY_RUN, run_gpt1, run_python, sweep_jobs
 
 
 def test_help_lists_the_commands(tmp_path):
-    out = gpt1("--help", cwd=tmp_path).stdout
+    out = run_gpt1("--help", cwd=tmp_path).stdout
     for command in ("pretrain", "evaluate", "generate", "convert"):
         assert command in out
-    assert gpt1("nonsense", cwd=tmp_path, check=False).returncode == 2
+    assert run_gpt1("nonsense", cwd=tmp_path, check=False).returncode == 2
 
 
 def test_a_command_is_its_module_its_yaml_its_schema_and_its_help_line():
@@ -44,7 +32,7 @@ def test_a_command_is_its_module_its_yaml_its_schema_and_its_help_line():
     from gpt1.app.cli import COMMANDS, TOOLS
     from gpt1.app.registration import register
 
-    root = Path(__file__).resolve().parents[1]
+    root = REPO
     register()
     schemas = {name.removesuffix(".yaml") for name in ConfigStore.instance().repo if name.endswith(".yaml")}
     modules = {p.stem for p in (root / "gpt1" / "commands").glob("*.py") if p.stem != "__init__"}
@@ -76,12 +64,12 @@ def test_a_ctrl_c_while_a_command_starts_ends_it_in_one_line(monkeypatch, capsys
 
 
 def test_cfg_job_prints_the_composed_config_of_an_experiment(tmp_path):
-    out = gpt1("pretrain", "experiment=paper", "--cfg", "job", cwd=tmp_path).stdout
+    out = run_gpt1("pretrain", "experiment=paper", "--cfg", "job", cwd=tmp_path).stdout
     assert "n_layer: 12" in out and "lr: 0.00025" in out and "warmup_steps: 2000" in out
 
 
 def test_a_misspelt_key_fails_at_start_up_naming_it(tmp_path):
-    proc = gpt1("pretrain", "model.n_layr=3", cwd=tmp_path, check=False)
+    proc = run_gpt1("pretrain", "model.n_layr=3", cwd=tmp_path, check=False)
     assert proc.returncode != 0
     assert "n_layr" in proc.stderr and "Traceback" not in proc.stderr  # Hydra's message, not a stack dump
 
@@ -89,11 +77,11 @@ def test_a_misspelt_key_fails_at_start_up_naming_it(tmp_path):
 @pytest.mark.slow  # 30 s; the long commands from the command line: tests/test_clean_logs.py
 def test_pretrain_then_evaluate_and_generate_from_the_command_line(tmp_path, cache_dir):
     run = tmp_path / "run"
-    gpt1("pretrain", *TINY_RUN, "debug=fast", f"hydra.run.dir={run}", f"paths.cache_dir={cache_dir}", cwd=tmp_path)
+    run_gpt1("pretrain", *TINY_RUN, "debug=fast", f"hydra.run.dir={run}", f"paths.cache_dir={cache_dir}", cwd=tmp_path)
     metrics = json.loads((run / "metrics.json").read_text())
     assert metrics["steps"] == 4 and (run / ".hydra" / "config.yaml").is_file()
     ckpt = run / "checkpoints" / "last.ckpt"
-    out = gpt1(
+    out = run_gpt1(
         "evaluate",
         f"ckpt={ckpt}",
         "data.max_valid_windows=8",
@@ -103,7 +91,7 @@ def test_pretrain_then_evaluate_and_generate_from_the_command_line(tmp_path, cac
         cwd=tmp_path,
     ).stdout
     assert "perplexity" in out
-    out = gpt1(
+    out = run_gpt1(
         "generate",
         f"ckpt={ckpt}",
         "prompt=she said",
@@ -115,21 +103,14 @@ def test_pretrain_then_evaluate_and_generate_from_the_command_line(tmp_path, cac
 
 
 def test_python_dash_m_runs_a_command(tmp_path):
-    proc = subprocess.run(
-        [sys.executable, "-m", "gpt1.commands.generate", "--cfg", "job"],
-        cwd=tmp_path,
-        env=ENV,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert proc.returncode == 0 and "max_new_tokens: 100" in proc.stdout
+    proc = run_python("-m", "gpt1.commands.generate", "--cfg", "job", cwd=tmp_path, timeout=120)
+    assert "max_new_tokens: 100" in proc.stdout
 
 
 @pytest.mark.slow  # 16 s; sweeps from the command line: tests/test_sweeps.py
 def test_multirun_sweeps_over_overrides(tmp_path, cache_dir):
     sweep = tmp_path / "sweep"
-    gpt1(
+    run_gpt1(
         "pretrain",
         "-m",
         *TINY_RUN,
@@ -172,8 +153,8 @@ def test_convert_from_hf_then_generate_then_back_to_hf(tmp_path, make_cfg):
     for name in ("vocab.json", "merges.txt"):
         (tmp_path / "hf" / name).write_bytes((tmp_path / name).read_bytes())
 
-    gpt1("convert", "from-hf", str(tmp_path / "hf"), str(tmp_path / "model.ckpt"), cwd=tmp_path)
-    out = gpt1("generate", "ckpt=model.ckpt", "prompt=the quick", "temperature=0", "max_new_tokens=4", cwd=tmp_path)
+    run_gpt1("convert", "from-hf", str(tmp_path / "hf"), str(tmp_path / "model.ckpt"), cwd=tmp_path)
+    out = run_gpt1("generate", "ckpt=model.ckpt", "prompt=the quick", "temperature=0", "max_new_tokens=4", cwd=tmp_path)
     loaded = load_checkpoint(tmp_path / "model.ckpt")
     ids = torch.tensor([loaded.tokenizer.encode("the quick")])
     with torch.no_grad():
@@ -190,7 +171,7 @@ def test_convert_from_hf_then_generate_then_back_to_hf(tmp_path, make_cfg):
     )
     assert math.isfinite(result["ppl"]) and result["tokens"] == 4 * 32
 
-    gpt1("convert", "to-hf", "model.ckpt", str(tmp_path / "back"), cwd=tmp_path)
+    run_gpt1("convert", "to-hf", "model.ckpt", str(tmp_path / "back"), cwd=tmp_path)
     back = transformers.OpenAIGPTLMHeadModel.from_pretrained(tmp_path / "back").eval()
     x = torch.randint(0, vocab_size, (2, 10))
     with torch.no_grad():
@@ -207,7 +188,7 @@ def test_pretrain_on_a_corpus_it_has_never_seen(tmp_path, sample_data):
         (corpus / f"part{i // 100}.txt").write_text("\n".join(stories[i : i + 100]))
     (tmp_path / "held_out.txt").write_text("\n".join(stories[600:]))
     run = tmp_path / "run"
-    gpt1(
+    run_gpt1(
         "pretrain",
         "data.train_files=corpus/*.txt",
         "data.valid_files=held_out.txt",

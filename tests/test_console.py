@@ -8,16 +8,12 @@ device lines, no W&B warning that "the anonymous setting has no effect"; W&B off
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import FEW, FEW_FINETUNE
-from tests.test_advice import fresh_shell
+from tests.helpers import FEW, FEW_FINETUNE, OFFLINE_ENV, fresh_shell, run_python
 
 RUNS = r"""
 import json, sys
@@ -116,18 +112,11 @@ def console(request, tmp_path_factory, sample_data) -> tuple[dict[str, list[str]
     finetune = ["finetune", "task=sentiment", f"init_from={d / 'pretrain/checkpoints/last.ckpt'}", *FEW_FINETUNE]
     finetune += [shown, *cache, f"hydra.run.dir={d / 'finetune'}"]
     wandb = [*pretrain[:-1], "logger=wandb", "logger.wandb.mode=offline", f"hydra.run.dir={d / 'wandb'}"]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("WANDB_") and k != "HYDRA_FULL_ERROR"}
-    env.update(HOME=str(d / "home"), PYTHONUNBUFFERED="1", WANDB_DISABLE_GIT="true")
-    proc = subprocess.run(
-        [sys.executable, "-c", RUNS, request.param, json.dumps([pretrain, finetune, wandb])],
-        cwd=d,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,  # one stream, in the order a terminal shows it
-        text=True,
-        timeout=600,
-    )
-    assert proc.returncode == 0, proc.stdout[-5000:]
+    env = {k: v for k, v in OFFLINE_ENV.items() if not k.startswith("WANDB_")}
+    env.update(HOME=str(d / "home"), WANDB_DISABLE_GIT="true")
+    argvs = json.dumps([pretrain, finetune, wandb])
+    log = d / "console.log"  # one stream, in the order a terminal shows it
+    proc = run_python("-c", RUNS, request.param, argvs, cwd=d, env=env, timeout=600, log=log)
     parts = re.split(r"^=== (gpt1 \w+|rich cannot be imported)\n", proc.stdout, flags=re.M)
     assert parts[0] == "" and parts[1::2][:3] == ["gpt1 pretrain", "gpt1 finetune", "gpt1 pretrain"], proc.stdout
     assert ("rich cannot be imported" in parts[1::2]) == (request.param == "without-rich")

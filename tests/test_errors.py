@@ -23,25 +23,20 @@ from hydra.core.global_hydra import GlobalHydra
 
 from gpt1.checkpoints.format import load_checkpoint, save_checkpoint
 from gpt1.commands.pretrain import train
-
-ENV = {k: v for k, v in os.environ.items() if k != "HYDRA_FULL_ERROR"}
-ENV.update(HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", PYTHONUNBUFFERED="1")
+from tests.helpers import OFFLINE_ENV, run_python
 
 PRETRAIN = ["model=tiny", "tokenizer.vocab_size=300", "data.batch_size=8", "logger=csv", "debug=fast"]
 """A pre-training run of seconds (the tiny model, 301 tokens with eod), as in the battery."""
 
 
 def gpt1_subprocess(
-    command: str, *overrides: str, cwd: Path, env: dict[str, str] = ENV, module: str | None = None
+    command: str, *overrides: str, cwd: Path, env: dict[str, str] = OFFLINE_ENV, module: str | None = None
 ) -> subprocess.CompletedProcess:
     """``python -m gpt1.commands.<command> overrides...`` (or ``python -m gpt1.app.cli <command> ...``, the console
     script's path, with ``module="cli"``) in ``cwd`` (made if need be), its run directory under ``cwd``."""
     cwd.mkdir(parents=True, exist_ok=True)
     argv = ["-m", "gpt1.app.cli", command] if module == "cli" else ["-m", f"gpt1.commands.{command}"]
-    return subprocess.run(
-        [sys.executable, *argv, *overrides, f"hydra.run.dir={cwd / 'run'}"],
-        cwd=cwd, env=env, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+    return run_python(*argv, *overrides, f"hydra.run.dir={cwd / 'run'}", cwd=cwd, env=env, check=False)
 
 
 @pytest.fixture
@@ -50,7 +45,7 @@ def gpt1(monkeypatch, capsys):
     ``gpt1.commands.<command>.main`` with ``sys.argv`` as the console script leaves it, in ``cwd`` (made if need be),
     its run directory under ``cwd``, HYDRA_FULL_ERROR unset. Returns its exit status and what it printed, as a
     ``CompletedProcess``."""
-    for key, value in ENV.items():
+    for key, value in OFFLINE_ENV.items():
         if key.startswith("HF_"):
             monkeypatch.setenv(key, value)
     monkeypatch.delenv("HYDRA_FULL_ERROR", raising=False)
@@ -385,7 +380,7 @@ def test_hydra_full_error_keeps_the_traceback(tmp_path, bad):
         f"data.valid_files={bad}/good.txt",
         f"paths.cache_dir={tmp_path / 'cache'}",
         cwd=tmp_path,
-        env={**ENV, "HYDRA_FULL_ERROR": "1"},
+        env={**OFFLINE_ENV, "HYDRA_FULL_ERROR": "1"},
     )
     assert proc.returncode == 1 and "Traceback" in proc.stderr and "DataError: data.train_files" in proc.stderr
 
@@ -668,14 +663,8 @@ def test_a_gpt1_folder_in_the_working_directory_imported_in_place_of_gpt1_is_nam
     installed gpt1 is found by a finder after the path's). The config then failed to resolve, naming no cause
     (``paths.sample_data: TypeError ... NoneType``)."""
     (tmp_path / "gpt1" / "gpt1").mkdir(parents=True)
-    env = {k: v for k, v in ENV.items() if k != "PYTHONSAFEPATH"}  # (a command run in this process sets it)
-    probe = subprocess.run(
-        [sys.executable, "-c", "import gpt1; print(gpt1.__file__)"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-    )
+    env = {k: v for k, v in OFFLINE_ENV.items() if k != "PYTHONSAFEPATH"}  # (a command run in this process sets it)
+    probe = run_python("-c", "import gpt1; print(gpt1.__file__)", cwd=tmp_path, env=env, check=False)
     if probe.stdout.strip() != "None":
         pytest.skip("the installed gpt1 comes before the working directory's folder here (not an editable install)")
     proc = gpt1_subprocess("generate", "ckpt=x.ckpt", cwd=tmp_path, env=env)

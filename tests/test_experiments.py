@@ -3,10 +3,7 @@ command with the paper's values and the sweep it declares, and the sweeps run as
 (.hydra/overrides.yaml and metrics.json in each, what `gpt1 report` reads)."""
 
 import json
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +18,7 @@ from gpt1.app.config import FinetuneConfig, ZeroshotCommandConfig
 from gpt1.app.config_checks import check_config
 from gpt1.tasks.heuristics import heuristic_of
 from gpt1.training.schema import Schedule
-from tests.conftest import sweep_jobs
+from tests.helpers import OFFLINE_ENV, run_gpt1, sweep_jobs
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 PAPER_TASKS = ["sst2", "cola", "mnli", "snli", "scitail", "qnli", "rte", "stsb", "qqp", "mrpc", "race", "story_cloze"]
@@ -56,7 +53,8 @@ TINY_TASK = [
     "trainer.num_sanity_val_steps=0",
 ]
 """Overrides for fine-tuning jobs of a second: 2 updates of 8 examples, 32 validation and 32 test examples."""
-ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+ENV = {**OFFLINE_ENV, "OMP_NUM_THREADS": "1"}
+"""The sweeps' environment: a thread each (their jobs are runs of a second)."""
 
 
 def hydra_cfg(config_name: str, overrides: list[str]) -> DictConfig:
@@ -75,19 +73,6 @@ def overrides(job: Path) -> dict[str, Any]:
     """A job's command-line overrides, from its .hydra/overrides.yaml: key -> value, as Hydra parses them."""
     lines = yaml.safe_load((job / ".hydra" / "overrides.yaml").read_text())
     return {o.key_or_group: o.value() for o in OverridesParser.create().parse_overrides(lines)}
-
-
-def gpt1(command: str, *args: str, cwd: Path) -> subprocess.CompletedProcess:
-    proc = subprocess.run(
-        [sys.executable, "-m", f"gpt1.commands.{command}", *args],
-        cwd=cwd,
-        env=ENV,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert proc.returncode == 0, f"gpt1 {command} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
-    return proc
 
 
 def test_every_experiment_is_listed_under_its_command():
@@ -181,7 +166,7 @@ def test_the_optuna_search_maximises_the_returned_metric_around_the_papers_recip
 @pytest.mark.slow  # 24 s; a sweep's directories: tests/test_sweeps.py
 def test_an_ablation_sweep_runs_one_directory_per_job(tmp_path, tiny_ckpt, cache_dir):
     """The issue's command: gpt1 finetune -m experiment=ablation_aux_lm task=sentiment init_from=CKPT seed=1,2."""
-    gpt1(
+    run_gpt1(
         "finetune",
         "-m",
         "experiment=ablation_aux_lm",
@@ -190,6 +175,7 @@ def test_an_ablation_sweep_runs_one_directory_per_job(tmp_path, tiny_ckpt, cache
         *TINY_TASK,
         f"paths.cache_dir={cache_dir}",
         cwd=tmp_path,
+        env=ENV,
     )
     (sweep,) = (tmp_path / "outputs" / "ablation_aux_lm" / "multirun").iterdir()
     done = sweep_jobs(sweep)
@@ -212,7 +198,7 @@ def test_the_pretraining_ablation_takes_the_checkpoint_once(tmp_path, tiny_ckpt,
     ckpt = tmp_path / "a run, n=2" / "last.ckpt"
     ckpt.parent.mkdir()
     shutil.copy(tiny_ckpt, ckpt)
-    gpt1(
+    run_gpt1(
         "finetune",
         "-m",
         "experiment=ablation_pretraining",
@@ -221,6 +207,7 @@ def test_the_pretraining_ablation_takes_the_checkpoint_once(tmp_path, tiny_ckpt,
         *TINY_TASK,
         f"paths.cache_dir={cache_dir}",
         cwd=tmp_path,
+        env=ENV,
     )
     (sweep,) = (tmp_path / "outputs" / "ablation_pretraining" / "multirun").iterdir()
     done = sweep_jobs(sweep)
@@ -230,7 +217,7 @@ def test_the_pretraining_ablation_takes_the_checkpoint_once(tmp_path, tiny_ckpt,
 
 def test_an_optuna_search_runs_its_trials_and_reports_the_best(tmp_path, tiny_ckpt, cache_dir):
     search = ["hparams_search=optuna", "hydra.sweeper.n_trials=2", f"init_from={tiny_ckpt}", *TINY_TASK]
-    gpt1("finetune", *search, f"paths.cache_dir={cache_dir}", cwd=tmp_path)
+    run_gpt1("finetune", *search, f"paths.cache_dir={cache_dir}", cwd=tmp_path, env=ENV)
     (sweep,) = (tmp_path / "outputs" / "hparams_search" / "sentiment" / "multirun").iterdir()
     done = sweep_jobs(sweep)
     assert len(done) == 2
@@ -246,8 +233,14 @@ def test_an_optuna_search_runs_its_trials_and_reports_the_best(tmp_path, tiny_ck
     # resumed (its study in memory): the seeded sampler draws the same trials again, each found finished in its
     # directory and answered from its metrics.json: nothing runs, and the search ends as it did
     kept = {p: p.read_bytes() for job in done for p in job.rglob("*") if p.is_file()}
-    again = gpt1(
-        "finetune", *search, "resume=auto", f"hydra.sweep.dir={sweep}", f"paths.cache_dir={cache_dir}", cwd=tmp_path
+    again = run_gpt1(
+        "finetune",
+        *search,
+        "resume=auto",
+        f"hydra.sweep.dir={sweep}",
+        f"paths.cache_dir={cache_dir}",
+        cwd=tmp_path,
+        env=ENV,
     )
     assert again.stdout.count(": finished before: not run again") == 2 and "started" not in again.stdout
     assert sweep_jobs(sweep) == done and {p: p.read_bytes() for p in kept} == kept
@@ -269,7 +262,7 @@ def test_an_optuna_search_in_a_storage_continues_its_study(tmp_path, tiny_ckpt, 
         f"paths.cache_dir={cache_dir}",
         f"hydra.sweep.dir={tmp_path / 'sweep'}",
     ]
-    gpt1("finetune", "hydra.sweeper.n_trials=1", *args, cwd=tmp_path)
+    run_gpt1("finetune", "hydra.sweeper.n_trials=1", *args, cwd=tmp_path, env=ENV)
     study = optuna.load_study(study_name="s", storage=storage)
     stopped = study.ask(
         {
@@ -279,7 +272,7 @@ def test_an_optuna_search_in_a_storage_continues_its_study(tmp_path, tiny_ckpt, 
             "trainer.max_epochs": IntUniformDistribution(2, 4),
         }
     )
-    out = gpt1("finetune", "hydra.sweeper.n_trials=2", "resume=auto", *args, cwd=tmp_path).stdout
+    out = run_gpt1("finetune", "hydra.sweeper.n_trials=2", "resume=auto", *args, cwd=tmp_path, env=ENV).stdout
     assert "trial 0 (" in out and "): finished before, value " in out
     params = " ".join(f"{k}={v}" for k, v in sorted(stopped.params.items()))  # (the line sorts them)
     assert f"trial 1 ({params}): did not finish: run again" in out
@@ -295,7 +288,7 @@ def test_an_optuna_search_in_a_storage_continues_its_study(tmp_path, tiny_ckpt, 
     [("ablation_lstm", [], ["checkpoint", "lstm"]), ("layers_transferred", ["n_transfer=range(0,3)"], [0, 1, 2])],
 )
 def test_the_other_ablations_run(tmp_path, tiny_ckpt, cache_dir, experiment, args, swept):
-    gpt1(
+    run_gpt1(
         "finetune",
         "-m",
         f"experiment={experiment}",
@@ -305,6 +298,7 @@ def test_the_other_ablations_run(tmp_path, tiny_ckpt, cache_dir, experiment, arg
         *TINY_TASK,
         f"paths.cache_dir={cache_dir}",
         cwd=tmp_path,
+        env=ENV,
     )
     (sweep,) = (tmp_path / "outputs" / experiment / "multirun").iterdir()
     done = sweep_jobs(sweep)
@@ -314,7 +308,7 @@ def test_the_other_ablations_run(tmp_path, tiny_ckpt, cache_dir, experiment, arg
 
 @pytest.mark.slow
 def test_the_zero_shot_curve_runs_one_job_per_task(tmp_path, tiny_ckpt, cache_dir):
-    gpt1(
+    run_gpt1(
         "zeroshot",
         "-m",
         "experiment=zero_shot_curve",
@@ -322,6 +316,7 @@ def test_the_zero_shot_curve_runs_one_job_per_task(tmp_path, tiny_ckpt, cache_di
         "task=multiple_choice,story",
         f"paths.cache_dir={cache_dir}",
         cwd=tmp_path,
+        env=ENV,
     )
     (sweep,) = (tmp_path / "outputs" / "zero_shot_curve" / "multirun").iterdir()
     done = sweep_jobs(sweep)

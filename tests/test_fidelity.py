@@ -4,10 +4,7 @@ every update, Story Cloze's split; and the fourth zero-shot heuristic (Winograd)
 
 import csv
 import json
-import os
 import shutil
-import subprocess
-import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -31,8 +28,7 @@ from gpt1.tasks.registry import get_task_type
 from gpt1.tasks.spec import split_specs, task_from_dict
 from gpt1.tasks.split import TaskSplit
 from gpt1.training.schema import OptimConfig
-from tests.conftest import REPO
-from tests.test_finetune import FAST, pretrained  # noqa: F401  (the tiny pre-trained checkpoint)
+from tests.helpers import FAST, REPO, run_gpt1
 
 # -- 1. dropout 0.1 whatever the checkpoint --------------------------------------------------------------------
 
@@ -444,26 +440,16 @@ def test_the_sample_winograd_task_scores_its_24_schemas_from_the_command_line(pr
     rows = [json.loads(line) for line in (REPO / "experiments" / "winograd_sample.jsonl").read_text().splitlines()]
     assert len(rows) == 24 and [r["label"] for r in rows[:4]] == [0, 1, 0, 1]
     assert all(r["pronoun"] in r["sentence"].split() or r["pronoun"] + "," in r["sentence"] for r in rows)
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "gpt1.commands.zeroshot",
-            "--config-dir",
-            "experiments/conf",
-            "task=winograd_sample",
-            f"ckpts=[{pretrained}]",
-            f"paths.cache_dir={cache_dir}",
-            f"hydra.run.dir={tmp_path / 'run'}",
-        ],
+    run_gpt1(
+        "zeroshot",
+        "--config-dir",
+        "experiments/conf",
+        "task=winograd_sample",
+        f"ckpts=[{pretrained}]",
+        f"paths.cache_dir={cache_dir}",
+        f"hydra.run.dir={tmp_path / 'run'}",
         cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
     )
-    assert proc.returncode == 0, proc.stderr
     metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
     (scored,) = metrics["checkpoints"]
     assert metrics["heuristic"] == "winograd" and metrics["examples"] == 24 and 0 <= scored["accuracy"] <= 1

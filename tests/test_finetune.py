@@ -4,9 +4,6 @@ checkpoints, evaluation and predictions."""
 import csv
 import json
 import math
-import os
-import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 
@@ -18,7 +15,6 @@ from hydra import compose, initialize_config_module
 from gpt1.checkpoints.format import load_checkpoint, save_checkpoint
 from gpt1.commands.evaluate import evaluate
 from gpt1.commands.finetune import REQUIRED, finetune, start_from
-from gpt1.commands.pretrain import train
 from gpt1.core.errors import CheckpointError, ConfigError
 from gpt1.data.base import split_batch
 from gpt1.model.lm_loss import IGNORE_INDEX
@@ -29,42 +25,9 @@ from gpt1.tasks.task_data import TaskDataModule
 from gpt1.training.packing import task_logits
 from gpt1.training.schema import OptimConfig
 from gpt1.training.task_module import TaskModule
-from tests.conftest import FEW_FINETUNE, TINY_RUN
+from tests.helpers import CAPPED, FAST, FEW_FINETUNE, run_gpt1
 
 SAMPLE_TASKS = ["sentiment", "entailment", "nli", "similarity", "paraphrase", "multiple_choice", "story"]
-CAPPED = [
-    "++task.splits.train='train[:256]'",
-    "++task.splits.validation='validation[:48]'",
-    "++task.splits.test='test[:40]'",
-]
-"""The first rows of each split only (task.splits slices): seconds to read and encode."""
-FAST = [
-    *CAPPED,
-    "batch_size=16",
-    "trainer.max_steps=3",
-    "logger=csv",
-    "trainer.enable_progress_bar=false",
-    "trainer.num_sanity_val_steps=0",
-]
-"""Overrides for a fine-tuning run of seconds: 3 updates of 16 examples."""
-
-
-@pytest.fixture(scope="module")
-def pretrained(tmp_path_factory, cache_dir) -> Path:
-    """A tiny pre-trained checkpoint (20 steps on one novel; context 32)."""
-    run = tmp_path_factory.mktemp("pretrain")
-    overrides = [
-        f"paths.output_dir={run}",
-        f"paths.cache_dir={cache_dir}",
-        *TINY_RUN,
-        "trainer.max_steps=20",
-        "callbacks.samples.every_n_steps=0",
-        "optim.lr=3e-3",
-        "optim.warmup_steps=5",
-    ]
-    with initialize_config_module(config_module="gpt1.conf", version_base="1.3"):
-        train(compose(config_name="pretrain", overrides=overrides))
-    return run / "checkpoints" / "last.ckpt"
 
 
 @pytest.fixture
@@ -467,16 +430,7 @@ def test_warmup_fraction_sets_the_warmup_from_the_number_of_updates(finetuned, c
 
 
 def test_a_missing_init_from_is_refused_in_one_line(tmp_path):
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
-    env.pop("HYDRA_FULL_ERROR", None)
-    proc = subprocess.run(
-        [sys.executable, "-m", "gpt1.commands.finetune", "task=sentiment", f"hydra.run.dir={tmp_path}"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    proc = run_gpt1("finetune", "task=sentiment", f"hydra.run.dir={tmp_path}", cwd=tmp_path, timeout=120, check=False)
     assert proc.returncode != 0
     assert proc.stderr.strip().splitlines() == [f"error: {REQUIRED}"]
 
@@ -512,29 +466,19 @@ def test_finetune_from_the_command_line_with_a_users_task(tmp_path, pretrained, 
         "splits: {train: 'train[:64]', validation: 'validation[:32]'}\n"
         "text: sentence\nlabel_names: [negative, positive]\nmetrics: [accuracy, f1]\n"
     )
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "gpt1.commands.finetune",
-            "--config-dir",
-            str(tmp_path),
-            "task=reviews",
-            f"init_from={pretrained}",
-            "batch_size=16",
-            "trainer.max_steps=2",
-            "logger=csv",
-            "trainer.enable_progress_bar=false",
-            f"paths.cache_dir={cache_dir}",
-        ],
+    run_gpt1(
+        "finetune",
+        "--config-dir",
+        str(tmp_path),
+        "task=reviews",
+        f"init_from={pretrained}",
+        "batch_size=16",
+        "trainer.max_steps=2",
+        "logger=csv",
+        "trainer.enable_progress_bar=false",
+        f"paths.cache_dir={cache_dir}",
         cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
     )
-    assert proc.returncode == 0, proc.stderr
     (run,) = (tmp_path / "outputs" / "finetune" / "reviews").iterdir()
     metrics = json.loads((run / "metrics.json").read_text())
     assert metrics["task"] == "reviews" and metrics["steps"] == 2 and metrics["examples"]["validation"] == 32

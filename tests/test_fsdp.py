@@ -14,7 +14,7 @@ import torch
 from gpt1.checkpoints.format import load_checkpoint
 from gpt1.commands.evaluate import evaluate
 from gpt1.commands.generate import generate
-from tests.conftest import TINY_RUN
+from tests.helpers import TINY_RUN
 from tests.test_scale import ENV
 
 CPU = ["trainer.accelerator=cpu", "trainer.devices=2", "trainer.precision=32-true"]

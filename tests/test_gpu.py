@@ -14,7 +14,7 @@ from gpt1.commands.pretrain import train
 from gpt1.cpu.decoding import TokenStep
 from gpt1.model.decoder import GPT
 from gpt1.tools.bench import main as bench
-from tests.conftest import FEW, FEW_FINETUNE
+from tests.helpers import FEW, FEW_FINETUNE
 
 pytestmark = pytest.mark.gpu
 

@@ -4,10 +4,8 @@ test), and without one ends in one line naming the local-folder form."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -18,22 +16,15 @@ from gpt1.checkpoints.hf import export_hf
 from gpt1.checkpoints.hub import is_hub_name
 from gpt1.model.decoder import GPT, GPTConfig
 from gpt1.text.tokenizer import train_bpe
+from tests.helpers import OFFLINE_ENV, run_gpt1
 
 NAME = "openai-community/openai-gpt"
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 
 
 def convert(src: str, dst: Path, hub_cache: Path, cwd: Path) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k != "HYDRA_FULL_ERROR"}
-    env.update(HF_HUB_OFFLINE="1", HF_HUB_CACHE=str(hub_cache))
-    return subprocess.run(
-        [sys.executable, "-m", "gpt1.app.cli", "convert", "from-hf", src, str(dst)],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
+    env = {**OFFLINE_ENV, "HF_HUB_CACHE": str(hub_cache)}
+    return run_gpt1("convert", "from-hf", src, str(dst), cwd=cwd, env=env, timeout=900, check=False)
 
 
 @pytest.fixture(scope="module")

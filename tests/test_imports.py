@@ -7,7 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.conftest import ENV_BEFORE_GPT1, REPO
+from tests.conftest import ENV_BEFORE_GPT1
+from tests.helpers import REPO
 
 PURE = [
     "gpt1.model",

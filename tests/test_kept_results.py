@@ -14,7 +14,7 @@ import pytest
 from gpt1.commands.finetune import finetune
 from gpt1.commands.pretrain import train
 from gpt1.core.figures import compare
-from tests.conftest import FEW, FEW_FINETUNE
+from tests.helpers import FEW, FEW_FINETUNE
 from tests.test_stops import SignalOn, torch_kernels, with_callback
 
 pytestmark = pytest.mark.usefixtures(torch_kernels.__name__)  # (runs compared figure by figure)

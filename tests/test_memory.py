@@ -9,7 +9,7 @@ import torch
 
 from gpt1.commands.pretrain import train
 from gpt1.core.memory import memory_line, peak_memory
-from tests.conftest import FEW
+from tests.helpers import FEW
 
 PROBE = """
 import subprocess, sys

@@ -21,7 +21,7 @@ from gpt1.cpu.decoding import SteppedGPT
 from gpt1.model.decoder import GPT, TiedHead, grown
 from gpt1.model.generation import generate
 from gpt1.model.registry import MODEL_TYPES, LanguageModel, ModelType, build_model, model_type
-from tests.conftest import FEW, FEW_FINETUNE
+from tests.helpers import FEW, FEW_FINETUNE
 
 PRETRAINED = Path(__file__).parent / "fixtures" / "c96c481" / "pretrain-last.ckpt"
 

@@ -3,10 +3,6 @@ the command's main validation metric; its value read from the command's result; 
 line naming it and the metrics there are; a search's direction follows the metric; Optuna searches pre-training."""
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 import yaml
@@ -15,9 +11,9 @@ from omegaconf import DictConfig, OmegaConf
 
 from gpt1.app.objective import direction, job_value
 from gpt1.core.errors import ConfigError
-from tests.conftest import TINY_RUN, sweep_jobs
+from tests.helpers import OFFLINE_ENV, TINY_RUN, run_gpt1, sweep_jobs
 
-ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "GPT1_CPU_MATMUL": "torch"}
+ENV = {**OFFLINE_ENV, "GPT1_CPU_MATMUL": "torch"}
 QUICK_PRETRAIN = [
     *TINY_RUN,
     "trainer.max_steps=2",
@@ -97,18 +93,13 @@ def test_hparams_search_takes_its_direction_from_the_optimized_metric(command, o
     assert cfg.hydra.mode.name == "MULTIRUN" and cfg.hydra.sweeper.direction == direction_
 
 
-def run(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, *args], cwd=cwd, env=ENV, capture_output=True, text=True, timeout=600)
-
-
 def test_optuna_searches_pretraining_minimising_its_validation_perplexity(tmp_path, cache_dir):
     """``gpt1 pretrain -m hparams_search=optuna``: 2 trials of pre-training's space, each job's value its val/ppl, the
     best the smallest. Resumed with a metric its jobs lack: their values are read from their metrics.json (nothing
     runs), and the first fails in one line naming the key and the metrics there are."""
-    search = ["-m", "gpt1.commands.pretrain", "-m", "hparams_search=optuna", "hydra.sweeper.n_trials=2"]
+    search = ["pretrain", "-m", "hparams_search=optuna", "hydra.sweeper.n_trials=2"]
     common = [*QUICK_PRETRAIN, f"paths.cache_dir={cache_dir}"]
-    done = run(*search, *common, cwd=tmp_path)
-    assert done.returncode == 0, done.stderr[-3000:]
+    run_gpt1(*search, *common, cwd=tmp_path, env=ENV, timeout=600)
     (sweep,) = (tmp_path / "outputs" / "hparams_search" / "quickstart" / "multirun").iterdir()
     jobs = sweep_jobs(sweep)
     values = [json.loads((job / "metrics.json").read_text())["val/ppl"] for job in jobs]
@@ -116,7 +107,8 @@ def test_optuna_searches_pretraining_minimising_its_validation_perplexity(tmp_pa
     assert len(jobs) == 2 and results["best_value"] == min(values) and values[0] != values[1]
     assert set(results["best_params"]) == {"optim.lr", "optim.weight_decay"}
 
-    again = run(*search, *common, "resume=auto", f"hydra.sweep.dir={sweep}", "optimized_metric=val/acc", cwd=tmp_path)
+    resumed = ["resume=auto", f"hydra.sweep.dir={sweep}", "optimized_metric=val/acc"]
+    again = run_gpt1(*search, *common, *resumed, cwd=tmp_path, env=ENV, timeout=600, check=False)
     assert again.returncode == 2 and "Traceback" not in again.stderr
     assert again.stdout.count(": finished before: not run again") == 1 and sweep_jobs(sweep) == jobs
     assert one_error_line(again.stderr).startswith("error: optimized_metric=val/acc: not a metric of this command's")
@@ -125,7 +117,7 @@ def test_optuna_searches_pretraining_minimising_its_validation_perplexity(tmp_pa
 def test_a_wrong_optimized_metric_fails_in_one_line_once_the_run_is_written(tmp_path, cache_dir):
     """gpt1 prepare has no validation metric: its result (metrics.json, written) does not hold val/ppl."""
     args = [*TINY_RUN[:3], f"paths.cache_dir={cache_dir}", "optimized_metric=val/ppl", f"hydra.run.dir={tmp_path}/r"]
-    done = run("-m", "gpt1.commands.prepare", *args, cwd=tmp_path)
+    done = run_gpt1("prepare", *args, cwd=tmp_path, env=ENV, check=False)
     assert done.returncode == 2 and "Traceback" not in done.stderr
     line = one_error_line(done.stderr)
     assert line.startswith("error: optimized_metric=val/ppl: not a metric of this command's result (its metrics: ")

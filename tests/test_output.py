@@ -5,16 +5,13 @@ context, fine-tunes, the truncated examples counted in metrics.json. Each throug
 
 import csv
 import json
-import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-ENV = {k: v for k, v in os.environ.items() if k != "HYDRA_FULL_ERROR"}
-ENV.update(HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", PYTHONUNBUFFERED="1")
+from tests.helpers import run_gpt1
 
 NOISE = [
     "💡",
@@ -41,19 +38,6 @@ NOISE = [
 """Library output that says nothing to a user (issue 6): none of it may appear in a run's output."""
 
 
-def gpt1(command: str, *overrides: str, cwd: Path, run: Path) -> subprocess.CompletedProcess:
-    proc = subprocess.run(
-        [sys.executable, "-m", f"gpt1.commands.{command}", *overrides, f"hydra.run.dir={run}"],
-        cwd=cwd,
-        env=ENV,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert proc.returncode == 0, f"gpt1 {command} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
-    return proc
-
-
 @pytest.fixture(scope="module")
 def small_run(tmp_path_factory, sample_data) -> tuple[Path, subprocess.CompletedProcess]:
     """The quickstart recipe (the tiny model) on a corpus of 2 KB with an invalid UTF-8 byte: 3 batches an epoch,
@@ -63,7 +47,7 @@ def small_run(tmp_path_factory, sample_data) -> tuple[Path, subprocess.Completed
     (d / "small.txt").write_bytes(text[:1000] + b"\xff" + text[1000:])
     (d / "held_out.txt").write_bytes((sample_data / "books/valid/persuasion.txt").read_bytes()[:3000])
     run = d / "run"
-    proc = gpt1(
+    proc = run_gpt1(
         "pretrain",
         "experiment=quickstart",
         "model=tiny",
@@ -78,8 +62,8 @@ def small_run(tmp_path_factory, sample_data) -> tuple[Path, subprocess.Completed
         "callbacks.samples.max_new_tokens=8",
         "trainer.enable_progress_bar=true",
         "paths.cache_dir=cache",
+        f"hydra.run.dir={run}",
         cwd=d,
-        run=run,
     )
     return run, proc
 
@@ -119,14 +103,14 @@ def test_a_run_prints_no_library_noise(small_run):
 
 def test_generated_text_reads_like_text(small_run, tmp_path):
     run, _ = small_run
-    proc = gpt1(
+    proc = run_gpt1(
         "generate",
         f"ckpt={run / 'checkpoints' / 'last.ckpt'}",
         'prompt="I don\'t know, I hope."',
         "max_new_tokens=4",
         "temperature=0",
+        f"hydra.run.dir={tmp_path / 'gen'}",
         cwd=tmp_path,
-        run=tmp_path / "gen",
     )
     assert "i don't know, i hope." in proc.stdout  # not "i don ' t know , i hope ."
 
@@ -141,7 +125,7 @@ def test_choices_of_different_numbers_and_long_texts_finetune_counted(small_run,
     data = tmp_path / "mc.jsonl"
     data.write_text("".join(json.dumps(r) + "\n" for r in rows))
     out = tmp_path / "finetune"
-    proc = gpt1(
+    proc = run_gpt1(
         "finetune",
         "task=multiple_choice",
         f"task.data_files.train={data}",
@@ -153,8 +137,8 @@ def test_choices_of_different_numbers_and_long_texts_finetune_counted(small_run,
         "logger=csv",
         "trainer.enable_progress_bar=false",
         "paths.cache_dir=cache",
+        f"hydra.run.dir={out}",
         cwd=tmp_path,
-        run=out,
     )
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["examples"] == {"train": 24, "validation": 24, "test": 24}
@@ -167,7 +151,7 @@ def test_choices_of_different_numbers_and_long_texts_finetune_counted(small_run,
 @pytest.mark.slow  # 19 s
 def test_a_debug_overfit_finetune_prints_no_library_noise(small_run, tmp_path):
     run, _ = small_run
-    proc = gpt1(
+    proc = run_gpt1(
         "finetune",
         "task=sentiment",
         f"init_from={run / 'checkpoints' / 'last.ckpt'}",
@@ -175,8 +159,8 @@ def test_a_debug_overfit_finetune_prints_no_library_noise(small_run, tmp_path):
         "trainer.max_steps=2",
         "++task.splits.test='test[:8]'",
         "paths.cache_dir=cache",
+        f"hydra.run.dir={tmp_path / 'overfit'}",
         cwd=tmp_path,
-        run=tmp_path / "overfit",
     )
     assert json.loads((tmp_path / "overfit" / "metrics.json").read_text())["steps"] == 2
     for noise in NOISE:

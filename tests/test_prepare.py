@@ -7,10 +7,8 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-import os
 import random
 import socket
-import subprocess
 import sys
 import threading
 import time
@@ -28,16 +26,7 @@ from gpt1.data.data_config import DataConfig
 from gpt1.data.pretrain_data import PretrainDataModule
 from gpt1.data.sources import ArrowRows
 from gpt1.text.tokenizer import BPE_PASSES, Tokenizer, TokenizerConfig, train_bpe
-from tests.conftest import FEW, REPO, TINY_RUN
-
-ENV = {
-    **os.environ,
-    "HF_HUB_OFFLINE": "1",
-    "HF_DATASETS_OFFLINE": "1",
-    "PYTHONUNBUFFERED": "1",
-    "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
-}
-ENV.pop("HYDRA_FULL_ERROR", None)
+from tests.helpers import FEW, REPO, TINY_RUN, run_python
 
 # Text that stresses the "gpt1" pipeline at the cuts: line breaks (\r\n too), runs of spaces, accents and combining
 # marks after a cut, CJK (spaced by the normaliser), Greek sigmas, punctuation, the characters the pipeline
@@ -186,15 +175,7 @@ def test_memory_does_not_grow_with_the_corpus(sample_data, tmp_path):
         for i in range(files):
             (tmp_path / name / f"book{i}.txt").write_text(emma * copies)
         corpora.append(str(tmp_path / name / "*.txt"))
-    proc = subprocess.run(
-        [sys.executable, "-c", PREPARE, str(tmp_path / "tok.json"), str(tmp_path / "cache"), *corpora],
-        env=ENV,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr
+    proc = run_python("-c", PREPARE, str(tmp_path / "tok.json"), str(tmp_path / "cache"), *corpora, cwd=REPO)
     one, books, document = (int(kib) / 1024 for kib in proc.stdout.split())
     assert books - one < MEMORY_BOUND_MB and document - one < MEMORY_BOUND_MB, (one, books, document)
 
@@ -313,32 +294,24 @@ def test_two_ddp_processes_on_a_fresh_cache_prepare_it_once(tmp_path):
     """Both ranks start at once (torchrun, as srun starts a node's tasks): one trains the tokenizer and packs each
     split, the other waits, then both train on the same files."""
     cache, run = tmp_path / "cache", tmp_path / "run"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "torch.distributed.run",
-            "--nproc_per_node=2",
-            f"--master_port={free_port()}",
-            "-m",
-            "gpt1.commands.pretrain",
-            *FEW,
-            "trainer=ddp",
-            "trainer.accelerator=cpu",
-            "trainer.devices=2",
-            "trainer.precision=32-true",
-            f"hydra.run.dir={run}",
-            f"paths.cache_dir={cache}",
-        ],
+    proc = run_python(
+        "-m",
+        "torch.distributed.run",
+        "--nproc_per_node=2",
+        f"--master_port={free_port()}",
+        "-m",
+        "gpt1.commands.pretrain",
+        *FEW,
+        "trainer=ddp",
+        "trainer.accelerator=cpu",
+        "trainer.devices=2",
+        "trainer.precision=32-true",
+        f"hydra.run.dir={run}",
+        f"paths.cache_dir={cache}",
         cwd=tmp_path,
-        env=ENV,
-        capture_output=True,
-        text=True,
         timeout=400,
-        check=False,
     )
     out = proc.stdout + proc.stderr
-    assert proc.returncode == 0, out
     assert out.count("trained a 513-token BPE") == 1, out  # the tokenizer trained once
     assert out.count("packed 1 documents") == 2, out  # train (Northanger Abbey) and valid (Persuasion), once each
     assert out.count("waiting for another process to prepare") <= 3  # at most a line per entry (tokenizer, 2 splits)
@@ -418,15 +391,7 @@ def test_rows_of_any_size_convert_in_the_memory_of_one(tmp_path):
     for name, rows in (("first", 1), ("one", 1), ("three", 3)):
         tables.append(str(tmp_path / f"{name}.jsonl"))
         Path(tables[-1]).write_text(row * rows)
-    proc = subprocess.run(
-        [sys.executable, "-c", CONVERT, str(tmp_path / "cache"), *tables],
-        env=ENV,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr
+    proc = run_python("-c", CONVERT, str(tmp_path / "cache"), *tables, cwd=REPO)
     _, one, three = (int(kib) / 1024 for kib in proc.stdout.split())
     assert three - one < ROWS_BOUND_MB, (one, three)
 

@@ -17,9 +17,7 @@ from omegaconf import OmegaConf
 import gpt1
 from gpt1.core import provenance
 from gpt1.core.errors import ConfigError
-from tests.conftest import FEW, FEW_FINETUNE, REPO
-
-ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "GPT1_CPU_MATMUL": "torch"}
+from tests.helpers import FEW, FEW_FINETUNE, OFFLINE_ENV, REPO, run_gpt1
 
 
 def git(*args: str) -> str:
@@ -37,8 +35,7 @@ def test_a_run_records_each_attempt_at_it(tmp_path, cache_dir):
         f"hydra.run.dir={run}",
     ]
     for extra in ([], ["resume=auto", "trainer.max_steps=6"]):  # the run, then a resumed attempt at it
-        done = subprocess.run([*typed, *extra], cwd=tmp_path, env=ENV, capture_output=True, text=True, timeout=600)
-        assert done.returncode == 0, done.stderr[-3000:]
+        run_gpt1(*typed[1:], *extra, cwd=tmp_path, env={**OFFLINE_ENV, "GPT1_CPU_MATMUL": "torch"}, timeout=600)
     first, resumed = provenance.attempts(run)
     assert first["command"].startswith("gpt1 pretrain model=tiny ") and first["command"].endswith(
         f"hydra.run.dir={run}"

@@ -28,7 +28,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from gpt1.app.cli import TOOLS
 from gpt1.app.config_checks import check_config
-from tests.conftest import FEW, FEW_FINETUNE
+from tests.helpers import FEW, FEW_FINETUNE
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 PAGES = [README, *sorted((README.parent / "docs").glob("*.md")), README.parent / "experiments" / "README.md"]

@@ -10,7 +10,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -22,7 +21,7 @@ from gpt1.commands.pretrain import train
 from gpt1.core.errors import CheckpointError
 from gpt1.core.run_lock import NAME, RunDirectoryInUse, hold, let_go, run_lock
 from gpt1.training.resume import newest_complete
-from tests.conftest import FEW
+from tests.helpers import FEW, run_gpt1, run_python
 from tests.test_stops import LONG, FirstStep, start, step_of, wait_for, with_callback
 
 ELSEWHERE = {
@@ -160,13 +159,7 @@ def test_a_second_process_on_a_training_run_directory_stops_at_once_having_writt
     wait_for(run / "checkpoints" / "last.ckpt", first)  # training
     held = holder(run / NAME)
     written = {p: p.read_bytes() for p in (run / ".hydra").iterdir()}
-    second = subprocess.run(
-        [sys.executable, "-m", "gpt1.commands.pretrain", *LONG, "seed=7", "resume=auto", f"hydra.run.dir={run}"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    second = run_gpt1("pretrain", *LONG, "seed=7", "resume=auto", f"hydra.run.dir={run}", cwd=tmp_path, check=False)
     assert second.returncode == 2, second.stderr
     assert second.stderr.splitlines()[-1].startswith(
         f"error: {run} is in use by another gpt1 process, PID {first.pid} on {socket.gethostname()} (gpt1 pretrain), "
@@ -209,13 +202,8 @@ def test_a_save_killed_mid_write_leaves_nothing_and_the_run_resumes_from_its_new
 ):
     run = tmp_path / "run"
     overrides = [*FEW, "callbacks.checkpoint.every_n_steps=2"]
-    killed = subprocess.run(
-        [sys.executable, "-c", KILLED_WRITING_LAST, *overrides, f"hydra.run.dir={run}", f"paths.cache_dir={cache_dir}"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    paths = [f"hydra.run.dir={run}", f"paths.cache_dir={cache_dir}"]
+    killed = run_python("-c", KILLED_WRITING_LAST, *overrides, *paths, cwd=tmp_path, check=False)
     assert killed.returncode == -signal.SIGKILL, killed.stderr
     checkpoints = run / "checkpoints"
     (partial,) = checkpoints.glob(".last.ckpt.*.tmp")

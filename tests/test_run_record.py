@@ -6,10 +6,8 @@ equal to the last digit. The advice printed after a stop and by the run lock is 
 a clean environment, and ends equal to the uninterrupted run."""
 
 import json
-import os
 import re
 import signal
-import subprocess
 import sys
 from pathlib import Path
 
@@ -26,6 +24,7 @@ from gpt1.core.errors import ConfigError
 from gpt1.core.figures import say_rerun
 from gpt1.core.run_lock import NAME, RunDirectoryInUse, hold, let_go
 from gpt1.core.run_record import override, resume_command
+from tests.helpers import fresh_shell
 from tests.test_stops import EXACT, SignalAt, assert_same_weights, torch_kernels, weights, with_callback
 
 pytestmark = pytest.mark.usefixtures(torch_kernels.__name__)  # (tests/test_stops.py: weights compared bit for bit)
@@ -168,10 +167,6 @@ def test_an_override_is_quoted_for_hydra_and_the_shell():
 
 # -- whole commands --------------------------------------------------------------------------------------------------
 
-ENV = {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "XDG_CACHE_HOME": os.environ["XDG_CACHE_HOME"]}
-"""A clean environment: the installed gpt1 on the PATH and this machine's cache of measured CPU kernels (a user's
-~/.cache: tests/conftest.py's), nothing else of the tests' (HOME is set per test)."""
-
 
 @pytest.fixture
 def cli(monkeypatch, tmp_path, cache_dir):
@@ -200,12 +195,6 @@ def cli(monkeypatch, tmp_path, cache_dir):
     return run
 
 
-def shell(line: str, cwd: Path) -> subprocess.CompletedProcess:
-    """``line`` run by a fresh bash with a clean environment (``ENV``, HOME under ``cwd``), as a user would paste it."""
-    env = {**ENV, "HOME": str(cwd / "home")}
-    return subprocess.run(["bash", "-c", line], cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
-
-
 def test_the_advice_after_a_stop_and_the_run_locks_resume_as_printed_and_end_as_a_run_not_stopped(
     cli, monkeypatch, tmp_path, cache_dir, capsys
 ):
@@ -230,7 +219,7 @@ def test_the_advice_after_a_stop_and_the_run_locks_resume_as_printed_and_end_as_
     assert locked.group(1) == said.group(1)
     (run / NAME).unlink()  # (the holder ended)
 
-    done = shell(said.group(1), tmp_path)
+    done = fresh_shell(said.group(1), tmp_path, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "resumed from" in done.stderr and "note:" not in done.stderr  # nothing given beside, the same directory
     resumed = json.loads((run / "metrics.json").read_text())

@@ -4,8 +4,6 @@ command line, and the submitit launchers (a local sweep that runs; a SLURM job w
 import importlib.util
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -34,17 +32,13 @@ from gpt1.training.schema import OptimConfig
 from gpt1.training.strategies.fsdp2 import FSDP2Strategy
 from gpt1.training.strategies.registry import strategy_for
 from gpt1.training.trainer import build_trainer, check_accelerator, compile_model
-from tests.conftest import FEW, FEW_FINETUNE, TINY_RUN, sweep_jobs
+from tests.helpers import FEW, FEW_FINETUNE, OFFLINE_ENV, TINY_RUN, run_gpt1, run_python, sweep_jobs
 
-ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
+ENV = OFFLINE_ENV
+"""tests/test_fsdp.py's environment, by the name it imports: that file is the recipe of experiments/README.md's
+fsdp-ddp row, kept as measured until the row is measured again."""
 CPU_DDP = ["trainer=ddp", "trainer.accelerator=cpu", "trainer.devices=2", "trainer.precision=32-true"]
 """The issue's DDP on CPU: 2 processes."""
-
-
-def run_gpt1(*args: str, cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess:
-    proc = subprocess.run(["gpt1", *args], cwd=cwd, env=ENV, capture_output=True, text=True, timeout=timeout)
-    assert proc.returncode == 0, f"gpt1 {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
-    return proc
 
 
 def composed(config_name: str, overrides: list[str], hydra: bool = False):
@@ -212,10 +206,7 @@ def ddp_runs(tmp_path_factory, cache_dir):
             out = tmp_path_factory.mktemp(f"ddp{n}")
             args = [str(n), str(out), str(cache_dir), *([str(resumed_from)] if resumed_from else [])]
             script = Path(__file__).parent / "ddp_runs.py"
-            proc = subprocess.run(
-                [sys.executable, str(script), *args], cwd=out, env=ENV, capture_output=True, text=True, timeout=900
-            )
-            assert proc.returncode == 0, f"ddp_runs.py {' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr}"
+            proc = run_python(str(script), *args, cwd=out, timeout=900)
             made[key] = out, proc.stderr
         return made[key]
 

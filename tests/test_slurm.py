@@ -24,7 +24,7 @@ import gpt1.cpu.kernels
 from gpt1.checkpoints.format import load_checkpoint
 from gpt1.cluster.slurm import _submitted
 from gpt1.commands.pretrain import train
-from tests.conftest import FEW, FEW_FINETUNE, REPO, TINY_RUN, sweep_jobs
+from tests.helpers import FEW, FEW_FINETUNE, REPO, TINY_RUN, sweep_jobs
 
 ENV = {
     **os.environ,

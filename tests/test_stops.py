@@ -24,7 +24,7 @@ from gpt1.commands.pretrain import train
 from gpt1.cpu import kernels
 from gpt1.training.callbacks.safe_stop import SafeStop
 from gpt1.training.module import GPT1Module, NonFiniteLoss
-from tests.conftest import TINY_RUN
+from tests.helpers import FEW_FINETUNE, OFFLINE_ENV, TINY_RUN
 
 EXACT = [
     *TINY_RUN,
@@ -196,8 +196,6 @@ def test_a_second_ctrl_c_stops_at_once_without_saving(make_cfg, monkeypatch, cap
 
 
 def start(run: Path, cache_dir: Path, *overrides: str) -> subprocess.Popen:
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
-    env.pop("HYDRA_FULL_ERROR", None)
     return subprocess.Popen(
         [
             sys.executable,
@@ -208,7 +206,7 @@ def start(run: Path, cache_dir: Path, *overrides: str) -> subprocess.Popen:
             f"paths.cache_dir={cache_dir}",
         ],
         cwd=run.parent,
-        env=env,
+        env=OFFLINE_ENV,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -513,7 +511,6 @@ def test_the_evaluation_of_a_run_stopped_at_its_last_update_is_logged_at_its_las
     epoch 1 as the uninterrupted run's (Lightning labels an evaluation after training with the updates done and the
     epochs begun)."""
     from gpt1.commands.finetune import finetune
-    from tests.conftest import FEW_FINETUNE
 
     common = [*FEW_FINETUNE, "task=sentiment", f"init_from={tiny_ckpt}"]  # 4 updates of the 8 of an epoch
     with_callback(monkeypatch, SignalAt(3, signal.SIGTERM))

@@ -16,7 +16,7 @@ from gpt1.training.resume import training_state
 from gpt1.training.strategies.base import TrainingStrategy
 from gpt1.training.strategies.deepspeed import shards_of
 from gpt1.training.strategies.registry import strategies, strategy_for
-from tests.conftest import FEW
+from tests.helpers import FEW
 
 RECORDED = '''"""trainer=recorded: one CPU process, as trainer=cpu, on a Lightning strategy of its own; it records what
 the run asks of it."""

@@ -20,7 +20,7 @@ from gpt1.tasks.metrics import MetricSpec, build_metric
 from gpt1.tasks.registry import get_task_type, register, task_types
 from gpt1.tasks.spec import task_from_dict
 from gpt1.tasks.task_type import TaskType, Transform, Truncation, kept_lengths
-from tests.conftest import FEW_FINETUNE
+from tests.helpers import FEW_FINETUNE
 
 
 class HypothesisFirst(TaskType):

@@ -28,7 +28,7 @@ from gpt1.model.decoder import GPT, GPTConfig
 from gpt1.text.tokenizer import Tokenizer, train_bpe
 from gpt1.training.module import lr_factor
 from gpt1.training.schema import Schedule
-from tests.conftest import TINY_RUN
+from tests.helpers import TINY_RUN
 from tests.test_experiments import EXPERIMENTS
 
 

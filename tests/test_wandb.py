@@ -2,17 +2,14 @@
 overrides, each with its config, metrics, sample predictions and summary; then ``gpt1 report`` on the sweep."""
 
 import json
-import os
 import struct
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 from wandb.proto import wandb_internal_pb2
 
-REPO = Path(__file__).resolve().parents[1]
+from tests.helpers import OFFLINE_ENV, REPO, run_gpt1, run_python
 
 
 def wandb_records(path: Path) -> list[wandb_internal_pb2.Record]:
@@ -56,7 +53,7 @@ def offline_run(run_dir: Path) -> dict[str, Any]:
 def test_an_ablation_sweep_gives_one_wandb_run_per_job_and_a_report(tmp_path, cache_dir, tiny_ckpt):
     sweep = tmp_path / "sweep"
     env = {
-        **os.environ,
+        **OFFLINE_ENV,
         "WANDB_MODE": "offline",
         "WANDB_SILENT": "true",
         "WANDB_DISABLE_GIT": "true",
@@ -65,9 +62,6 @@ def test_an_ablation_sweep_gives_one_wandb_run_per_job_and_a_report(tmp_path, ca
     experiment = "ablation_aux_lm" if (REPO / "conf/experiment/ablation_aux_lm.yaml").is_file() else None
     sweep_args = [f"experiment={experiment}"] if experiment else ["aux_lm_weight=0,0.5"]
     command = [
-        sys.executable,
-        "-m",
-        "gpt1.app.cli",
         "finetune",
         "-m",
         *sweep_args,
@@ -87,8 +81,7 @@ def test_an_ablation_sweep_gives_one_wandb_run_per_job_and_a_report(tmp_path, ca
         "trainer.num_sanity_val_steps=0",
         "trainer.log_every_n_steps=1",
     ]
-    done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
+    run_gpt1(*command, cwd=tmp_path, env=env, timeout=600)
 
     jobs = sorted(p.parent.parent for p in sweep.glob("*/.hydra/overrides.yaml"))
     assert len(jobs) == 4 and all((j / "metrics.json").is_file() for j in jobs)
@@ -106,15 +99,7 @@ def test_an_ablation_sweep_gives_one_wandb_run_per_job_and_a_report(tmp_path, ca
     assert predictions["columns"] == ["index", "text", "gold", "predicted"] and len(predictions["data"]) == 8
     assert {row[2] for row in predictions["data"]} <= {"negative", "positive"}
 
-    done = subprocess.run(
-        [sys.executable, "-m", "gpt1.app.cli", "report", str(sweep)],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
+    run_gpt1("report", str(sweep), cwd=tmp_path, env=env, timeout=120)
     table = (sweep / "report.md").read_text()
     assert "| aux_lm_weight | n | failed | val/accuracy" in table and "| 0.5 | 2 | 0 |" in table
     assert "Ran with (every job): gpt1 " in table  # the jobs' provenance.json, the same for all four
@@ -139,15 +124,7 @@ def test_a_failed_job_finishes_its_wandb_run_and_the_next_job_gets_its_own(tmp_p
     # In a subprocess: W&B writes a run's last records to its file when the process's W&B service closes.
     for job in ("0", "1"):
         (tmp_path / job).mkdir()
-    env = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true", "WANDB_DISABLE_GIT": "true"}
-    done = subprocess.run(
-        [sys.executable, "-c", FAILING_JOB, str(tmp_path)],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
+    env = {**OFFLINE_ENV, "WANDB_MODE": "offline", "WANDB_SILENT": "true", "WANDB_DISABLE_GIT": "true"}
+    run_python("-c", FAILING_JOB, str(tmp_path), cwd=REPO, env=env, timeout=120)
     failed, succeeded = offline_run(tmp_path / "0"), offline_run(tmp_path / "1")
     assert (failed["exit"], succeeded["exit"]) == (1, 0) and failed["id"] != succeeded["id"]

@@ -4,11 +4,9 @@ network) ends the command in one ``error:`` line saying what to set, exit status
 
 from __future__ import annotations
 
-import os
 import re
 import shlex
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -18,8 +16,7 @@ from lightning.pytorch.loggers import WandbLogger
 from gpt1.core.errors import ConfigError, UserError
 from gpt1.training.loggers import start_wandb, wandb_settings
 from gpt1.training.schema import WandbConfig, WandbMode
-from tests.conftest import FEW_FINETUNE
-from tests.test_advice import fresh_shell
+from tests.helpers import FEW_FINETUNE, OFFLINE_ENV, fresh_shell, run_gpt1
 from tests.test_wandb import wandb_records
 
 VARIABLES = ("WANDB_MODE", "WANDB_PROJECT", "WANDB_ENTITY", "WANDB_DIR")
@@ -69,18 +66,11 @@ def finetune_args(tmp_path: Path, tiny_ckpt: Path, cache_dir: Path) -> list[str]
 
 
 def finetune(tmp_path: Path, env: dict[str, str], tiny_ckpt: Path, cache_dir: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "gpt1.app.cli", *finetune_args(tmp_path, tiny_ckpt, cache_dir)],
-        cwd=tmp_path,
-        env={k: v for k, v in env.items() if k != "HYDRA_FULL_ERROR"},
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    return run_gpt1(*finetune_args(tmp_path, tiny_ckpt, cache_dir), cwd=tmp_path, env=env, timeout=600, check=False)
 
 
 def test_wandb_mode_offline_alone_logs_offline_where_wandb_dir_says(tmp_path, tiny_ckpt, cache_dir):
-    env = {**os.environ, "WANDB_MODE": "offline", "WANDB_PROJECT": "from-env", "WANDB_DIR": str(tmp_path / "w")}
+    env = {**OFFLINE_ENV, "WANDB_MODE": "offline", "WANDB_PROJECT": "from-env", "WANDB_DIR": str(tmp_path / "w")}
     env.update(WANDB_SILENT="true", WANDB_DISABLE_GIT="true")
     done = finetune(tmp_path, env, tiny_ckpt, cache_dir)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -98,7 +88,7 @@ def test_no_api_key_ends_in_one_error_line_and_touches_nothing_and_each_way_it_n
     local files only. Logging in (wandb login, WANDB_API_KEY) reaches W&B's servers: not run here, tests never
     reach the network."""
     home = tmp_path / "home"  # no ~/.netrc, no W&B settings
-    env = {k: v for k, v in os.environ.items() if k not in ("WANDB_API_KEY", "WANDB_MODE")}
+    env = {k: v for k, v in OFFLINE_ENV.items() if k not in ("WANDB_API_KEY", "WANDB_MODE")}
     env.update(HOME=str(home), WANDB_CONFIG_DIR=str(home / ".config/wandb"), WANDB_DISABLE_GIT="true")
     earlier = tmp_path / "run" / "checkpoints" / "last.ckpt"
     earlier.parent.mkdir(parents=True)

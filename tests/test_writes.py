@@ -17,7 +17,7 @@ import gpt1.core.files
 from gpt1.app.runner import user_message
 from gpt1.checkpoints.hf import export_hf
 from gpt1.commands.pretrain import train
-from tests.conftest import FEW
+from tests.helpers import FEW, run_gpt1
 
 CHECKPOINTED = [*FEW, "callbacks.checkpoint.every_n_steps=2", "trainer.precision=32-true"]
 
@@ -88,23 +88,10 @@ def small_disk(tmp_path):
     subprocess.run(["umount", str(disk)], check=True)
 
 
-def gpt1_pretrain(*overrides: str, cwd: Path) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k != "HYDRA_FULL_ERROR"}
-    return subprocess.run(
-        [sys.executable, "-m", "gpt1.commands.pretrain", *overrides],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-
-
 def test_a_run_on_a_full_disk_ends_in_one_line_naming_the_last_good_checkpoint(small_disk, cache_dir, tmp_path):
     run = small_disk / "run"
-    proc = gpt1_pretrain(
-        *CHECKPOINTED, "trainer.max_steps=6", f"hydra.run.dir={run}", f"paths.cache_dir={cache_dir}", cwd=tmp_path
-    )
+    overrides = [*CHECKPOINTED, "trainer.max_steps=6", f"hydra.run.dir={run}", f"paths.cache_dir={cache_dir}"]
+    proc = run_gpt1("pretrain", *overrides, cwd=tmp_path, check=False)
     assert proc.returncode == 2, proc.stderr
     last = proc.stderr.strip().splitlines()[-1]
     ckpts = run / "checkpoints"
@@ -121,7 +108,7 @@ def test_an_output_or_cache_directory_that_cannot_be_written_is_named(tmp_path, 
     (tmp_path / "a_file").write_text("")
     where = tmp_path / "a_file" / "dir"
     other = {"hydra.run.dir": f"paths.cache_dir={tmp_path / 'cache'}", "paths.cache_dir": f"hydra.run.dir={tmp_path}"}
-    proc = gpt1_pretrain(*FEW, f"{key}={where}", other[key], cwd=tmp_path)
+    proc = run_gpt1("pretrain", *FEW, f"{key}={where}", other[key], cwd=tmp_path, check=False)
     assert proc.returncode == 2, proc.stderr
     last = proc.stderr.strip().splitlines()[-1]
     # the cache's first write is the sample data's unpacking, named by its key (paths.sample_data: cannot write ...)

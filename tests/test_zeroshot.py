@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -37,7 +34,7 @@ from gpt1.tasks.heuristics import (
 )
 from gpt1.tasks.multiple_choice import MultipleChoice
 from gpt1.tasks.registry import register
-from tests.conftest import TINY_RUN
+from tests.helpers import TINY_RUN, run_gpt1
 
 WORDS = ["_eod_", "a", "b", "c", "d", "very", "good", "bad", "x", "y"]
 
@@ -281,13 +278,8 @@ def test_an_unsupported_task_type_is_refused_in_one_line(tmp_path: Path, make_cf
     )
     with pytest.raises(ConfigError, match=re.escape(message.format("similarity"))):
         zeroshot(make_cfg("zeroshot", ["task=similarity", "ckpts=[x.ckpt]"]))
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
-    env.pop("HYDRA_FULL_ERROR", None)
-    proc = subprocess.run(
-        [sys.executable, "-m", "gpt1.commands.zeroshot", "task=entailment", "ckpts=[x.ckpt]",
-         f"hydra.run.dir={tmp_path}"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    argv = ["zeroshot", "task=entailment", "ckpts=[x.ckpt]", f"hydra.run.dir={tmp_path}"]
+    proc = run_gpt1(*argv, cwd=tmp_path, timeout=120, check=False)
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [f"error: task entailment: {message.format('entailment')}"]
 
