@@ -157,6 +157,7 @@ def test_lightnings_line_of_the_gpus_each_process_sees_is_silenced_too(capfd, mo
 
     monkeypatch.setenv("CUDA_DEVICE_ORDER", "PCI_BUS_ID")  # (which Lightning sets: put back after the test)
     logger = logging.getLogger("lightning.pytorch.accelerators.cuda")
+    monkeypatch.setattr(logger, "filters", [])  # (as at a process's start: a gpt1 run before in this one quieted it)
     handler = logging.StreamHandler()  # (to stderr, as Hydra's job logging would print it)
     logger.addHandler(handler)
     try:

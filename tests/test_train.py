@@ -176,7 +176,7 @@ def test_unusable_checkpoints_are_refused_in_one_line_naming_the_path(tmp_path, 
     for name, message in [
         ("missing.ckpt", "does not exist"),
         ("truncated.ckpt", "cannot be read as a checkpoint"),
-        ("text.ckpt", "cannot be read as a checkpoint"),
+        ("text.ckpt", r"is a text file \(its first line: 'not a checkpoint'\), not a checkpoint: pass a \.ckpt file"),
         ("foreign.ckpt", "is not a gpt1 checkpoint"),
         ("future.ckpt", "format 3 is not supported"),
         ("rnn.ckpt", "unknown model_type 'rnn'"),

@@ -325,13 +325,21 @@ def environment(env: dict[str, str], cwd: Path) -> Iterator[None]:
         os.environ.update(saved_env)
 
 
+def _loggers() -> dict[str, logging.Logger]:
+    return {
+        "": logging.getLogger(),
+        **{n: lg for n, lg in logging.Logger.manager.loggerDict.items() if isinstance(lg, logging.Logger)},
+    }
+
+
 def _process_state() -> tuple:
-    """What a command run in this process changes and the next must not inherit: the root logger's handlers and
-    level, the signal handlers of SIGINT and SIGTERM, ``__main__``'s module spec, ``sys.argv``."""
-    root = logging.getLogger()
+    """What a command run in this process changes and the next must not inherit: every logger's handlers, filters,
+    level and propagation (gpt1's console quiets Lightning's loggers with handlers on the stream of the moment, here
+    the case's captured one, closed after it), the signal handlers of SIGINT and SIGTERM, ``__main__``'s module spec,
+    ``sys.argv``."""
+    loggers = {n: (lg.handlers[:], lg.filters[:], lg.level, lg.propagate) for n, lg in _loggers().items()}
     return (
-        root.handlers[:],
-        root.level,
+        loggers,
         signal.getsignal(signal.SIGINT),
         signal.getsignal(signal.SIGTERM),
         getattr(sys.modules["__main__"], "__spec__", None),
@@ -340,16 +348,19 @@ def _process_state() -> tuple:
 
 
 def _restore(state: tuple) -> None:
-    handlers, level, sigint, sigterm, spec, argv = state
-    root = logging.getLogger()
-    for handler in root.handlers[:]:
-        if handler not in handlers:
-            root.removeHandler(handler)
-            handler.close()
-    for handler in handlers:
-        if handler not in root.handlers:
-            root.addHandler(handler)
-    root.setLevel(level)
+    loggers, sigint, sigterm, spec, argv = state
+    kept = {h for handlers, *_ in loggers.values() for h in handlers}
+    for name, logger in _loggers().items():
+        for handler in logger.handlers:
+            if handler not in kept:  # (bound to the case's captured stream)
+                handler.close()
+        if name not in loggers:  # made in the case (a library imported there first): its own level and filters
+            logger.handlers[:] = [h for h in logger.handlers if h in kept]
+            continue
+        handlers, filters, level, propagate = loggers[name]
+        logger.handlers[:], logger.filters[:] = handlers, filters
+        logger.setLevel(level)
+        logger.propagate = propagate
     signal.signal(signal.SIGINT, sigint)
     signal.signal(signal.SIGTERM, sigterm)
     sys.modules["__main__"].__spec__ = spec
