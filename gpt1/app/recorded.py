@@ -126,7 +126,7 @@ def _values(overrides: Sequence[str]) -> Optional[dict[str, Any]]:
         parsed = OverridesParser.create().parse_overrides(list(overrides))
     except HydraException:
         return None
-    return {o.key_or_group: o.value() for o in parsed}
+    return {o.key_or_group: o.value() for o in parsed if not o.is_delete()}  # (~rerun: Hydra's, refused there)
 
 
 def _merged(flags: list[str], given: list[str], record: Record, whose: str) -> list[str]:

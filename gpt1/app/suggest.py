@@ -178,6 +178,13 @@ def config_hint(e: BaseException) -> Optional[str]:
             f"--config-dir {found.group(1)}: no such directory: give the folder that holds your YAML files (task/, "
             "experiment/, ...)"
         )
+    unloadable = re.match(r"In '([\w/]+)': Could not load '([^']*)'", text)
+    if unloadable:  # a defaults entry of a config directory's YAML that names no config (cut short, misspelt)
+        where = _yaml_of(unloadable.group(1), "defaults") or f"{unloadable.group(1)}.yaml"
+        return (
+            f"{where}: its defaults list names {unloadable.group(2)!r}, which no config directory holds: fix that "
+            "entry (GROUP: NAME, or override /GROUP: NAME in an experiment) or remove it"
+        )
     composing = re.match(r"In '([\w/]+)': \w+ raised while composing config", text)
     if composing and "/" in composing.group(1) and "Merge error:" in text:
         return _merge_error(composing.group(1), text)

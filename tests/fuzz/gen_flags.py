@@ -157,7 +157,8 @@ def recipes(draw, valid_bench: bool = False) -> Recipe:
                 run_dir=False,
             )
         refused = [(f, n) for f, n in HYDRA_INVALID if f[0] not in base]
-        if base[1].startswith("-"):  # (--info takes no value from a flag that follows it)
+        if base[1].startswith("-") or command == "convert":  # (--info takes no value from a flag that follows it,
+            # nor from nothing: convert's flags come last, after its overrides, and a bare --info is Hydra's "all")
             refused = [(f, n) for f, n in refused if f != ["--info"]]
         flags, names = draw(st.sampled_from(refused))
         return Recipe("flags", f"{command} {' '.join(flags)}", _with_flags(base, flags), Expect.invalid, names)

@@ -55,6 +55,7 @@ OVERRIDES = [
         ["trainer.accelerator=zzgpu"],
     ),
     _overrides("~seed of zeroshot, which reads no seed: accepted", BASES["zeroshot"], "~seed", ["~seed", "set it"]),
+    _overrides("~rerun: TypeError traceback from the record's replay", PRETRAIN, "~rerun", ["~rerun"]),
     Recipe(
         "overrides",
         "temperature=1.4e-45: the logits over it overflowed, a RuntimeError traceback from torch.multinomial",
@@ -69,6 +70,12 @@ def _flags(what: str, argv: list[str], names: list[str]) -> Recipe:
 
 
 FLAGS = [
+    Recipe(
+        "flags",
+        "convert to-hf SRC DST --info: Hydra's info, judged a refusal",
+        [*BASES["convert"], "--info"],
+        Expect.valid,
+    ),
     _flags(
         "gpt1 report --out an existing file: FileExistsError traceback",
         ["report", "{finished}", "--out", "{assets}/corpus.txt"],
@@ -126,6 +133,11 @@ YAML = [
         ["fz.yaml", "byte-order mark"],
     ),
     _experiment("NUL bytes: yaml.reader.ReaderError traceback", b"\x00" * 64, ["fz.yaml"]),
+    _experiment(
+        "a defaults entry cut short: Hydra's 'Could not load', nothing to do",
+        b"# @package _global_\ndefaults:\n  - override /tr\n",
+        ["fz.yaml", "override /tr", "fix that entry"],
+    ),
     _yaml(
         "an unclosed [: named at the line where the parser gave up",
         "type: classification\nlabel_names: [neg, pos\ntext: text\n",
