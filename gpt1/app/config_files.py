@@ -71,6 +71,26 @@ def check_config_file(path: str | os.PathLike) -> None:
     if top is not None and not isinstance(top, dict):
         kind = "a list" if isinstance(top, list) else f"a {type(top).__name__} ({str(top)[:30]!r})"
         raise ConfigError(f"{path} holds {kind}, not a mapping of keys: write it as key: value lines")
+    if isinstance(top, dict) and top.get("defaults") is not None:
+        _check_defaults(path, top["defaults"])
+
+
+def _check_defaults(path: Path, defaults: Any) -> None:
+    """A defaults list as Hydra takes it: a list of names (``_self_``, ``override /GROUP: NAME`` as a mapping) and
+    one-key mappings of a group to an option, a list of options or null."""
+    if not isinstance(defaults, list):
+        raise ConfigError(f"{path}: defaults is not a list: write it as lines of '- GROUP: NAME' below 'defaults:'")
+    for entry in defaults:
+        fine = isinstance(entry, str) or (
+            isinstance(entry, dict)
+            and len(entry) == 1
+            and all(isinstance(v, (str, list, type(None))) for v in entry.values())
+        )
+        if not fine:
+            raise ConfigError(
+                f"{path}: the defaults entry {entry!r} is not a config's name: write '- GROUP: NAME' (in an "
+                "experiment, '- override /GROUP: NAME') or remove it"
+            )
 
 
 def _check_header(path: Path, head: str) -> None:

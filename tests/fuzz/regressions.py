@@ -138,6 +138,21 @@ YAML = [
         b"# @package _global_\ndefaults:\n  - override /tr\n",
         ["fz.yaml", "override /tr", "fix that entry"],
     ),
+    _experiment(
+        "an empty defaults entry: ValueError traceback from Hydra's defaults list",
+        b"# @package _global_\ndefaults:\n  - \n",
+        ["fz.yaml", "defaults entry None"],
+    ),
+    _experiment(
+        "a defaults entry of a number: ValueError traceback from Hydra's defaults list",
+        b"# @package _global_\ndefaults:\n  - override /trainer: 5\n",
+        ["fz.yaml", "defaults entry"],
+    ),
+    _experiment(
+        "a field cut to its key alone (null): 'is not Optional', nothing to do",
+        b"# @package _global_\noptim:\n",
+        ["fz.yaml", "optim", "give optim a value"],
+    ),
     _yaml(
         "an unclosed [: named at the line where the parser gave up",
         "type: classification\nlabel_names: [neg, pos\ntext: text\n",
