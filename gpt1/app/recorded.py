@@ -42,6 +42,7 @@ def with_record(argv: Sequence[str], command: str) -> list[str]:
     ``resume=auto`` and ``hydra.run.dir=DIR`` (``-m``: ``hydra.sweep.dir=DIR``) of a directory that holds a record,
     or ``rerun=DIR``; else as they are. A ``ConfigError`` for a record of another command or of the other kind
     (a sweep given as a run, a run as a sweep), and for ``rerun`` of a directory without a finished run."""
+    REPLAYED.clear()  # (a command run before in this process replayed its own)
     flags, overrides = _split(argv)
     given = _values(overrides)
     if given is None:  # a malformed override: Hydra says what
@@ -129,12 +130,30 @@ def _values(overrides: Sequence[str]) -> Optional[dict[str, Any]]:
     return {o.key_or_group: o.value() for o in parsed if not o.is_delete()}  # (~rerun: Hydra's, refused there)
 
 
+REPLAYED: list[Path] = []
+"""The record this process's command line was rebuilt from (``with_record``), which its errors name."""
+
+
+def with_replayed(message: str) -> str:
+    """An error line ``message``, naming the record the command replayed where it did (a key or value in the error
+    may be the record's) and the message does not."""
+    if not REPLAYED or str(REPLAYED[-1]) in message:
+        return message
+    return f"{message} (the command replayed {REPLAYED[-1]}: if the record is at fault, restore it or give the command)"
+
+
 def _merged(flags: list[str], given: list[str], record: Record, whose: str) -> list[str]:
     """The command line of ``record`` with the ``given`` overrides in place of its own of the same key, and Hydra's
     ``flags`` (its --config-dir unless one is given); a line for each given override that differs from the record,
     and one when this runs in another working directory than the record's."""
     lines = []
     replayed = [*record.overrides, *record.hydra]
+    source = record.source / "overrides.yaml" if record.source.is_dir() else record.source  # (.hydra/ or a file)
+    if _values(replayed) is None:  # cut short or damaged: Hydra cannot parse what the record holds
+        raise ConfigError(
+            f"{source}: its overrides do not parse as Hydra's (damaged?): restore it, or give the command in full"
+        )
+    REPLAYED.append(source)
     at = {override_key(o): i for i, o in enumerate(replayed)}
     for o in given:
         key = override_key(o)

@@ -27,7 +27,7 @@ from omegaconf.errors import OmegaConfBaseException
 import gpt1
 from gpt1.app.config_checks import check_choices, check_config
 from gpt1.app.config_files import check_config_file
-from gpt1.app.recorded import job_fields, with_record
+from gpt1.app.recorded import job_fields, with_record, with_replayed
 from gpt1.app.registration import register
 from gpt1.app.suggest import config_hint, given_with, what_to_give
 from gpt1.app.sweep import resuming_sweeps
@@ -126,7 +126,7 @@ def user_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
             message = user_message(e)
             if message is None or os.environ.get("HYDRA_FULL_ERROR") == "1":
                 raise
-            print(f"error: {message}", file=sys.stderr, flush=True)
+            print(f"error: {with_replayed(message)}", file=sys.stderr, flush=True)
             sys.exit(EXIT_USER_ERROR)
 
     return guarded

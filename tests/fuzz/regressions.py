@@ -193,6 +193,22 @@ def _record(what: str, argv: list[str], record: str, content, expect: Expect, na
 RESUME = [*PRETRAIN, "resume=auto", "hydra.run.dir={run}"]
 RECORDS = [
     _record(
+        "resume: .hydra/overrides.yaml cut to 3 bytes: Hydra's line of an override 'm', the record not named",
+        RESUME,
+        ".hydra/overrides.yaml",
+        "- m",
+        Expect.invalid,
+        ["overrides.yaml"],
+    ),
+    _record(
+        "resume: .hydra/overrides.yaml with a key bit-flipped: 'iodel' not in PretrainConfig, the record not named",
+        RESUME,
+        ".hydra/overrides.yaml",
+        "- iodel=tiny\n",
+        Expect.invalid,
+        ["overrides.yaml", "iodel"],
+    ),
+    _record(
         "report: provenance.json's attempts a string: AttributeError traceback",
         ["report", "{run}"],
         "provenance.json",
