@@ -136,6 +136,7 @@ _WANTED = [
     ("Cannot assign", "a value of its type (`--cfg job` prints every key and its value)"),
     ("is not a subclass of", "a mapping of its fields (key: value lines indented below it)"),
     ("is not Optional", "a value: it cannot be null (`--cfg job` prints every key and its value)"),
+    ("Incompatible value 'None'", "a value: it cannot be null (`--cfg job` prints every key and its value)"),
 ]
 """OmegaConf's words for a value of the wrong type -> what to give instead."""
 

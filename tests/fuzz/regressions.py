@@ -153,6 +153,11 @@ YAML = [
         b"# @package _global_\noptim:\n",
         ["fz.yaml", "optim", "give optim a value"],
     ),
+    _experiment(
+        "a value cut to null: 'Incompatible value None', nothing to do",
+        b"# @package _global_\nseed:\n",
+        ["fz.yaml", "seed", "give seed a value"],
+    ),
     _yaml(
         "an unclosed [: named at the line where the parser gave up",
         "type: classification\nlabel_names: [neg, pos\ntext: text\n",
