@@ -54,10 +54,11 @@ def sample_next(
     """Pick one token per row of logits (B, V) -> (B, 1): argmax at temperature 0, else top-k sampling."""
     if temperature == 0:
         return logits.argmax(dim=-1, keepdim=True)
+    # a temperature so small that logits / it overflow: the same distribution from the top logit (0 and -inf); a
+    # select on the device, not a branch, so that decoding never waits on the host for it (B, V)
     scaled = logits / temperature
-    if not torch.isfinite(scaled).all():  # a temperature so small that logits / it overflow: the same distribution
-        scaled = (logits - logits.amax(dim=-1, keepdim=True)) / temperature  # from the top logit: 0 and -inf
-    logits = scaled
+    shifted = (logits - logits.amax(dim=-1, keepdim=True)) / temperature
+    logits = torch.where(torch.isfinite(scaled).all(dim=-1, keepdim=True), scaled, shifted)
     if top_k is not None:
         kth = torch.topk(logits, min(top_k, logits.size(-1))).values[:, -1:]  # (B, 1)
         logits = logits.masked_fill(logits < kth, -math.inf)
