@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 
 import gpt1.core.run_lock
 from gpt1.app.runner import user_message
@@ -21,7 +22,8 @@ from gpt1.commands.pretrain import train
 from gpt1.core.errors import CheckpointError
 from gpt1.core.run_lock import NAME, RunDirectoryInUse, hold, let_go, run_lock
 from gpt1.training.resume import newest_complete
-from tests.helpers import FEW, run_gpt1, run_python
+from tests.conftest import pretrained_run
+from tests.helpers import FEW, TINY_RUN, run_gpt1, run_python
 from tests.test_stops import LONG, FirstStep, start, step_of, wait_for, with_callback
 
 ELSEWHERE = {
@@ -221,6 +223,60 @@ def test_a_save_killed_mid_write_leaves_nothing_and_the_run_resumes_from_its_new
         "the newest complete checkpoint of the run (step 2)"
     ) in err
     assert not partial.exists() and not (run / NAME).exists() and step_of(checkpoints / "last.ckpt") == 4
+
+
+def test_resume_auto_of_a_finished_run_whose_last_ckpt_is_lost_changes_nothing_and_says_how_to_train_again(
+    tmp_path, cache_dir, make_cfg
+):
+    """A finished run (metrics.json written) whose last.ckpt is missing, or a directory: resuming from an earlier
+    checkpoint (or from nothing) trained again and wrote its results again. Refused in one line naming the file,
+    nothing of the run changed; the line's resume= typed in place of resume=auto trains again from that step, to the
+    same figures."""
+    run = tmp_path / "run"
+    steps = ["callbacks.samples.every_n_steps=0", "trainer.max_steps=2", "callbacks.checkpoint.every_n_steps=1"]
+    pretrained_run(run, cache_dir, *steps)
+    overrides = [*TINY_RUN, *steps]
+    checkpoints = run / "checkpoints"
+    (checkpoints / "last.ckpt").unlink()
+    (checkpoints / "step0000002.ckpt").unlink()
+    before = {p: p.read_bytes() for p in run.rglob("*") if p.is_file()}
+    with pytest.raises(CheckpointError) as refused:
+        train(make_cfg("pretrain", [*overrides, "resume=auto"]))
+    line = user_message(refused.value)
+    assert line.startswith(f"resume=auto: {checkpoints / 'last.ckpt'} is missing, and the run had finished: "), line
+    assert line.endswith(f"type resume={checkpoints / 'step0000001.ckpt'} in place of resume=auto"), line
+    assert {p: p.read_bytes() for p in run.rglob("*") if p.is_file()} == before
+    (checkpoints / "last.ckpt").mkdir()
+    with pytest.raises(CheckpointError, match=r"last\.ckpt is not a file: put the run's last checkpoint there"):
+        train(make_cfg("pretrain", [*overrides, "resume=auto"]))
+    (checkpoints / "last.ckpt").rmdir()
+    typed = line.rsplit("type ", 1)[1].split()[0]
+    again = train(make_cfg("pretrain", [*overrides, typed]))
+    assert step_of(checkpoints / "last.ckpt") == 2
+    assert again["val/loss"] == json.loads(before[run / "metrics.json"])["val/loss"]
+    (checkpoints / "last.ckpt").unlink()  # a periodic checkpoint of the step it finished at: resumed, nothing redone
+    kept = (run / "metrics.json").read_bytes()
+    assert train(make_cfg("pretrain", [*overrides, "resume=auto"]))["val/loss"] == again["val/loss"]
+    assert (run / "metrics.json").read_bytes() == kept
+
+
+def test_resume_from_a_checkpoint_whose_loop_counters_are_damaged_is_refused_in_one_line(tmp_path, tiny_ckpt, make_cfg):
+    """A bit flipped in the name of one of Lightning's loop counters ('total' read as 'tntal') ended in Lightning's
+    KeyError: 'total' as it restored them, after the run's records were opened."""
+    run = tmp_path / "run"
+    shutil.copytree(tiny_ckpt.parents[1], run)
+    last = run / "checkpoints" / "last.ckpt"
+    raw = torch.load(last, weights_only=True)
+    progress = raw["loops"]["fit_loop"]["epoch_loop.batch_progress"]
+    progress["tntal"] = progress.pop("total")
+    torch.save(raw, last)
+    overrides = [*TINY_RUN, "callbacks.samples.every_n_steps=0", "trainer.max_steps=2", "resume=auto"]
+    with pytest.raises(CheckpointError) as refused:
+        train(make_cfg("pretrain", overrides))
+    assert user_message(refused.value) == (
+        f"resume={last}: its training loop's counters are damaged (fit_loop/epoch_loop.batch_progress/total is "
+        f"missing): resume from another checkpoint of the run, or start from its weights with init_from={last}"
+    )
 
 
 def test_resume_auto_reads_past_an_unreadable_last_ckpt_and_stops_if_none_is_readable(tmp_path, tiny_ckpt, capsys):

@@ -110,7 +110,7 @@ class TrainingRun:
         one); with ``selection``, those it selects (loaded into the module), the last ones' as val_last/..., and
         selected_step (``gpt1.training.callbacks.best_weights.select_weights``). A run resumed at the step its
         metrics.json was written at is finished: nothing is trained or evaluated (``gpt1.training.kept_results``)."""
-        resumed_at = check_resume_fits(resume, self.module)
+        resumed_at = check_resume_fits(resume, self.module, self.trainer)
         if self.trainer.is_global_zero:  # what it reads, hashed: provenance.json
             update_attempt(self.output_dir, inputs=run_inputs(self.cfg, self.data, resume))
         self.trainer.fit(self.module, datamodule=self.data, ckpt_path=resume, weights_only=True)

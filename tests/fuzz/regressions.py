@@ -261,6 +261,22 @@ RECORDS = [
         Expect.invalid,
         ["run.lock", "directory"],
     ),
+    _record(
+        "resume: checkpoints/last.ckpt of a finished run missing: trained again from step 0, its results rewritten",
+        RESUME,
+        "checkpoints/last.ckpt",
+        None,
+        Expect.invalid,
+        ["last.ckpt", "had finished"],
+    ),
+    _record(
+        "resume: checkpoints/last.ckpt a directory: trained again, its CSV rows written again",
+        RESUME,
+        "checkpoints/last.ckpt",
+        Special("directory"),
+        Expect.invalid,
+        ["last.ckpt", "not a file"],
+    ),
     Recipe(
         "records",
         "the finished run: a refused resume rewrote its .hydra/ record",
