@@ -1,12 +1,7 @@
 """``trainer=fsdp``: Fully Sharded Data Parallel through FSDP2 (``torch.distributed.fsdp.fully_shard``), on GPUs
-(NCCL) and CPUs (gloo) alike.
-
-Lightning's ``FSDPStrategy`` (FSDP1, ``gpt1.training.strategies.fsdp1``) refuses CPUs; its ``ModelParallelStrategy``
-runs FSDP2 on a device mesh of the device's type, so sharded training runs, and is tested, on CPU processes.
-``FSDP2Strategy`` is that strategy with every process data-parallel (no tensor parallelism) and consolidated
-checkpoints: one file in gpt1's format, as DDP's, that every gpt1 command loads. ``FSDP2.configure_model`` shards the
-module: each transformer block a unit, then the decoder's root (embeddings, so the tied LM head with them: one
-parameter, sharded once), then each task head.
+(NCCL) and CPUs (gloo) alike: Lightning's FSDP1 refuses CPUs, its ``ModelParallelStrategy`` runs FSDP2 on a device
+mesh of the device's type. ``FSDP2Strategy`` is that strategy with every process data-parallel and consolidated
+checkpoints (one file in gpt1's format, as DDP's).
 """
 
 from __future__ import annotations
@@ -31,9 +26,8 @@ PRECISIONS = ("auto", "32-true", "32", "bf16-mixed", "bf16", "bf16-true", "16-tr
 
 
 class FSDP2Strategy(ModelParallelStrategy):
-    """FSDP2 over every process (devices x nodes), saving one consolidated checkpoint (rank 0 writes the full weights
-    and optimizer states, as DDP's ``last.ckpt``) and loading one into the sharded module, a resumed run's or the
-    best weights that fine-tuning's model selection reloads."""
+    """FSDP2 over every process, saving one consolidated checkpoint (rank 0 writes it) and loading one into the
+    sharded module."""
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(tensor_parallel_size=1, save_distributed_checkpoint=False, **kwargs)
@@ -80,8 +74,8 @@ class FSDP2(TrainingStrategy):
 
 
 def shard_module(module: nn.Module, mesh: DeviceMesh) -> None:
-    """Shard ``module`` (a ``GPT1Module``) over ``mesh`` with FSDP2: each block of its decoder (``model.h``, a
-    GPT's), then the decoder (the rest of its parameters: embeddings, which the LM head reads), then each head.
+    """Shard ``module`` (a ``GPT1Module``) over ``mesh`` with FSDP2: each block of its decoder (``model.h``), then the
+    decoder's root (embeddings, so the tied LM head with them: one parameter, sharded once), then each head.
     Idempotent: Lightning calls ``configure_model`` once per fit, validate and test."""
     from torch.distributed.fsdp import FSDPModule, fully_shard
 
@@ -95,9 +89,8 @@ def shard_module(module: nn.Module, mesh: DeviceMesh) -> None:
 
 
 def full_copy(model: nn.Module) -> nn.Module | None:
-    """An unsharded copy of the sharded decoder ``model`` (a ``gpt1.model.registry.MODEL_TYPES`` model), on rank 0's
-    device and on gpt1's CPU layers where model is (``gpt1.cpu.layers``); None on the other ranks. Gathering the
-    weights is a collective: every rank calls it."""
+    """An unsharded copy of the sharded decoder ``model``, on rank 0's device and on gpt1's CPU layers where model is;
+    None on the other ranks. A collective: every rank calls it."""
     import torch
     from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 
