@@ -110,11 +110,6 @@ def _chunks(
     return chunks
 
 
-def _row_weights(U: int, weights: torch.Tensor, rows: torch.Tensor | None) -> torch.Tensor:
-    """s (U,): each row's summed entry weights, the weight of its log-sum-exp."""
-    return weights if rows is None else weights.new_zeros(U).index_add_(0, rows, weights)
-
-
 def _chunk(
     logits: torch.Tensor, local: torch.Tensor, t: torch.Tensor, w: torch.Tensor, s: torch.Tensor, grad: bool
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -148,7 +143,8 @@ def _chunked(
     a chunk of rows at a time."""
     dtype = _compute_dtype(hidden)
     W = table[:vocab_size].to(dtype)  # (V, C): a view where no cast is needed
-    s = _row_weights(hidden.size(0), weights, rows)  # (U,)
+    # s (U,): each row's summed entry weights, the weight of its log-sum-exp
+    s = weights if rows is None else weights.new_zeros(hidden.size(0)).index_add_(0, rows, weights)
     grad_h = torch.empty_like(hidden) if grads[0] else None
     grad_w = torch.zeros_like(table, dtype=torch.promote_types(table.dtype, torch.float32)) if grads[1] else None
     loss = weights.new_zeros(())

@@ -98,15 +98,6 @@ class StepProgress(ProgressBar):
             total = int(total) if math.isfinite(total) else None
             self.eval_bar = bar(desc=desc, unit="batch", total=total, leave=False, terminal=True)
 
-    def _eval_step(self) -> None:
-        if self.eval_bar is not None:
-            self.eval_bar.update(1)
-
-    def _eval_end(self) -> None:
-        if self.eval_bar is not None:
-            self.eval_bar.close()
-            self.eval_bar = None
-
     def on_validation_batch_start(self, trainer: L.Trainer, *args: Any, **kwargs: Any) -> None:
         self._eval_start(trainer, "validate", self.total_val_batches)
 
@@ -117,12 +108,15 @@ class StepProgress(ProgressBar):
         self._eval_start(trainer, "predict", sum(trainer.num_predict_batches))
 
     def on_validation_batch_end(self, *args: Any, **kwargs: Any) -> None:
-        self._eval_step()
+        if self.eval_bar is not None:
+            self.eval_bar.update(1)
 
     on_test_batch_end = on_predict_batch_end = on_validation_batch_end
 
     def on_validation_end(self, *args: Any) -> None:
-        self._eval_end()
+        if self.eval_bar is not None:
+            self.eval_bar.close()
+            self.eval_bar = None
 
     on_test_end = on_predict_end = on_sanity_check_end = on_validation_end
 

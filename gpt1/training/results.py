@@ -62,17 +62,11 @@ def task_scores(
         for out in trainer.test(module, datamodule=data, verbose=False):
             results.update(out)
     scores: dict[str, Any] = {k: float(v) for k, v in sorted(results.items())}
-    scores["single_class_prediction"] = single_class(scores)
+    flags = {k: scores.pop(k) for k in [k for k in scores if k.endswith(f"/{SINGLE_CLASS}")]}  # per split
+    scores["single_class_prediction"] = flags.get(f"val/{SINGLE_CLASS}") == 1.0  # the main validation split's
     scores["examples"] = {split: s["examples"] for split, s in data.stats.items()}
     scores["truncated"] = {split: s["truncated"] for split, s in data.stats.items()}
     return scores
-
-
-def single_class(scores: dict[str, float]) -> bool:
-    """Take the per-split ``<prefix>/single_class_prediction`` flags out of ``scores``; whether every example of the
-    main validation split was predicted as one class."""
-    flags = {k: scores.pop(k) for k in [k for k in scores if k.endswith(f"/{SINGLE_CLASS}")]}
-    return flags.get(f"val/{SINGLE_CLASS}") == 1.0
 
 
 SINGLE_CLASS_NOTE = "; every example was predicted as one class: the score is that class's share, not a skill"
