@@ -266,7 +266,7 @@ def test_debug_fast_checks_a_finetune_end_to_end(run_finetune):
     assert validated == [
         1,
         3,
-    ]  # after batches 2 and 4; the final scoring takes the second (gpt1.training.results.score)
+    ]  # after batches 2 and 4; the final scoring takes the second (gpt1.training.results.task_scores)
 
 
 def test_debug_overfit_memorises_one_batch_of_a_task(run_finetune):

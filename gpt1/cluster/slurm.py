@@ -1,13 +1,8 @@
 """gpt1 on SLURM through Hydra's submitit launcher (``hydra/launcher=submitit_slurm``): the launcher's defaults that
 follow the trainer, job states from ``squeue`` on a cluster that keeps no accounting, and the one line that says
-which job of a sweep failed.
-
-Requeueing is submitit's: its handler of SLURM's warning signal (USR2, ``signal_delay_s`` before a job's time limit)
-requeues the job (up to ``max_num_timeout`` times) with the same overrides; ``SafeStop``
-(``gpt1.training.callbacks.safe_stop``) first finishes the update and saves ``last.ckpt``, from which the requeued job
-goes on with ``resume=auto``. Lightning's own SLURM requeue is off (``slurm_environment``): it saves an
-``hpc_ckpt_*.ckpt`` that ``resume=auto`` does not read, on a signal (USR1) that submitit does not ask SLURM for, and it
-knows nothing of submitit's count of requeues.
+which job of a sweep failed. Requeueing is submitit's (``gpt1.training.callbacks.safe_stop`` saves first);
+Lightning's own is off (``slurm_environment``): it saves an ``hpc_ckpt_*.ckpt`` that ``resume=auto`` does not read,
+on a signal (USR1) that submitit does not ask SLURM for.
 """
 
 from __future__ import annotations
@@ -75,10 +70,9 @@ def watch_with_squeue_without_accounting() -> None:
 
 
 def failed_job_message(error: BaseException) -> Optional[str]:
-    """The one line for submitit's error about a job of a sweep that failed (``UncompletedJobError``: it ended
-    without a result, e.g. on a gpt1 ``error:``; ``FailedJobError``: it raised): which job (its number, the overrides
-    that set it apart from the sweep's other jobs, its SLURM id), the last line it wrote to its error log (srun's
-    own report of the exit status aside), and the log's path. None when the error names no job's files."""
+    """The one line for submitit's error about a job of a sweep that failed: which job (its number, the overrides that
+    set it apart from the sweep's other jobs, its SLURM id), the last line of its error log (srun's own aside) and
+    the log's path. None when the error names no job's files."""
     found = re.search(r"(\S+)/(\d+(?:_\d+)?)_(\d+)_(?:result\.pkl|log\.err)", str(error))
     if found is None:
         return None

@@ -1,16 +1,11 @@
-"""Two CPU memory settings for training and decoding, applied by ``gpt1.cpu.settings.configure`` (never at import).
+"""Two CPU memory settings for training and decoding, applied by ``gpt1.cpu.settings.configure`` (never at import);
+``GPT1_SYSTEM_MALLOC=1`` opts out of both. Figures: experiments/results/benchmarks.md.
 
 - glibc's allocator keeps freed memory for reuse (mmap threshold 1 GiB, the heap never trimmed): otherwise large
   blocks (the tied table's gradient, the logits, the activations) go back to the kernel on ``free`` and every step
   zero-faults them in again. The cost is a resident heap at the run's peak, which a training process holds anyway.
 - torch backs its CPU tensors of 2 MB and up with transparent huge pages (``THP_MEM_ALLOC_ENABLE=1``): decoding
   streams the weights without a TLB miss every 4 KB. torch reads the variable once, at its first CPU allocation.
-
-``GPT1_SYSTEM_MALLOC=1`` opts out of both. Figures: experiments/results/benchmarks.md (the speed changes).
-
-While datasets converts a table into its cache, a tuned allocator hands large blocks back after all
-(``large_blocks_returned``): rows of tens of MB (whole books as rows) are copied a few times each as they are read,
-and a heap that keeps every freed block, fragmented by blocks of each row's size, would grow with the rows.
 """
 
 from __future__ import annotations
@@ -33,7 +28,6 @@ _tuned = False  # tune_cpu_allocator applied its settings in this process (they 
 
 
 def _applies() -> bool:
-    """Linux, and not opted out with ``GPT1_SYSTEM_MALLOC=1``."""
     return sys.platform.startswith("linux") and os.environ.get("GPT1_SYSTEM_MALLOC") != "1"
 
 
@@ -46,7 +40,7 @@ def _mallopt():
 
 
 def tune_cpu_allocator() -> bool:
-    """Keep freed memory in the process for reuse (glibc only; ``GPT1_SYSTEM_MALLOC=1`` opts out). True if applied."""
+    """Keep freed memory in the process for reuse (glibc only). True if applied."""
     global _tuned
     mallopt = _mallopt() if _applies() else None
     if mallopt is None:
@@ -57,9 +51,10 @@ def tune_cpu_allocator() -> bool:
 
 @contextmanager
 def large_blocks_returned() -> Iterator[None]:
-    """For the duration, blocks of ``LARGE_BLOCK`` bytes and more go back to the system when freed, then the tuned
-    settings again; nothing where ``tune_cpu_allocator`` did not apply (glibc's own threshold then rises to the
-    blocks it sees freed, up to 32 MB)."""
+    """For the duration, blocks of ``LARGE_BLOCK`` bytes and more go back to the system when freed: while datasets
+    converts a table into its cache, rows of tens of MB are copied a few times each, and a heap that keeps every
+    freed block, fragmented by blocks of each row's size, would grow with the rows. Nothing where
+    ``tune_cpu_allocator`` did not apply (glibc's own threshold then rises to the blocks it sees freed, up to 32 MB)."""
     mallopt = _mallopt() if _tuned else None
     if mallopt is None:
         yield
@@ -72,9 +67,8 @@ def large_blocks_returned() -> Iterator[None]:
 
 
 def request_huge_pages() -> bool:
-    """Ask torch for transparent huge pages under its large CPU tensors (``THP_MEM_ALLOC_ENABLE=1``) unless the
-    variable is set already (Linux only; ``GPT1_SYSTEM_MALLOC=1`` opts out). Effective only before torch's first CPU
-    allocation. True if torch is asked for them."""
+    """Ask torch for huge pages (``THP_MEM_ALLOC_ENABLE=1``) unless the variable is set already (Linux only). True if
+    torch is asked for them."""
     if _applies():
         os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")
     return os.environ.get("THP_MEM_ALLOC_ENABLE", "0") not in ("", "0")

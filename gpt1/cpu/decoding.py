@@ -1,12 +1,9 @@
 """Decoding one sequence token by token without module calls, applied to a GPT from above: ``decode_in_steps(model)``.
 
-A GPT that ``decode_in_steps`` gave its ``SteppedGPT`` class generates a single fp32 sequence (in eval mode, on the
-CPU or a CUDA GPU) through ``TokenStep``: the same math as ``GPT.forward`` with a cache (tests check its hidden
-states equal to the bit on both), with each weight's product set up once per ``generate``
-(``gpt1.cpu.kernels.row_linear``) and no module, dropout or kernel-choice overhead between the ops: on a small CPU a
-sizeable part of a token, on a GPU most of it (one token is a few hundred kernel launches;
-experiments/results/benchmarks.md). Forward hooks of the blocks do not run in it. ``store_for_decoding`` lays a model's
-weights out for the CPU decoding kernel that ``gpt1.cpu.settings`` chose, for a process that only decodes.
+A ``SteppedGPT`` generates a single fp32 sequence (in eval mode, on the CPU or a CUDA GPU) through ``TokenStep``: the
+same math as ``GPT.forward`` with a cache (equal to the bit), each weight's product set up once per ``generate`` and
+no module, dropout or kernel-choice overhead between the ops: on a small CPU a sizeable part of a token, on a GPU most
+of it (experiments/results/benchmarks.md). Forward hooks of the blocks do not run in it.
 
 Shapes as in ``gpt1.model.decoder``: C = n_embd, H = n_head, D = C // H.
 """
@@ -65,9 +62,7 @@ class TokenStep:
         C = self.C
         x = F.embedding(token, self.tokens) + self.positions[cache[0].length]  # (1, 1, C); no sync on a GPU
         for (qkv, attend, proj, fc, out, ln_1, ln_2), layer_cache in zip(self.blocks, cache):
-            # Block.forward's math in eval mode (no dropout), on plain functions: the attention is the decoder's own
-            # (Attention.self_attention); the post-LN residuals and the MLP are its two lines (its modules' calls are
-            # what this step saves)
+            # Block.forward's math in eval mode, on plain functions (the attention is the decoder's own)
             n = F.layer_norm(x + proj(attend(qkv(x), layer_cache)), (C,), *ln_1, self.eps)
             x = F.layer_norm(n + out(self.act(fc(n))), (C,), *ln_2, self.eps)
         return x
@@ -85,8 +80,7 @@ class SteppedReader(CachedReader):
 
 
 class SteppedGPT(GPT):
-    """A ``GPT`` whose ``generate`` reads one fp32 sequence in eval mode token by token through a ``TokenStep``
-    (``SteppedReader``) where ``TokenStep.applies``; everything else is the GPT's own."""
+    """A ``GPT`` whose ``generate`` reads through a ``TokenStep`` where ``TokenStep.applies``."""
 
     def reader(self, idx: torch.Tensor, use_cache: bool) -> Callable[[torch.Tensor], torch.Tensor]:
         if use_cache and TokenStep.applies(self, idx):
@@ -102,19 +96,17 @@ def decode_in_steps(model: nn.Module) -> None:
 
 
 def decoded_weights(model: nn.Module) -> list[torch.Tensor]:
-    """The weights that decoding a token multiplies, in model order: every linear layer's and, for a model with a
-    token table (GPT), the table (the tied head's)."""
+    """The weights that decoding a token multiplies: every linear layer's and the token table (the tied head's)."""
     weights = [m.weight for m in model.modules() if isinstance(m, nn.Linear)]
     table = getattr(model, "tokens_embed", None)
     return weights + [table.weight] if isinstance(table, nn.Embedding) else weights
 
 
 def store_for_decoding(model: nn.Module) -> None:
-    """Give each parameter of model memory of its own, the weights that decoding multiplies (``decoded_weights``) in
-    the layout that the CPU decoding kernel reads fastest (``gpt1.cpu.kernels.decoding_layout``): same shapes and
-    values, so the model computes the same function (to rounding: column blocks sum in another order); training would
-    run at other speeds. For a process that decodes, e.g. on a checkpoint's tensors mapped
-    from its file (``load_checkpoint(..., decoding=True)``): this copy is then the only one, as reading would be."""
+    """Give each parameter of model memory of its own, the weights that decoding multiplies in the layout that the CPU
+    decoding kernel reads fastest (``gpt1.cpu.kernels.decoding_layout``): the same function (to rounding: column
+    blocks sum in another order). For a process that only decodes, e.g. on a checkpoint's tensors mapped from its
+    file (``load_checkpoint(..., decoding=True)``): this copy is then the only one, as reading would be."""
     laid_out = {id(w) for w in decoded_weights(model)}
     for p in model.parameters():
         data = p.data  # a new tensor object at each access

@@ -1,20 +1,13 @@
 """The CPU kernels of fp32 linear products and the table that picks one per kind of product (pure torch; the same
-math as ``F.linear``). A model meets them through gpt1's CPU layers (``gpt1.cpu.layers``) and decoding's
-``row_linear`` (``gpt1.cpu.decoding``); ``gpt1.cpu.settings.configure()`` writes the table.
+math as ``F.linear``), met through ``gpt1.cpu.layers`` and decoding's ``row_linear``.
 
 fp32 products on x86 CPUs can run on oneDNN instead of torch's matmuls (MKL's, whose fast kernels are Intel's only),
-and a single row without autograd can be split into one block of weight rows per thread, multiplied in one ``bmm``
-(or, for a weight stored transposed by ``decoding_layout``, one block of its input columns per thread, the blocks'
-partial products summed). Which kernel each kind of product uses (``KINDS``: the forward, input-gradient and
-weight-gradient products of the blocks and of the tied head, decoding's and batched inference's) is ``CPU_MATMULS``:
-torch's everywhere until ``gpt1.cpu.settings.configure()`` (which every gpt1 command calls) sets what it measured to
-be faster on this CPU (``set_cpu_matmuls``, the table's one writer; ``using`` tries a kernel and restores). On
-oneDNN, the tied head's input gradient is summed over slices of its rows. ``row_linear`` is decoding's product as a
-function of the row, its weight's views made once.
-
-Compiled graphs and other devices keep torch's own ops (and so their kernels and fusions), as under autocast.
-Measured figures: experiments/results/benchmarks.md. oneDNN's linear is torch's private
-``torch.ops.mkldnn._linear_pointwise`` (``gpt1.core.compat.onednn_linear``): without it every product is torch's.
+and a single row without autograd can be split into one block of weight rows (or, for a weight stored transposed by
+``decoding_layout``, of input columns) per thread, multiplied in one ``bmm``. ``CPU_MATMULS`` says which kernel each
+kind of product uses: torch's until ``gpt1.cpu.settings.configure()`` sets what it measured to be faster here.
+Compiled graphs and other devices keep torch's own ops (and so their kernels and fusions), as under autocast. oneDNN's
+linear is torch's private ``torch.ops.mkldnn._linear_pointwise`` (``gpt1.core.compat.onednn_linear``): without it
+every product is torch's. Figures: experiments/results/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -40,10 +33,8 @@ autograd, "decode" (fewer than ``BATCHED_MIN_ROWS`` rows: decoding) and "batched
 KERNELS: dict[str, tuple[str, ...]] = {kind: ("onednn", "torch") for kind in KINDS} | {
     "decode": ("onednn", "row_blocks", "column_blocks", "torch")
 }
-"""Kind -> the kernels it can run on: "onednn" (oneDNN's fp32 matmul), "torch" (torch's own matmuls: MKL's on x86)
-and, for decoding, "row_blocks" (a single row times one block of weight rows per thread, as one torch ``bmm``;
-torch's matmul for more rows, one thread or a strided weight) and "column_blocks" (the row blocks, but a weight
-that ``decoding_layout`` stores transposed is split by its input columns: each thread streams one contiguous block)."""
+"""Kind -> the kernels it can run on: "onednn", "torch" and, for decoding, "row_blocks" and "column_blocks"
+(``row_linear``)."""
 
 CPU_MATMULS: dict[str, str] = dict.fromkeys(KINDS, "torch")
 """Kind -> the kernel ``cpu_linear`` runs it on. Torch's until ``set_cpu_matmuls`` (``gpt1.cpu.settings``)."""
@@ -59,7 +50,7 @@ def available_kernels(kind: str) -> tuple[str, ...]:
 
 def set_cpu_matmuls(choices: dict[str, str]) -> None:
     """Set the kernel of each kind in ``choices`` (one of ``KERNELS[kind]``); torch's where the kernel named is not
-    available here (oneDNN off x86). With ``using``, the only writer of ``CPU_MATMULS``."""
+    available here (oneDNN off x86)."""
     for kind, kernel in choices.items():
         if kind not in KINDS or kernel not in KERNELS[kind]:
             raise ValueError(
@@ -71,8 +62,7 @@ def set_cpu_matmuls(choices: dict[str, str]) -> None:
 
 @contextlib.contextmanager
 def using(kind: str, kernel: str) -> Iterator[None]:
-    """Run the products of ``kind`` on ``kernel`` (as ``set_cpu_matmuls`` sets it) inside the block, whatever was
-    chosen; the choice before it is restored as it was on the way out: to time or try a kernel."""
+    """Run the products of ``kind`` on ``kernel`` inside the block (to time or try it), then the choice before."""
     saved = CPU_MATMULS[kind]
     set_cpu_matmuls({kind: kernel})
     try:
@@ -154,8 +144,7 @@ def linear_weight_grad(grad: torch.Tensor, x: torch.Tensor, weight: torch.Tensor
 
 
 class _Linear(torch.autograd.Function):
-    """A linear layer whose three products each run on their own kernel (kernels: forward, input_grad,
-    weight_grad)."""
+    """A linear layer whose three products (``PRODUCTS``) each run on their own kernel."""
 
     @staticmethod
     def forward(ctx, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, kernels: tuple[str, ...]):
@@ -180,9 +169,7 @@ def _row_blocks(weight: torch.Tensor, bias: torch.Tensor | None, blocks: int) ->
     product once a token: every op saved here is saved 49 times a token."""
     N, K = weight.shape
     step = N // blocks
-    rows = (
-        N - (blocks - 1) * step
-    )  # block i holds rows i*step .. i*step+rows-1: rows > step where blocks don't divide N
+    rows = N - (blocks - 1) * step  # block i: rows i*step .. i*step+rows-1 (rows > step where blocks don't divide N)
     if K > N and rows == step:
         # rows longer than the matrix is tall (the MLP's output projection, 768 x 3072) stream faster as
         # x (1, K) @ each block's transposed view (K, rows)
@@ -232,11 +219,10 @@ def _transposed(weight: torch.Tensor) -> bool:
 
 
 def decoding_layout(weight: torch.Tensor) -> torch.Tensor:
-    """weight (out, in) in the memory layout that decoding's kernel reads fastest: under "column_blocks", for a CPU
-    weight no longer than it is tall (in <= out: all of GPT-1's but the MLP's output projection, whose row blocks
-    are already one stream per thread), a copy stored as its transpose (strides (1, out); same shape and values);
-    otherwise weight itself. Decoding reads each weight once per token, so its layout sets the speed the memory
-    streams at (experiments/results/benchmarks.md)."""
+    """weight (out, in) in the memory layout that decoding's kernel reads fastest (decoding streams each weight once
+    a token): under "column_blocks", for a CPU weight no longer than it is tall (all of GPT-1's but the MLP's output
+    projection, whose row blocks are already one stream per thread), a copy stored as its transpose (strides
+    (1, out); same shape and values); otherwise weight itself."""
     column_blocks = CPU_MATMULS["decode"] == "column_blocks" and weight.is_cpu
     if column_blocks and weight.dim() == 2 and 1 < weight.size(1) <= weight.size(0) and not _transposed(weight):
         stored = torch.empty_strided(weight.shape, (1, weight.size(0)), dtype=weight.dtype, device=weight.device)
@@ -246,11 +232,9 @@ def decoding_layout(weight: torch.Tensor) -> torch.Tensor:
 
 
 def row_linear(weight: torch.Tensor, bias: torch.Tensor | None = None) -> Callable[[torch.Tensor], torch.Tensor]:
-    """``cpu_linear`` for one contiguous row without autograd (decoding's kind) as a function of x (..., in), with what
-    depends on the weight alone made once: for a decoding step that runs each weight's product once a token. On the
-    block kernels a weight's layout picks its blocks: rows of a row-major weight, input columns of one that
-    ``decoding_layout`` stored transposed (in blocks of equal width: as many as the thread count, or the largest
-    divisor of in below it)."""
+    """``cpu_linear`` for one contiguous row without autograd (decoding's kind) as a function of x (..., in), what
+    depends on the weight alone made once. On the block kernels the weight's layout picks its blocks: rows of a
+    row-major weight, else input columns (as many as the threads, or the largest divisor of in below that)."""
     kernel = CPU_MATMULS["decode"] if weight.dtype == torch.float32 and eager_cpu(weight) else "torch"
     threads = torch.get_num_threads() if kernel in ("row_blocks", "column_blocks") else 1
     if threads > 1 and _transposed(weight):

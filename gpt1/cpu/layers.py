@@ -1,22 +1,7 @@
 """gpt1's CPU layers, applied to a model from above: ``use_cpu_layers(model, *heads)`` swaps the class of each of the
-model's layers for a subclass that computes the same function as torch's op, faster on the CPU in eager mode:
-
-- ``CpuLinear`` (every ``nn.Linear`` of the model) and ``CpuTiedHead`` (its LM head): fp32 products without
-  autocast run on the kernel that ``gpt1.cpu.kernels`` chose for their kind (oneDNN, torch's matmuls, decoding's row
-  or column blocks).
-- ``CpuDropout`` (every ``nn.Dropout``, the heads' too): masks from 16-bit integers cut from 64-bit draws (P(drop) =
-  p to within 2^-17), written as floats by the comparison itself; ``bernoulli_`` draws a float per element.
-- ``CpuEmbedding`` (the token table, ``tokens_embed``, which the LM head reads): with autograd, its gradient is
-  sparse (one row per id), which the tied head's dense gradient takes in, instead of a zeroed (V, C) table; where no
-  head adds to it, a hook makes ``.grad`` dense.
-- ``CpuAttention`` (the decoder's attention): with dropout (and for bf16 training) the math path with ``dropout``'s
-  masks and the mask as an added bias, where SDPA's CPU kernels take no dropout and its fused bf16 backward is slow.
-
-A subclass adds no state: the parameters, their names and hooks, and so the checkpoints, stay as they were. Off the
-CPU and inside a graph being compiled each takes torch's own op (and so its kernels and fusions). Measured figures:
-experiments/results/benchmarks.md. The embedding's hook is found through torch's private
-``Tensor._post_accumulate_grad_hooks`` (``gpt1.core.compat.post_accumulate_grad_hooks``): without it the table's
-gradient is dense.
+model's layers for a subclass that computes the same function as torch's op, faster on the CPU in eager mode. A
+subclass adds no state: the parameters, their names and hooks, and so the checkpoints, stay as they were. Off the CPU
+and inside a graph being compiled each takes torch's own op. Figures: experiments/results/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -49,7 +34,9 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
 
 
 def dropout(x: torch.Tensor, p: float, training: bool = True) -> torch.Tensor:
-    """``F.dropout``: zero each element with probability p, scale the others by 1 / (1 - p); cheap masks on CPU."""
+    """``F.dropout``: zero each element with probability p, scale the others by 1 / (1 - p). On CPU the mask comes
+    from 16-bit integers cut from 64-bit draws (P(drop) = p to within 2^-17) where ``bernoulli_`` draws a float per
+    element."""
     if not training or p == 0.0:
         return x
     if not eager_cpu(x) or p >= 1.0:
@@ -84,8 +71,9 @@ class _SparseGradEmbedding(torch.autograd.Function):
 
 def embedding(ids: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     """``F.embedding(ids, weight)``: ids (...) -> (..., C). On CPU with autograd, for a leaf weight, the weight's
-    gradient is sparse, which autograd adds to a tied head's dense one (a copy, but no zeroed table); where nothing
-    does (no tied head in the loss), a hook on the weight makes its ``.grad`` dense as soon as it is accumulated."""
+    gradient is sparse, which autograd adds to a tied head's dense one (a copy, but no zeroed (V, C) table); where
+    nothing does, a hook on the weight makes its ``.grad`` dense as soon as it is accumulated. Without torch's private
+    ``Tensor._post_accumulate_grad_hooks`` (``gpt1.core.compat``) the gradient is dense."""
     sparse = eager_cpu(weight) and torch.is_grad_enabled() and weight.requires_grad and weight.is_leaf
     if not (sparse and _densified(weight)):  # _densified hooks the weight, once
         return F.embedding(ids, weight)
@@ -112,7 +100,8 @@ def attention(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, is_causal: bool, dropout_p: float
 ) -> torch.Tensor:
     """``F.scaled_dot_product_attention`` of q (B, H, T, D), k and v (B, H, S, D) -> (B, H, T, D), scaled by
-    1/sqrt(D). mask (broadcast to (B, H, T, S), True: attend) must let every query see at least one key."""
+    1/sqrt(D). mask (broadcast to (B, H, T, S), True: attend) must let every query see at least one key. With dropout
+    on CPU, the math path with ``dropout``'s masks: SDPA's CPU kernels take no dropout."""
     # SDPA's fused CPU kernel is fast in inference, but its bf16 backward is slow: training in bf16 takes the math too
     bf16_training = q.dtype == torch.bfloat16 and torch.is_grad_enabled() and q.requires_grad
     if not eager_cpu(q) or (dropout_p == 0.0 and not bf16_training):
@@ -136,9 +125,8 @@ class CpuLinear(nn.Linear):
 
 
 class CpuHeadProducts(HeadProducts):
-    """The tied head's products for the LM loss in chunks (``gpt1.model.lm_loss``): fp32 ones without autocast, in
-    eager mode, on the kernels chosen for the head's kind ("head.forward", "head.input_grad", "head.weight_grad"),
-    as ``linear`` runs the unchunked head's; torch's elsewhere."""
+    """The tied head's products for the chunked LM loss, on the kernels chosen for "head.*" as ``linear`` runs the
+    unchunked head's."""
 
     @staticmethod
     def _kernel(x: torch.Tensor, W: torch.Tensor, product: str) -> str:
@@ -186,16 +174,7 @@ class CpuEmbedding(nn.Embedding):
 class CpuAttention(Attention):
     """The decoder's ``Attention`` with its probabilities through ``attention``."""
 
-    def attention(
-        self,
-        q: torch.Tensor,
-        k: torch.Tensor,
-        v: torch.Tensor,
-        mask: torch.Tensor | None,
-        is_causal: bool,
-        dropout_p: float,
-    ) -> torch.Tensor:
-        return attention(q, k, v, mask, is_causal, dropout_p)
+    attention = staticmethod(attention)
 
 
 SWAPS: dict[type[nn.Module], type[nn.Module]] = {
@@ -209,9 +188,8 @@ SWAPS: dict[type[nn.Module], type[nn.Module]] = {
 
 def use_cpu_layers(model: nn.Module, *heads: nn.Module) -> None:
     """Swap model's layers for gpt1's CPU layers in place (``SWAPS``, and its token table ``tokens_embed`` for a
-    ``CpuEmbedding``), and the dropouts of ``heads`` (their products are too small to gain: torch's). For a model
-    that runs on the CPU: every gpt1 command calls it where a run, an evaluation or a decode starts there. The same
-    function, the same parameters; a layer swapped already is left as it is."""
+    ``CpuEmbedding``), and the dropouts of ``heads`` (their products are too small to gain). Every gpt1 command calls
+    it where a run, an evaluation or a decode starts on the CPU; a layer swapped already is left as it is."""
     for module in model.modules():
         if type(module) in SWAPS:
             module.__class__ = SWAPS[type(module)]

@@ -1,22 +1,14 @@
-"""The probe that times each kind of fp32 CPU product (``gpt1.cpu.kernels.KINDS``) on each of its kernels
-(``gpt1.cpu.kernels.KERNELS``), for ``gpt1.cpu.settings`` to choose from, so that other work on the machine does not
-change the choice.
+"""The probe that times each kind of fp32 CPU product on each of its kernels, for ``gpt1.cpu.settings`` to choose from,
+so that other work on the machine does not change the choice.
 
-Other processes slow the kernels unevenly: a kernel of many short parallel regions (the tied head's input gradient in
-slices, decoding's products) waits at every region's end for whichever of its threads the scheduler set aside, and
-libgomp's threads spin while they wait, so that wall time and CPU time both grow with the load, by more for such a
-kernel than for one long region; the median of wall times then chose, beside two CPU-bound processes, kernels whose
-quiet time was 1.26x to 3.4x the best. So the probe runs in a process of its own with ``OMP_WAIT_POLICY=PASSIVE``
-(a thread that waits sleeps) and takes the CPU time of the busiest thread (the main thread's, or the others' mean):
-the work of the kernel's critical path, which another process's load changes little (it shares the caches, not the
-work, nor where the work is split). Each kernel's figure is the minimum over rounds (what load adds, a round does
-not keep), the kernels taken in turn, in the reverse order every other round. Figures:
-experiments/results/benchmarks.md ("CPU: how the kernels are chosen"); experiments/kernel_choice_load.py measures
-the choices' quiet cost beside CPU-bound processes.
-
-``measure_matmuls()`` runs ``probe_matmuls`` in that process (``python -m gpt1.cpu.probe``; in this one where no
-process can start); ``OtherWork`` measures the share of the machine's CPU time other processes took meanwhile
-(recorded with the timings: ``gpt1.cpu.settings``).
+Other processes slow the kernels unevenly: a kernel of many short parallel regions (the head's input gradient in
+slices, decoding's products) waits at every region's end for whichever thread the scheduler set aside, and libgomp's
+threads spin while they wait; the median of wall times chose, beside two CPU-bound processes, kernels whose quiet
+time was 1.26x to 3.4x the best. So the probe runs in a process of its own with ``OMP_WAIT_POLICY=PASSIVE`` (a
+waiting thread sleeps) and takes the CPU time of the busiest thread: the kernel's critical path, which another
+process's load changes little. Each kernel's figure is the minimum over rounds, the kernels taken in turn, in the
+reverse order every other round. Figures: experiments/results/benchmarks.md ("CPU: how the kernels are chosen");
+experiments/kernel_choice_load.py measures the choices' quiet cost under load.
 """
 
 from __future__ import annotations
@@ -41,15 +33,12 @@ PROBES = 4
 
 
 def matmul_probes(rounds: int = 3) -> dict[str, tuple[Callable[[str], None], int]]:
-    """Kind (``gpt1.cpu.kernels.KINDS``) -> (a probe of that kind of product at GPT-1's width (768) as a function of
-    the kernel, its rounds): ``rounds`` rounds of the training products, five times as many of the inference ones (a
-    few milliseconds each, near-ties). Probes: "train.*", the MLP's two weights (3,072 x 768 and 768 x 3,072) at 512
-    rows (at fewer, oneDNN's forward wins a probe that it loses in real steps: experiments/results/benchmarks.md);
-    "head.*", a 24,576-row weight (75 MB, more than a cache holds, as the tied head's; a shorter one leaves the
-    forward's choice to chance: experiments/results/benchmarks.md) at 128 rows; "batched", two blocks' eight weight
-    matrices (57 MB, more than a cache holds) times 8 rows, and "decode", the same and the head's weight (its quarter
-    of a GPT-1 token's bytes) times 1 row, each stored as decoding stores it on the kernel timed
-    (``gpt1.cpu.kernels.decoding_layout``), all through ``gpt1.cpu.kernels.cpu_linear``."""
+    """Kind -> (a probe of that kind of product at GPT-1's width as a function of the kernel, its rounds): ``rounds``
+    of the training products, five times as many of the inference ones (a few ms each, near-ties). "train.*": the
+    MLP's two weights at 512 rows (at fewer, oneDNN's forward wins a probe that it loses in real steps); "head.*": a
+    24,576-row weight (75 MB, more than a cache holds, as the tied head's; a shorter one leaves the choice to chance)
+    at 128 rows; "batched": two blocks' eight weights (57 MB) times 8 rows; "decode": the same and the head's weight
+    (its quarter of a token's bytes) times 1 row, each stored as decoding stores it on the kernel timed."""
     C, M, V = 768, 512, 24576  # V: the head probe's rows
     gen = torch.Generator().manual_seed(0)
 
@@ -91,8 +80,7 @@ def matmul_probes(rounds: int = 3) -> dict[str, tuple[Callable[[str], None], int
 
 
 def probe_matmuls(rounds: int = 3) -> dict[str, dict[str, float]]:
-    """Kind -> kernel -> seconds of ``matmul_probes``' probe of that kind on that kernel, in this process: the CPU
-    time of its busiest thread, the minimum over its rounds after one untimed round (``interleaved``)."""
+    """Kind -> kernel -> seconds of ``matmul_probes``' probe of that kind on that kernel, in this process."""
     return {kind: interleaved(probe, kernels.KERNELS[kind], n) for kind, (probe, n) in matmul_probes(rounds).items()}
 
 
@@ -123,9 +111,8 @@ def interleaved(probe: Callable[[str], None], candidates: tuple[str, ...], round
 
 
 def measure_matmuls(rounds: int = 3) -> dict[str, dict[str, float]]:
-    """``probe_matmuls`` in a process of its own whose waiting threads sleep (``OMP_WAIT_POLICY=PASSIVE``: see the
-    module's docstring), with this process's thread count and the same gpt1; in this process (its threads spinning,
-    so its figures less robust to load), with a warning, where that process fails."""
+    """``probe_matmuls`` in a process of its own whose waiting threads sleep, with this process's thread count and the
+    same gpt1; in this process (less robust to load), with a warning, where that process fails."""
     package_root = str(Path(__file__).resolve().parents[2])
     path = os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p)
     env = {k: v for k, v in os.environ.items() if k != "GOMP_SPINCOUNT"}  # (which would make its threads spin)

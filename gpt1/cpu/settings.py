@@ -1,20 +1,12 @@
 """The CPU speed settings, applied by one explicit call, ``configure()``: every gpt1 command calls it before it
 allocates anything; a Python user may call it too. Importing gpt1 changes nothing.
 
-``configure()`` reads the environment each time it is called:
-
-- ``GPT1_SYSTEM_MALLOC=1`` leaves glibc's allocator and torch's page size alone; otherwise freed memory is kept for
-  reuse and torch is asked for huge pages (``THP_MEM_ALLOC_ENABLE=1`` unless set; torch reads it at its first CPU
-  allocation, so call ``configure()`` before any): ``gpt1.cpu.allocator``.
-- ``GPT1_CPU_MATMUL``: ``auto`` (the default) runs each kind of fp32 product (``gpt1.cpu.kernels.KINDS``: the forward,
-  input-gradient and weight-gradient products of the blocks and of the tied head, decoding, batched inference) on
-  whichever of its kernels (``gpt1.cpu.kernels.KERNELS``: oneDNN, torch's matmuls, decoding's row or column blocks)
-  ``gpt1.cpu.probe.measure_matmuls`` found fastest on this machine, timed to be robust to other processes' load:
-  measured once (a few seconds, in a process of its own), then read from ``cache_path()``, one entry per CPU
-  model and flags, torch version, thread count, ISA override and version of the probes, with the share of the CPUs
-  that other work took while it was measured (measured again, and replaced, once a machine that was busy then is
-  quiet); ``onednn`` or ``torch`` forces one kernel for every kind. A training run keeps the kernels it started with,
-  whatever a resumed attempt's process chooses (``gpt1.training.callbacks.run_kernels.RunKernels``).
+``configure()`` reads the environment each time: ``GPT1_SYSTEM_MALLOC=1`` leaves glibc's allocator and torch's page
+size alone (``gpt1.cpu.allocator``). ``GPT1_CPU_MATMUL``: ``auto`` (the default) runs each kind of fp32 product on
+whichever of its kernels ``gpt1.cpu.probe.measure_matmuls`` found fastest on this machine, measured once (a few
+seconds) and then read from ``cache_path()``, one entry per ``machine_key()``, with the share of the CPUs other work
+took meanwhile (measured again once a machine that was busy then is quiet); ``onednn`` or ``torch`` forces one kernel
+for every kind. A training run keeps the kernels it started with (``gpt1.training.callbacks.run_kernels``).
 """
 
 from __future__ import annotations
@@ -63,8 +55,8 @@ class CpuSettings:
 
 
 def configure() -> CpuSettings:
-    """Apply the CPU speed settings (see the module's docstring) as the environment says now; idempotent (the
-    matmuls are measured at most once per process and machine). Returns what it applied."""
+    """Apply the CPU speed settings as the environment says now; idempotent (the matmuls are measured at most once
+    per process and machine). Returns what it applied."""
     huge_pages = request_huge_pages()  # first: before anything below allocates
     tuned = tune_cpu_allocator()
     choice = os.environ.get("GPT1_CPU_MATMUL", "auto")
@@ -90,7 +82,7 @@ _APPLIED: CpuSettings | None = None
 
 def applied() -> CpuSettings | None:
     """What this process's last ``configure()`` applied (None: never called; every product then runs on torch's
-    kernels). A training run fixes its kernels at its start: ``gpt1.training.callbacks.run_kernels.RunKernels``."""
+    kernels)."""
     return _APPLIED
 
 
@@ -145,10 +137,8 @@ _MEASURED: dict[str, tuple[dict[str, dict[str, float]], str]] = {}
 def cached_timings() -> tuple[dict[str, dict[str, float]], str]:
     """This machine's matmul timings and where they came from ("measured" or "cached"): as this process's earlier
     call had them, from ``cache_path()``, or measured now and written there (under a lock, so that processes
-    started together, e.g. DDP's ranks, measure once) with the load: the 1-minute load average and ``busy``, the
-    share of the CPUs' time other processes took meanwhile (``gpt1.cpu.probe.OtherWork``). Timings measured while
-    other work held a quarter of the CPUs or more are measured again, and replaced, the first time the machine is
-    quiet (``_busy_then_quiet_now``). An unreadable or unwritable cache only costs a measurement."""
+    started together, e.g. DDP's ranks, measure once) with the load average and ``busy``, the share of the CPUs'
+    time other processes took meanwhile. An unreadable or unwritable cache only costs a measurement."""
     key = machine_key()
     if key in _MEASURED:
         return _MEASURED[key]

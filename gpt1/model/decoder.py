@@ -168,10 +168,9 @@ class Block(nn.Module):
 
 
 class TiedHead(nn.Module):
-    """The LM head tied to the token table: hidden (..., C) @ table (V, C).T -> logits (..., V). It holds no weight of
-    its own (the table is the embedding's, passed in); a module of its own like every other layer, so that a model's
-    layers can be swapped as one (``gpt1.cpu.layers``). ``products``: its three products for the LM loss in chunks
-    (``gpt1.model.lm_loss``)."""
+    """The LM head tied to the token table: hidden (..., C) @ table (V, C).T -> logits (..., V). No weight of its own;
+    a module so that ``gpt1.cpu.layers`` swaps it like every other layer. ``products``: its three products for the
+    chunked LM loss (``gpt1.model.lm_loss``)."""
 
     products: HeadProducts = TORCH_PRODUCTS
 
@@ -190,7 +189,7 @@ class GPT(nn.Module):
         self.drop = nn.Dropout(config.embd_pdrop)
         self._dropped_table: torch.Tensor | None = None  # embd_dropout=table: the last training forward's (V, C)
         self.h = nn.ModuleList(Block(config) for _ in range(config.n_layer))
-        self.lm_head = TiedHead()  # reads tokens_embed's table: no weight of its own
+        self.lm_head = TiedHead()
         self.apply(self._init_weights)
 
     def _init_weights(self, module: nn.Module) -> None:
@@ -239,8 +238,7 @@ class GPT(nn.Module):
         return self._dropped_table if self.training and self._dropped_table is not None else self.tokens_embed.weight
 
     def lm_logits(self, hidden: torch.Tensor) -> torch.Tensor:
-        """Tied LM head: hidden (..., C) -> logits (..., V) over ``lm_table``; rows added by vocab padding are
-        dropped."""
+        """Tied LM head: hidden (..., C) -> logits (..., V) over ``lm_table``, without the padding's rows."""
         logits = self.lm_head(hidden, self.lm_table())
         # slice only when padded: even a no-op slice costs its backward a zeroed (..., V) copy
         return (
@@ -266,22 +264,11 @@ class GPT(nn.Module):
         n = self.num_params() - c.n_ctx * c.n_embd
         return 6 * n + 12 * c.n_layer * c.n_embd * T
 
-    def generate(
-        self,
-        idx: torch.Tensor,
-        max_new_tokens: int,
-        temperature: float = 1.0,
-        top_k: int | None = None,
-        use_cache: bool = True,
-        generator: torch.Generator | None = None,
-    ) -> torch.Tensor:
-        """Continue idx (B, T) by max_new_tokens sampled tokens; temperature 0 decodes greedily
-        (``gpt1.model.generation.generate``, with ``reader``)."""
-        return generate(self, idx, max_new_tokens, temperature, top_k, use_cache, generator)
+    generate = generate  # model.generate(idx, max_new_tokens, ...): the one sampling loop, reading through ``reader``
 
     def reader(self, idx: torch.Tensor, use_cache: bool) -> Callable[[torch.Tensor], torch.Tensor]:
-        """How ``generate`` reads the sequence so far (B, T) -> hidden states (``gpt1.model.generation.Decoder``):
-        with use_cache through a KV cache (``CachedReader``), else the last n_ctx tokens each time."""
+        """How ``generate`` reads the sequence so far (``generation.Decoder``): through a KV cache, or without, the
+        last n_ctx tokens each time."""
         if use_cache:
             return CachedReader(self, idx)
         return lambda idx: self(idx[:, -self.config.n_ctx :])

@@ -1,6 +1,5 @@
-"""Generation: one sampling loop for every decoder (the GPT-1 decoder and the LSTM baseline) and the choice of each
-token (pure torch). A decoder says how it reads the sequence so far (``Decoder.reader``: a KV cache, an LSTM's state
-or the whole sequence again); the loop is the same for all.
+"""Generation: one sampling loop for every decoder and the choice of each token (pure torch). A decoder says how it
+reads the sequence so far (``Decoder.reader``: a KV cache, an LSTM's state or the whole sequence again).
 
 Shapes: B batch, T sequence length, C = n_embd, V = vocab_size.
 """
@@ -24,9 +23,7 @@ class Decoder(Protocol):
         reads only the tokens it has not read (the state it carries holds the others)."""
         ...
 
-    def lm_logits(self, hidden: torch.Tensor) -> torch.Tensor:
-        """Hidden states (..., C) -> logits (..., V)."""
-        ...
+    def lm_logits(self, hidden: torch.Tensor) -> torch.Tensor: ...
 
 
 @torch.no_grad()

@@ -1,17 +1,6 @@
-"""Task heads of the paper's fine-tuning (section 3.3), in pure torch.
-
-Each head reads the decoder's final hidden state at the ``[extract]`` token of each input sequence:
-
-- ``ClassificationHead`` (classification and entailment): dropout, then Linear(C, num_labels).
-- ``SimilarityHead``: the two orderings' states (a; b) and (b; a) **added** element-wise, then dropout and
-  Linear(C, num_labels); the sum makes the prediction symmetric in a and b.
-- ``MultipleChoiceHead``: dropout (one mask per example, shared by its choices, as the original), then Linear(C, 1)
-  per choice: (B, K) logits for a softmax over the choices, with padded (masked) choices at -inf. ``linear``
-  matches HF DoubleHeads' ``multiple_choice_head.summary``.
-
-num_labels == 1 makes classification and similarity heads regressors (one score per example).
-
-Shapes: B examples, K choices, C = n_embd.
+"""Task heads of the paper's fine-tuning (section 3.3), in pure torch: each reads the decoder's final hidden state at
+the ``[extract]`` token of each input sequence; num_labels == 1 makes a regressor. ``MultipleChoiceHead.linear``
+matches HF DoubleHeads' ``multiple_choice_head.summary``. Shapes: B examples, K choices, C = n_embd.
 """
 
 from __future__ import annotations

@@ -1,26 +1,18 @@
 """The LM loss over the tied head in chunks of rows: (tokens x vocab) logits of more than ``CHUNK_BYTES`` never exist
 whole, in the forward pass or the backward.
 
-``chunked_lm_loss`` is a weighted sum of next-token losses, ``sum_m weights[m] * -log softmax(hidden[rows[m]] @
-table.T)[targets[m]]``, over the first ``vocab_size`` rows of the table (a padded vocabulary's rows are never
-scored). For each chunk of rows of hidden (``chunk_rows``: all of them where their logits fit ``CHUNK_BYTES``) it
-computes the chunk's logits (r, V), their log-sum-exp in fp32 and, with autograd, the loss's gradient wrt those
-logits, ``G = s * softmax - (the weights at the targets)`` with ``s`` a row's summed weights, and from it at once the
-hidden chunk's gradient ``G @ table`` and the table's share ``G.T @ hidden``: the unchunked loss's three products
-(logits, input gradient, weight gradient), nothing recomputed. The backward pass only scales them by the loss's
-gradient. ``chunked_logprobs`` is the same chunking without autograd: each target's log-probability (zero-shot scoring).
+For each chunk of rows of hidden, ``chunked_lm_loss`` computes the chunk's logits (r, V), their log-sum-exp in fp32
+and the loss's gradient wrt those logits, ``G = s * softmax - (the weights at the targets)`` (``s``: a row's summed
+weights), and from it at once the hidden chunk's gradient ``G @ table`` and the table's share ``G.T @ hidden``: the
+unchunked loss's three products, nothing recomputed; the backward pass only scales them. ``chunked_logprobs`` is the
+same chunking without autograd (zero-shot scoring).
 
-What changes against the whole logits (``lm_loss=whole``: ``gpt1.training.module.next_token_loss``): the order of
-the sums. The table's gradient is summed chunk by chunk (under bf16 autocast each chunk's share is rounded to bf16
-before the fp32 sum, where the whole product is rounded once), the log-sum-exp is max + log(sum(exp(logits - max)))
-and a mean over tokens is a sum of losses weighted 1/n: equal within fp32 rounding, not bit for bit
-(docs/faithfulness.md).
-
-The products are the tied head's (``TiedHead.products``, a ``HeadProducts``): torch's, under autocast in its dtype
-(the logits then upcast to fp32, as the unchunked loss's ``.float()``); on the CPU, ``gpt1.cpu.layers`` swaps them
-with the head for the kernels ``gpt1.cpu.kernels`` chose for the head's kind of product. The gradients reach the
-table that was passed in (the embedding's parameter, or the table that ``embd_dropout=table`` dropped), so DDP's
-hooks and FSDP's reduce-scatter see them as they see the unchunked head's.
+Against the whole logits (``lm_loss=whole``: ``gpt1.training.module.next_token_loss``) only the order of the sums
+changes (the table's gradient summed chunk by chunk, under bf16 autocast each chunk's share rounded to bf16 first;
+max + log(sum(exp(logits - max))); a mean as a sum weighted 1/n): equal within fp32 rounding, not bit for bit
+(docs/faithfulness.md). The products are the tied head's (``TiedHead.products``; on the CPU ``gpt1.cpu.layers``
+swaps them for the chosen kernels). The gradients reach the table that was passed in, so DDP's hooks and FSDP's
+reduce-scatter see them as they see the unchunked head's.
 
 Shapes: U rows of hidden states, M scored entries (targets), C = n_embd, V = vocab_size, V' >= V the table's rows.
 """
@@ -69,7 +61,7 @@ def chunk_rows(rows: int, vocab_size: int, dtype: torch.dtype = torch.float32) -
 class HeadProducts:
     """The tied head's three products, in torch's ops: logits h (r, C) @ W (V, C).T, the hidden states' gradient
     G (r, V) @ W and the table's, grad_w (V, C) += G.T @ h (in place where the dtypes agree: no (V, C) temporary per
-    chunk). ``gpt1.cpu.layers.CpuHeadProducts`` runs them on the CPU's chosen kernels."""
+    chunk)."""
 
     def logits(self, h: torch.Tensor, W: torch.Tensor) -> torch.Tensor:
         return F.linear(h, W)
@@ -118,11 +110,6 @@ def _chunks(
     return chunks
 
 
-def _row_weights(U: int, weights: torch.Tensor, rows: torch.Tensor | None) -> torch.Tensor:
-    """s (U,): each row's summed entry weights, the weight of its log-sum-exp."""
-    return weights if rows is None else weights.new_zeros(U).index_add_(0, rows, weights)
-
-
 def _chunk(
     logits: torch.Tensor, local: torch.Tensor, t: torch.Tensor, w: torch.Tensor, s: torch.Tensor, grad: bool
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -156,7 +143,8 @@ def _chunked(
     a chunk of rows at a time."""
     dtype = _compute_dtype(hidden)
     W = table[:vocab_size].to(dtype)  # (V, C): a view where no cast is needed
-    s = _row_weights(hidden.size(0), weights, rows)  # (U,)
+    # s (U,): each row's summed entry weights, the weight of its log-sum-exp
+    s = weights if rows is None else weights.new_zeros(hidden.size(0)).index_add_(0, rows, weights)
     grad_h = torch.empty_like(hidden) if grads[0] else None
     grad_w = torch.zeros_like(table, dtype=torch.promote_types(table.dtype, torch.float32)) if grads[1] else None
     loss = weights.new_zeros(())
@@ -174,8 +162,7 @@ def _chunked(
 
 
 class _ChunkedLMLoss(torch.autograd.Function):
-    """``chunked_lm_loss`` with autograd: the gradients wrt hidden and table computed in the forward pass, chunk by
-    chunk, and scaled by the loss's gradient in the backward pass."""
+    """``chunked_lm_loss`` with autograd: the gradients computed in the forward pass, scaled in the backward."""
 
     @staticmethod
     def forward(ctx, hidden, table, vocab_size, targets, weights, rows, products):
@@ -204,12 +191,9 @@ def chunked_lm_loss(
     products: HeadProducts = TORCH_PRODUCTS,
 ) -> torch.Tensor:
     """sum_m weights[m] * -log softmax(hidden[rows[m]] @ table[:vocab_size].T)[targets[m]], an fp32 scalar, a chunk
-    of rows of hidden at a time (``chunk_rows``).
-
-    hidden (U, C); table (V', C), V' >= vocab_size; targets (M,) ids (any value where the weight is 0, e.g.
-    IGNORE_INDEX); weights (M,); rows (M,) the row of hidden of each entry (None: M = U, entry m is row m);
-    products: the head's (``TiedHead.products``). With autograd, the gradients flow to hidden and table (those that
-    require them)."""
+    of rows of hidden at a time (``chunk_rows``). hidden (U, C); table (V', C); targets (M,) ids (any value where the
+    weight is 0, e.g. IGNORE_INDEX); weights (M,); rows (M,) the row of hidden of each entry (None: M = U, entry m is
+    row m); products: the head's (``TiedHead.products``)."""
     targets = targets.clamp(min=0)  # an ignored target (weight 0) reads any id
     weights = weights.to(torch.promote_types(hidden.dtype, torch.float32))  # fp32 (fp64 for fp64 states)
     if torch.is_grad_enabled() and (hidden.requires_grad or table.requires_grad):

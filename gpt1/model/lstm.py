@@ -73,30 +73,16 @@ class LSTM(nn.Module):
         return self.out_drop(self.proj(out)), state  # (B, T, C)
 
     def lm_table(self) -> torch.Tensor:
-        """The tied LM head's weight (V, C): the token embedding."""
         return self.tokens_embed.weight
 
     def lm_logits(self, hidden: torch.Tensor) -> torch.Tensor:
-        """Tied LM head: hidden (..., C) -> logits (..., V)."""
         return self.lm_head(hidden, self.lm_table())
 
-    def generate(
-        self,
-        idx: torch.Tensor,
-        max_new_tokens: int,
-        temperature: float = 1.0,
-        top_k: int | None = None,
-        use_cache: bool = True,
-        generator: torch.Generator | None = None,
-    ) -> torch.Tensor:
-        """Continue idx (B, T) by max_new_tokens sampled tokens; temperature 0 decodes greedily (the loop of
-        ``GPT.generate``: ``gpt1.model.generation.generate``)."""
-        return generate(self, idx, max_new_tokens, temperature, top_k, use_cache, generator)
+    generate = generate  # the loop of GPT.generate, reading through ``reader``
 
     def reader(self, idx: torch.Tensor, use_cache: bool) -> Callable[[torch.Tensor], torch.Tensor]:
-        """How ``generate`` reads the sequence so far (B, T) -> hidden states (``gpt1.model.generation.Decoder``):
-        with use_cache the LSTM's state carries the past, so each call reads only the tokens not read yet (the
-        newest); without, the whole sequence again (the same tokens)."""
+        """How ``generate`` reads the sequence so far (``generation.Decoder``): with use_cache the LSTM's state
+        carries the past, so each call reads only the tokens not read yet; without, the whole sequence again."""
         if not use_cache:
             return lambda idx: self._run(idx)[0]
         state, read = None, 0  # the LSTM's (h, c) after the first `read` tokens
@@ -118,7 +104,6 @@ class LSTM(nn.Module):
         self.tokens_embed = grown(self.tokens_embed, old, vocab_size, self.config.init_std)
 
     def num_params(self) -> int:
-        """Number of parameters."""
         return sum(p.numel() for p in self.parameters())
 
     def flops_per_token(self, seq_len: int | None = None) -> int:

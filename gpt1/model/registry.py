@@ -1,10 +1,7 @@
 """The model types: a checkpoint's ``model_type`` -> the module, its config and what fine-tuning may do with it. A new
-model type is its own file in this folder (a module that is a ``LanguageModel``), one entry here and one YAML file per
-size in conf/model/ (``defaults: [/<type>_model_schema@_here_]``): checkpoints save and load it, ``gpt1 pretrain
-model=NAME`` trains it (under an experiment that sets none of GPT-1's keys, as ``~experiment``: the quickstart's sets
-its depth and dropouts), ``gpt1 finetune model=NAME`` builds it from a checkpoint's token embeddings (as the LSTM
-baseline), the training stack trains it and, on the CPU, gpt1's layers replace its own (``gpt1.cpu.layers``).
-"""
+model type is its own file in this folder (a ``LanguageModel``), one entry here and one YAML file per size in
+conf/model/ (``defaults: [/<type>_model_schema@_here_]``); pre-train it under an experiment that sets none of GPT-1's
+keys (``~experiment``: the quickstart's sets its depth and dropouts)."""
 
 from __future__ import annotations
 
@@ -39,7 +36,6 @@ class LanguageModel(Protocol):
     sequence length, C = n_embd, V = vocab_size."""
 
     config: ModelConfig
-    """Its config, kept as built (``resize_token_embeddings`` replaces it)."""
     tokens_embed: nn.Embedding
     """The token table (V, C): fine-tuning grows it and transfers it to other model types."""
     lm_head: nn.Module
@@ -53,9 +49,7 @@ class LanguageModel(Protocol):
         """The LM head's weight (V', C), V' >= V: the chunked LM loss multiplies hidden states by it."""
         ...
 
-    def lm_logits(self, hidden: torch.Tensor) -> torch.Tensor:
-        """Hidden states (..., C) -> logits (..., V)."""
-        ...
+    def lm_logits(self, hidden: torch.Tensor) -> torch.Tensor: ...
 
     def reader(self, idx: torch.Tensor, use_cache: bool) -> Callable[[torch.Tensor], torch.Tensor]:
         """How ``gpt1.model.generation.generate`` reads the sequence so far (``generation.Decoder``)."""

@@ -1,6 +1,5 @@
-"""What a run prints is what a user needs, the same whatever else is installed: a progress bar that counts to the
-run's budget (``StepProgress``), lines above it (``print_above_bar``) or from rank 0 alone (``say``),
-and ``quiet_library_noise``, the one place that silences library output that says nothing to a user."""
+"""What a run prints is what a user needs: a progress bar that counts to the run's budget (``StepProgress``), lines
+above it or from rank 0 alone, and ``quiet_library_noise``, the one place that silences library output."""
 
 from __future__ import annotations
 
@@ -21,10 +20,9 @@ from gpt1.core.progress import bar, write
 
 
 class StepProgress(ProgressBar):
-    """Training progress in updates against the run's budget (trainer.max_steps, else the updates of max_epochs),
-    with or without rich: on a terminal a tqdm bar (and one per validation, erased when done); in a log file (stderr
-    not a terminal, where a bar would show nothing or a wall of redraws) a line at every tenth of the budget, and at
-    least every ``every_s`` seconds: ``step 120/300 (40%), 0:00:42 elapsed, 0:01:03 left, loss 5.012``."""
+    """Training progress in updates against the run's budget: on a terminal a tqdm bar (and one per validation,
+    erased when done); in a log file, where a bar would be a wall of redraws, a line at every tenth of the budget and
+    at least every ``every_s`` seconds: ``step 120/300 (40%), 0:00:42 elapsed, 0:01:03 left, loss 5.012``."""
 
     def __init__(self, every_s: float = 30.0) -> None:
         super().__init__()
@@ -48,7 +46,7 @@ class StepProgress(ProgressBar):
         return sys.stderr.isatty()
 
     def budget(self, trainer: L.Trainer) -> Optional[int]:
-        """The updates the run will make: trainer.max_steps, else those of max_epochs (None: unbounded)."""
+        """trainer.max_steps, else the updates of max_epochs (None: unbounded)."""
         total = trainer.max_steps if trainer.max_steps > 0 else trainer.estimated_stepping_batches
         return int(total) if math.isfinite(total) else None
 
@@ -100,15 +98,6 @@ class StepProgress(ProgressBar):
             total = int(total) if math.isfinite(total) else None
             self.eval_bar = bar(desc=desc, unit="batch", total=total, leave=False, terminal=True)
 
-    def _eval_step(self) -> None:
-        if self.eval_bar is not None:
-            self.eval_bar.update(1)
-
-    def _eval_end(self) -> None:
-        if self.eval_bar is not None:
-            self.eval_bar.close()
-            self.eval_bar = None
-
     def on_validation_batch_start(self, trainer: L.Trainer, *args: Any, **kwargs: Any) -> None:
         self._eval_start(trainer, "validate", self.total_val_batches)
 
@@ -119,12 +108,15 @@ class StepProgress(ProgressBar):
         self._eval_start(trainer, "predict", sum(trainer.num_predict_batches))
 
     def on_validation_batch_end(self, *args: Any, **kwargs: Any) -> None:
-        self._eval_step()
+        if self.eval_bar is not None:
+            self.eval_bar.update(1)
 
     on_test_batch_end = on_predict_batch_end = on_validation_batch_end
 
     def on_validation_end(self, *args: Any) -> None:
-        self._eval_end()
+        if self.eval_bar is not None:
+            self.eval_bar.close()
+            self.eval_bar = None
 
     on_test_end = on_predict_end = on_sanity_check_end = on_validation_end
 
@@ -195,8 +187,7 @@ def quiet_library_noise() -> None:
 
 
 def device_words(trainer: L.Trainer) -> str:
-    """Where the run computes, for the command's model line (in place of Lightning's device lines): "on cpu",
-    "on 8 cuda devices" (over every node)."""
+    """Where the run computes, for the command's model line: "on cpu", "on 8 cuda devices" (over every node)."""
     kind = type(trainer.accelerator).__name__.removesuffix("Accelerator").lower()  # cpu, cuda, mps, xla
     count = trainer.num_devices * trainer.num_nodes
     return f"on {kind}" if count == 1 else f"on {count} {kind} devices"
@@ -209,8 +200,7 @@ def say(trainer: L.Trainer, message: str) -> None:
 
 
 def print_above_bar(trainer: L.Trainer, text: str) -> None:
-    """Print a line without breaking the progress bar: through the bar's ``print`` (above it), or plainly when there
-    is no bar."""
+    """Print a line above the progress bar, or plainly when there is none."""
     bar = trainer.progress_bar_callback
     if bar is not None:
         bar.print(text)

@@ -100,8 +100,7 @@ def _values(row: dict[str, str]) -> tuple:
 
 
 class ResumableCSVLogger(CSVLogger):
-    """``<run dir>/csv/metrics.csv`` that a resumed run continues: every step of the run once, in the order logged
-    (Lightning's CSVLogger deletes the file it finds)."""
+    """A CSV log that a resumed run continues (Lightning's CSVLogger deletes the file it finds)."""
 
     @property
     @rank_zero_experiment
@@ -114,8 +113,7 @@ class ResumableCSVLogger(CSVLogger):
 
 
 class ForgetLogsOfAFreshStart(Callback):
-    """A run that starts from step 0 (no checkpoint to resume from) in a directory with an earlier CSV log starts it
-    over, as it starts its weights over."""
+    """A run that starts from step 0 starts an earlier CSV log over, as it starts its weights over."""
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if trainer.global_step == 0:

@@ -1,6 +1,5 @@
-"""The Hydra job this process runs, if any: the option chosen for a config group (``trainer=ddp``: "ddp"), which the
-messages of a refused config name, and the keys its sweep sweeps. Light: importing it imports Hydra's runtime config
-and override parser only."""
+"""The Hydra job this process runs, if any: the option chosen for a config group, which the messages of a refused
+config name, and the keys its sweep sweeps."""
 
 from __future__ import annotations
 

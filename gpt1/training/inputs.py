@@ -1,8 +1,6 @@
-"""Every file a training run reads, with a hash of its content, for its provenance.json (``gpt1.core.provenance``):
-the checkpoints it starts and resumes from, its tokenizer, its task's or corpus's data; a corpus of more than
-``HASHED`` bytes by its files' sizes and modification times and the key of its prepared cache instead (hashing
-gigabytes would take minutes: the cache's key changes whenever those do). With the working directory and the
-command the record holds, a run can be made again from its provenance alone."""
+"""Every file a training run reads, with a hash of its content, for its provenance.json (``gpt1.core.provenance``);
+a corpus of more than ``HASHED`` bytes by its files' sizes and modification times and the key of its prepared cache
+instead (hashing gigabytes would take minutes: the cache's key changes whenever those do)."""
 
 from __future__ import annotations
 
@@ -23,8 +21,7 @@ HASHED = 256 * 2**20
 
 
 def run_inputs(cfg: DictConfig, data: DataModule, resume: Optional[str]) -> dict[str, Any]:
-    """What the run of ``cfg`` (a ``PretrainConfig`` or ``FinetuneConfig``) on ``data`` (prepared) reads: name ->
-    ``described`` files; ``resume``: the checkpoint it resumes from, if any."""
+    """What the run of ``cfg`` on ``data`` (prepared) reads, resumed from ``resume``: name -> ``described`` files."""
     found: dict[str, Any] = {}
     for key in ("init_from", "tokenizer_from"):
         value = None if OmegaConf.is_missing(cfg, key) else cfg.get(key)
@@ -50,8 +47,7 @@ def run_inputs(cfg: DictConfig, data: DataModule, resume: Optional[str]) -> dict
 
 
 def corpus(cfg: Any, data: PretrainDataModule) -> dict[str, Any]:
-    """The corpus's files (each hashed if they are ``HASHED`` bytes at most in all) or its hub dataset, and the
-    files of its prepared cache (split -> its packed stream, named by the cache's key)."""
+    """The corpus's files or its hub dataset, and the files of its prepared cache (named by the cache's key)."""
     files = [p for key in ("train_files", "valid_files") if cfg.get(key) for p in resolve_files(_globs(cfg[key]), key)]
     hashed = sum(p.stat().st_size for p in files) <= HASHED
     found: dict[str, Any] = {"files": [described(p) if hashed else _stat(p) for p in files]}

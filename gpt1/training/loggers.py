@@ -62,9 +62,8 @@ WANDB_MODES = {"online": "online", "offline": "offline", "disabled": "disabled",
 
 
 def wandb_settings(cfg: WandbConfig, output_dir: Path) -> dict[str, Any]:
-    """The W&B run's project, entity, mode and directory: each the config's (logger.wandb.*, the command line's)
-    where set, else W&B's own variable (WANDB_PROJECT, WANDB_ENTITY, WANDB_MODE, WANDB_DIR), else gpt1's default
-    (project gpt1, your default entity, online, the run directory)."""
+    """The W&B run's project, entity, mode and directory: each the config's where set, else W&B's own variable, else
+    gpt1's default."""
     mode = os.environ.get("WANDB_MODE") if cfg.mode is None else WandbMode(cfg.mode).value
     if mode is not None and mode.lower() not in WANDB_MODES:
         raise ConfigError(f"WANDB_MODE={mode!r} is not a W&B mode: set it to online, offline or disabled")
@@ -77,9 +76,8 @@ def wandb_settings(cfg: WandbConfig, output_dir: Path) -> dict[str, Any]:
 
 
 def start_wandb(loggers: Sequence[Logger]) -> None:
-    """Start the W&B run now (on rank 0; W&B's logger starts it lazily), so that a failure to start, such as no API key
-    or no network, ends the command in one line before anything has run, saying what to add to it; an offline run
-    says where it is and the ``wandb sync`` command that sends it."""
+    """Start the W&B run now (W&B's logger starts it lazily), so that a failure to start, such as no API key or no
+    network, ends the command in one line before anything has run; an offline run says how to sync it."""
     for logger in loggers:
         if isinstance(logger, WandbLogger):
             import wandb
@@ -99,8 +97,8 @@ def start_wandb(loggers: Sequence[Logger]) -> None:
 
 
 def wandb_run_id(output_dir: Path) -> Optional[str]:
-    """The W&B run id of the run directory (``wandb/run-id``): made by its first start, reused by every resumed
-    attempt, so that W&B continues the same run. None on ranks other than 0 (which log nothing)."""
+    """The W&B run id of the run directory (``wandb/run-id``), made once so that every resumed attempt continues the
+    same W&B run. None on ranks other than 0 (which log nothing)."""
     if rank_zero_only.rank != 0:
         return None
     path = output_dir / "wandb" / "run-id"
@@ -152,8 +150,7 @@ def _finish_wandb(exit_code: int) -> None:
 def log_summary(
     loggers: Sequence[Logger], metrics: dict[str, Any], table: Optional[tuple[str, list[str], list[list[Any]]]] = None
 ) -> None:
-    """Give the W&B run the job's final metrics (those of metrics.json) as its summary, and a table (key, columns,
-    rows) such as ``sample_predictions`` returns. Call on global rank zero."""
+    """Give the W&B run the job's final metrics as its summary, and a table (key, columns, rows). On rank zero."""
     for logger in loggers:
         if isinstance(logger, WandbLogger):
             if table is not None:

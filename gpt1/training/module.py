@@ -1,8 +1,5 @@
-"""The one training stack of gpt1: a decoder with separate heads, its losses, optimizer and logging.
-
-``GPT1Module`` pre-trains with the tied LM head only. ``TaskModule`` (fine-tuning, ``gpt1.training.task_module``) is
-the same module plus a task head: it adds a head and data, not a second stack.
-"""
+"""The one training stack of gpt1: a decoder with separate heads, its losses, optimizer and logging. ``GPT1Module``
+pre-trains with the tied LM head only; ``TaskModule`` (``gpt1.training.task_module``) adds a task head and data."""
 
 from __future__ import annotations
 
@@ -23,7 +20,7 @@ from gpt1.checkpoints.format import metadata
 from gpt1.core.compat import attached_trainer
 from gpt1.core.errors import EXIT_USER_ERROR, UserError
 from gpt1.cpu.layers import use_cpu_layers
-from gpt1.model.lm_loss import IGNORE_INDEX, LMLoss, chunked_lm_loss  # IGNORE_INDEX: targets not scored
+from gpt1.model.lm_loss import IGNORE_INDEX, LMLoss, chunked_lm_loss
 from gpt1.tasks.batches import real_tokens
 from gpt1.tasks.spec import TaskConfig
 from gpt1.text.tokenizer import Tokenizer
@@ -60,9 +57,7 @@ def next_token_loss(
     model: nn.Module, input_ids: torch.Tensor, targets: torch.Tensor, lm_loss: LMLoss = LMLoss.chunked
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Mean cross-entropy of the model's next-token logits for ids (B, T) against targets (B, T), IGNORE_INDEX where
-    not scored, and the number of scored positions. The data shifts the targets, so the logits are never copied.
-    lm_loss: chunked (``gpt1.model.lm_loss.chunked_lm_loss``: no (B T, V) logits) or whole (all the logits, then
-    torch's cross-entropy)."""
+    not scored, and the number of scored positions. The data shifts the targets, so the logits are never copied."""
     hidden = model(input_ids)  # (B, T, C)
     scored = (targets != IGNORE_INDEX).sum()
     if LMLoss(lm_loss) == LMLoss.chunked:
@@ -78,9 +73,8 @@ def next_token_loss(
 
 
 class GPT1Module(L.LightningModule):
-    """A decoder (``model``: GPT-1, the LSTM baseline or another of ``gpt1.model.registry.MODEL_TYPES``), task heads
-    (``heads``) and the tokenizer that checkpoints carry; ``lm_loss`` says how the LM loss over the tied head is
-    computed (``next_token_loss``)."""
+    """A decoder (``model``, of ``gpt1.model.registry.MODEL_TYPES``), task heads (``heads``) and the tokenizer that
+    checkpoints carry."""
 
     def __init__(
         self, model: nn.Module, tokenizer: Tokenizer, optim: OptimConfig, lm_loss: LMLoss = LMLoss.chunked
@@ -95,7 +89,7 @@ class GPT1Module(L.LightningModule):
         self.heads = nn.ModuleDict()
         self.tokenizer = tokenizer
         self.optim = optim
-        self.lm_loss_kind = LMLoss(lm_loss)  # how the LM loss over the tied head is computed (chunked or whole)
+        self.lm_loss_kind = LMLoss(lm_loss)
         self.task: TaskConfig | None = None  # the fine-tuning task, which checkpoints carry
         self.val_nll = MeanMetric()
         self.test_nll = MeanMetric()
@@ -110,31 +104,26 @@ class GPT1Module(L.LightningModule):
         self._skip_update = False
 
     def configure_model(self) -> None:
-        """On the CPU: gpt1's CPU layers in place of the model's and the heads' own (``gpt1.cpu.layers``; the same
-        function, faster). Then what the run's strategy does to the model (``TrainingStrategy.configure_model``:
-        trainer=fsdp shards it)."""
+        """On the CPU, gpt1's CPU layers (``gpt1.cpu.layers``); then what the run's strategy does to the model."""
         if self.trainer.strategy.root_device.type == "cpu":
             use_cpu_layers(self.model, self.heads)
         strategy_of(self.trainer).configure_model(self)
 
     def lm_loss(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
-        """Mean next-token cross-entropy over every scored position, and the number of scored positions."""
         return self.next_token_loss(batch["input_ids"], batch["targets"])
 
     def next_token_loss(self, input_ids: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """``next_token_loss`` of this module's model, which ``compile=true`` compiles as one graph
-        (``gpt1.training.trainer.compile_model``)."""
+        """``next_token_loss`` of this module's model: ``compile=true`` compiles it as one graph."""
         return next_token_loss(self.model, input_ids, targets, self.lm_loss_kind)
 
     def on_before_batch_transfer(self, batch: dict[str, Any], dataloader_idx: int) -> dict[str, Any]:
-        """Count the batch's tokens, padding excluded, while it is still on the CPU (no wait for the device):
-        ``batch["tokens"]``, the tokens the logged throughput (train/device/items_per_sec) and MFU count."""
+        """``batch["tokens"]``: its tokens, padding excluded, for the throughput and MFU; counted while the batch is
+        still on the CPU (no wait for the device)."""
         batch["tokens"] = real_tokens(batch)
         return batch
 
     def count_flops(self, batch: dict[str, Any]) -> None:
-        """Set ``flops_per_batch`` (read by Lightning's ThroughputMonitor for MFU): the batch's real tokens at the
-        model's training FLOPs per token for its sequence length."""
+        """Set ``flops_per_batch`` (Lightning's ThroughputMonitor's MFU): the batch's tokens x FLOPs per token."""
         T = batch["input_ids"].size(-1)
         if self._flops_per_token[0] != T:  # flops_per_token walks the parameters: recount only when T changes
             self._flops_per_token = (T, self.model.flops_per_token(T))
@@ -252,8 +241,7 @@ class GPT1Module(L.LightningModule):
         gradient_clip_val: float | None = None,
         gradient_clip_algorithm: str | None = None,
     ) -> None:
-        """Clip as the run's strategy does (``TrainingStrategy.clip_gradients``: as Lightning, but under bf16-mixed
-        and Lightning's FSDP, where Lightning refuses to)."""
+        """Clip as the run's strategy does (``TrainingStrategy.clip_gradients``)."""
         strategy_of(self.trainer).clip_gradients(self, optimizer, gradient_clip_val, gradient_clip_algorithm)
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:

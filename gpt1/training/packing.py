@@ -1,9 +1,7 @@
-"""A task batch through the decoder and its head (``task_logits``), its sequences packed into rows.
-
-All the sequences of an example (two orderings, K choices) go through the decoder in one forward pass, flattened to
-(B * S, T), or packed into rows without padding (``pack_sequences``), or for multiple choice one row per example with
-the context its choices share decoded once (``pack_choices``): exactly the same states as decoding every sequence on
-its own. The heads are ``gpt1.model.heads``'.
+"""A task batch through the decoder and its head (``task_logits``): all the sequences of an example (two orderings,
+K choices) in one forward pass, flattened to (B * S, T), or packed into rows without padding (``pack_sequences``), or
+for multiple choice one row per example with the context its choices share decoded once (``pack_choices``): exactly
+the same states as decoding every sequence on its own.
 
 Shapes: B examples, S sequences per example (1, 2 or K), T tokens, C = n_embd.
 """
@@ -122,8 +120,7 @@ def task_logits(
 
     batch: ``input_ids`` (B, T) or (B, S, T), ``extract`` (B,) or (B, S), and ``choice_mask`` (B, K) where some
     sequences are padding (multiple choice: it goes to the head too). pack: "none" (every sequence padded to T),
-    "sequences" (``pack_sequences``: no padding) or "context" (``pack_choices``: the context that an example's
-    sequences share, once); the same states each way.
+    "sequences" (``pack_sequences``) or "context" (``pack_choices``).
     """
     ids, extract = batch["input_ids"], batch["extract"]
     choice_mask = batch.get("choice_mask")

@@ -50,42 +50,26 @@ def final_validation(trainer: L.Trainer, module: GPT1Module, data: L.LightningDa
     return {k: float(v) for k, v in logged if k.startswith(module.val_keys)}
 
 
-def score(
+def task_scores(
     trainer: L.Trainer, module: TaskModule, data: TaskDataModule, validation: dict[str, Any] | None = None
-) -> dict[str, float]:
-    """The task's metrics (and loss) on every validation split, and on every test split that has labels:
-    {"val/accuracy": ..., "val_mismatched/accuracy": ..., "test/accuracy": ..., ...}. The validation's are
-    ``validation`` when given (fine-tuning's model selection), else those of the validation that ended training, if
-    one did (the last epoch's), else of a new one."""
+) -> dict[str, Any]:
+    """What a task command's metrics.json holds of the scores: the task's metrics (and loss) on every validation
+    split and every labelled test split ({"val/accuracy": ..., "test/accuracy": ...}; the validation's are
+    ``validation`` when given, fine-tuning's model selection, else ``final_validation``'s),
+    ``single_class_prediction`` and the ``examples`` and ``truncated`` of every split."""
     results = dict(validation) if validation is not None else final_validation(trainer, module, data)
     if any(module.prefixes["test"]):
         for out in trainer.test(module, datamodule=data, verbose=False):
             results.update(out)
-    return {k: float(v) for k, v in sorted(results.items())}
-
-
-def task_scores(
-    trainer: L.Trainer, module: TaskModule, data: TaskDataModule, validation: dict[str, Any] | None = None
-) -> dict[str, Any]:
-    """What a task command's metrics.json holds of the scores (``score``'s): the metrics of every split,
-    ``single_class_prediction`` (every example of the main validation split predicted as one class), and the
-    ``examples`` and ``truncated`` of every split."""
-    scores: dict[str, Any] = score(trainer, module, data, validation)
-    scores["single_class_prediction"] = single_class(scores)
+    scores: dict[str, Any] = {k: float(v) for k, v in sorted(results.items())}
+    flags = {k: scores.pop(k) for k in [k for k in scores if k.endswith(f"/{SINGLE_CLASS}")]}  # per split
+    scores["single_class_prediction"] = flags.get(f"val/{SINGLE_CLASS}") == 1.0  # the main validation split's
     scores["examples"] = {split: s["examples"] for split, s in data.stats.items()}
     scores["truncated"] = {split: s["truncated"] for split, s in data.stats.items()}
     return scores
 
 
-def single_class(scores: dict[str, float]) -> bool:
-    """Take the per-split ``<prefix>/single_class_prediction`` flags out of ``scores`` (``score``'s); whether every
-    example of the main validation split was predicted as one class (metrics.json's ``single_class_prediction``)."""
-    flags = {k: scores.pop(k) for k in [k for k in scores if k.endswith(f"/{SINGLE_CLASS}")]}
-    return flags.get(f"val/{SINGLE_CLASS}") == 1.0
-
-
 SINGLE_CLASS_NOTE = "; every example was predicted as one class: the score is that class's share, not a skill"
-"""What the printed score line adds when the predictions were all one class (``single_class_prediction``)."""
 
 
 def baseline_metrics(data: TaskDataModule) -> dict[str, float]:
@@ -102,8 +86,7 @@ def baseline_metrics(data: TaskDataModule) -> dict[str, float]:
         if METRICS[name].constant is not None:
             metrics[f"baseline/{name}"] = METRICS[name].constant
             continue
-        # every rank holds all the labels: no gather (under NCCL, after trainer=ddp on GPUs, one of these CPU tensors
-        # fails)
+        # every rank holds all the labels: no gather (under NCCL one of these CPU tensors fails)
         metric = build_metric(name, task.regression, task.kind.choices, task.num_labels, sync_on_compute=False)
         metric.update(constant.expand_as(labels), labels)
         metrics[f"baseline/{name}"] = float(metric.compute())

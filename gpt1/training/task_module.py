@@ -26,15 +26,12 @@ metrics.json's ``single_class_prediction`` is the main validation split's, as a 
 
 class TaskModule(GPT1Module):
     """Fine-tuning: the decoder, a task head (``heads[<task type>]``), the task loss + ``aux_lm_weight`` x LM loss,
-    and the task's metrics per evaluation split, logged per epoch as ``<prefix>/<metric>`` (e.g. ``val/accuracy``,
-    ``val_mismatched/accuracy``, ``test/f1``).
+    and the task's metrics per evaluation split, logged per epoch as ``<prefix>/<metric>`` (e.g. ``val/accuracy``).
 
     task: the task spec with ``num_labels`` resolved (checkpoints carry it). val_prefixes / test_prefixes: the
-    metric prefix of each validation / test dataloader, in order (None: a validation split without labels).
-    A decoder that reads packed rows (its model type's ``packs``: GPT-1's) trains on them (``task_logits``'s pack: no
-    padding, the same states), and evaluates multiple choice with the context an example's choices share decoded
-    once. share_context: in training too, the context's dropout masks then the same for every choice (false: each
-    choice with its own, as the original).
+    metric prefix of each validation / test dataloader, in order (None: a split without labels). share_context:
+    train with the context of an example's choices decoded once, its dropout masks then the same for every choice
+    (false: each choice with its own, as the original).
     """
 
     def __init__(
@@ -83,7 +80,6 @@ class TaskModule(GPT1Module):
         return self.heads[self.head_name]
 
     def forward(self, batch: dict[str, torch.Tensor]) -> TaskOutput:
-        """Logits ((B, num_labels), or (B, K) for multiple choice) and the decoder's states (``TaskOutput``)."""
         # packed rows give the same states: training drops the padding, evaluation (no dropout) also decodes a shared
         # context once; in training only with share_context, which shares its dropout masks across the choices
         pack = self.kind.pack(self.training, self.share_context) if self.packs else "none"
@@ -94,8 +90,6 @@ class TaskModule(GPT1Module):
         return self.kind.predict(logits, self.regression)
 
     def task_loss(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        """The task type's loss: mean cross-entropy over the examples (over classes or choices); MSE for
-        regression."""
         return self.kind.loss(logits, labels, self.regression)
 
     def sequence_lm_loss(self, hidden: torch.Tensor, index: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
@@ -172,6 +166,5 @@ class TaskModule(GPT1Module):
     def predict_step(
         self, batch: dict[str, torch.Tensor], batch_idx: int, dataloader_idx: int = 0
     ) -> dict[str, torch.Tensor]:
-        """The row index (B,) and prediction (B,) of each example."""
         logits = self(batch).logits
         return {"index": batch["index"], "prediction": self.predictions(logits)}

@@ -25,14 +25,9 @@ from gpt1.training.strategies.registry import ATTRIBUTE, strategy_for
 def build_trainer(
     cfg: DictConfig, output_dir: Path, loggers: list[Logger] | None = None, callbacks: list[Callback] | None = None
 ) -> L.Trainer:
-    """A Lightning Trainer as ``cfg`` (a ``TrainerConfig`` node) says, under ``output_dir``, atomic checkpoints; its
-    strategy built by the one that ``trainer.strategy`` chooses (``gpt1.training.strategies``), which the Trainer keeps
-    for the module and the callbacks to ask (``strategy_of``).
-
-    An integer ``val_check_interval`` counts training batches across epochs (``check_val_every_n_epoch`` None), so
-    an epoch shorter than the interval (a small corpus) is no error. No model summary (the command prints its model
-    in one line); the progress bar counts updates to the run's budget (``StepProgress``).
-    """
+    """A Lightning Trainer as ``cfg`` (a ``TrainerConfig`` node) says, under ``output_dir``; it keeps its strategy
+    for the module and the callbacks to ask (``strategy_of``). An integer ``val_check_interval`` counts training
+    batches across epochs, so an epoch shorter than the interval (a small corpus) is no error."""
     quiet_library_noise()
     if torch.cuda.is_available():
         torch.set_float32_matmul_precision("high")  # TF32 matmuls for fp32 runs on Ampere and later
@@ -45,7 +40,7 @@ def build_trainer(
         args["check_val_every_n_epoch"] = None
     callbacks = list(callbacks or [])
     if args.get("enable_progress_bar", True) and not any(isinstance(c, ProgressBar) for c in callbacks):
-        callbacks.append(StepProgress())  # counts updates to the budget, on a terminal and in a log file
+        callbacks.append(StepProgress())
     trainer = L.Trainer(
         **args,
         default_root_dir=output_dir,
@@ -59,8 +54,8 @@ def build_trainer(
 
 
 def resolve_precision(precision: str, accelerator: str) -> str:
-    """trainer.precision as Lightning takes it: "auto" is bf16 autocast where the device multiplies bf16 natively
-    (a CUDA GPU with bf16; a CPU with AVX512-BF16 or AMX), else fp32."""
+    """trainer.precision as Lightning takes it: "auto" is bf16 autocast where the device multiplies bf16 natively,
+    else fp32."""
     if precision != "auto":
         return precision
     if accelerator in ("gpu", "cuda") or (accelerator == "auto" and torch.cuda.is_available()):
@@ -76,10 +71,8 @@ DURATION = re.compile(r"\d+:\d{1,2}:\d{1,2}:\d{1,2}")  # DD:HH:MM:SS, as Lightni
 
 
 def check_accelerator(cfg: DictConfig) -> None:
-    """Refuse, in one line and before any data work, a trainer config that Lightning would refuse (an unknown
-    strategy or precision, a malformed duration), that its strategy refuses (``TrainingStrategy.check``: DeepSpeed
-    without DeepSpeed, ...) or that this machine cannot run: GPUs it does not have (before Lightning does, at
-    length)."""
+    """Refuse, in one line and before any data work, a trainer config that Lightning would refuse (at length), that
+    its strategy refuses (``TrainingStrategy.check``) or that this machine cannot run (GPUs it does not have)."""
     strategy = strategy_for(cfg.strategy)
     if str(cfg.precision) not in PRECISIONS:
         raise ConfigError(f"trainer.precision={cfg.precision}: choose one of {', '.join(PRECISIONS)}")
@@ -121,10 +114,9 @@ def check_accelerator(cfg: DictConfig) -> None:
 
 
 def compile_model(module: L.LightningModule, enabled: bool) -> None:
-    """``compile=true``: compile ``module.model`` in place (``nn.Module.compile``), so that its ``state_dict``, and so
-    the checkpoints, keep plain parameter names (no ``_orig_mod.``) that every gpt1 command loads; and the module's
-    ``next_token_loss`` as one graph with it. Left eager, the tied head's (B T, V) logits and their fp32
-    cross-entropy took a third of a compiled GPT-1 step on an H100 (experiments/results/benchmarks.md)."""
+    """``compile=true``: compile ``module.model`` in place, so that the checkpoints keep plain parameter names (no
+    ``_orig_mod.``); and the module's ``next_token_loss`` as one graph with it: left eager, the tied head's (B T, V)
+    logits and their fp32 cross-entropy took a third of a compiled GPT-1 step on an H100."""
     if enabled:
         module.model.compile()
         module.next_token_loss = torch.compile(module.next_token_loss)

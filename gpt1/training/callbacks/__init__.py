@@ -1,10 +1,5 @@
-"""The callbacks of a gpt1 run, one per module, all built by ``build_callbacks``: periodic checkpoints
-(``periodic_checkpoint``, written atomically by ``atomic_io``'s plugin), a checkpoint on SIGTERM, Ctrl-C or a SLURM
-job's time-limit warning (``safe_stop``), text samples (``sample_text``), the metrics of a short run
-(``short_runs``), a warning where the epochs give too few updates (``few_updates``), the weights of the best
-validation and their selection after training (``best_weights``), the run's CPU kernels (``run_kernels``), a resumed
-epoch continued in another number of passes per update (``continue_epoch``), how the run ran (``provenance``), the
-training metrics in every checkpoint (``trained_metrics``); and the CSV log's start over (``gpt1.training.csv_log``)."""
+"""The callbacks of a gpt1 run, one per module, all built by ``build_callbacks`` (and the CSV log's start over,
+``gpt1.training.csv_log``)."""
 
 from __future__ import annotations
 
@@ -34,10 +29,9 @@ def build_callbacks(
     select_by: Optional[str] = None,
     prefixes: tuple[str, ...] = ("val/",),
 ) -> list[Callback]:
-    """The callbacks ``cfg`` asks for; checkpoints go to ``output_dir/checkpoints``. ``select_by`` (fine-tuning's
-    model_selection=best: its task's main validation metric, e.g. val/accuracy) adds ``BestWeights``, which writes
-    the best validation's weights to checkpoints/best.ckpt and keeps its metrics (the keys starting with one of
-    ``prefixes``)."""
+    """The callbacks ``cfg`` asks for; checkpoints go to ``output_dir/checkpoints``. ``select_by`` (model_selection=
+    best: the task's main validation metric) adds ``BestWeights``, keeping the metrics whose keys start with one of
+    ``prefixes``."""
     keep = cfg.checkpoint.keep_last
     callbacks: list[Callback] = [
         PeriodicCheckpoint(

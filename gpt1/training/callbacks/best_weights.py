@@ -1,7 +1,5 @@
 """Model selection by validation (model_selection=best), as the original fine-tuning code (train.py keeps
-``best_params`` by validation accuracy and predicts the test set from them): ``BestWeights`` writes the weights that
-score best on the task's main metric as the validations come; ``select_weights`` loads them back after training for
-the test metrics, the predictions and the fine-tuned checkpoint."""
+``best_params`` by validation accuracy and predicts the test set from them)."""
 
 from __future__ import annotations
 
@@ -18,11 +16,11 @@ from gpt1.core.errors import CheckpointError
 
 
 class BestWeights(Callback):
-    """After each validation of ``fit`` (not the sanity check), write the weights to ``path`` (weights only, with the
-    model, tokenizer and task, loadable by every command) when ``monitor`` (e.g. ``val/accuracy``; higher is
-    better) beats every earlier validation's, strictly, as the original's ``score > best_score``. Keeps the best
-    value, its step and its validation metrics (keys starting with one of ``prefixes``); a resumed run keeps them,
-    and where its weights are (``source``: ``path``, or the interrupted run's when it resumed in another directory)."""
+    """After each validation of ``fit`` (not the sanity check), write the weights to ``path`` (loadable by every
+    command) when ``monitor`` (higher is better) beats every earlier validation's, strictly, as the original's
+    ``score > best_score``. Keeps the best value, its step, its validation metrics (keys starting with one of
+    ``prefixes``) and where its weights are (``source``: the interrupted run's when it resumed in another
+    directory)."""
 
     def __init__(self, path: Path, monitor: str, prefixes: tuple[str, ...]) -> None:
         self.path, self.monitor, self.prefixes = Path(path), monitor, prefixes
@@ -61,10 +59,9 @@ class BestWeights(Callback):
 
 
 def select_weights(trainer: L.Trainer, best: Optional[BestWeights], last: dict[str, float]) -> dict[str, Any]:
-    """The weights training ends with: with ``best`` (model_selection=best) those of the best validation, the last
-    weights' validation ``last`` included (offered to ``best`` if no validation of fit scored them), loaded into the
-    trainer's module; else the last ones. Returns their validation metrics (``val/...``), the last weights' as
-    ``val_last/...``, and ``selected_step``."""
+    """The weights training ends with, loaded into the trainer's module: with ``best`` those of the best validation,
+    the last weights' (``last``) a candidate too; else the last ones. Returns their validation metrics, the last
+    weights' as ``val_last/...``, and ``selected_step``."""
     step = trainer.global_step
     selected = {
         "val_last/" + k.split("/", 1)[1] if k.startswith("val/") else k.replace("/", "_last/", 1): v

@@ -10,11 +10,9 @@ from gpt1.core.errors import CheckpointError
 
 
 class ContinueEpoch(Callback):
-    """A run resumed with another number of forward passes per update than its checkpoint's run took
-    (``micro_batch_size`` over another number of processes) counts the epoch's batches that Lightning restored in
-    this run's passes, so that the epoch goes on at the same example and each update gathers the same batches. Nothing
-    else needs doing on another number of processes: the training order is one of global batches
-    (``gpt1.data.base.DataModule``)."""
+    """A run resumed with another number of forward passes per update than its checkpoint's run took counts the
+    epoch's batches that Lightning restored in this run's passes, so that the epoch goes on at the same example (the
+    training order is one of global batches: ``gpt1.data.base.DataModule``)."""
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         then, now = getattr(trainer.datamodule, "resumed_passes", None), trainer.accumulate_grad_batches

@@ -16,9 +16,8 @@ epochs of batches of 32, the last partial batch dropped). A run whose epochs giv
 
 
 class FewUpdates(Callback):
-    """At the start of a run whose budget is epochs (trainer.max_steps unset) and whose epochs come to fewer than
-    ``FEWEST_UPDATES`` updates, one line on rank 0 naming the updates, and the trainer.max_epochs to add to the
-    command for at least that many (a resumed run has said it at its start)."""
+    """At the start of a run whose budget is epochs and whose epochs come to fewer than ``FEWEST_UPDATES`` updates,
+    one line naming them and the trainer.max_epochs that gives enough (a resumed run has said it at its start)."""
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         updates, epochs = trainer.estimated_stepping_batches, trainer.max_epochs

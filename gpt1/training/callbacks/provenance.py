@@ -16,10 +16,9 @@ from gpt1.cpu import kernels
 
 
 class RecordRun(Callback):
-    """At training's start (a resumed attempt's too), on global rank 0: this attempt's processes, nodes, devices,
-    accelerator, precision, strategy, passes per update, the step it starts at and the kernels (``run_record``) into
-    its record in ``<run dir>/provenance.json``; and the whole attempt into W&B's config (``provenance``). After
-    ``RunKernels``, which fixes a resumed run's CPU kernels."""
+    """At training's start (a resumed attempt's too), on rank 0: ``run_record`` into the attempt's record in
+    ``<run dir>/provenance.json``, and the whole attempt into W&B's config. After ``RunKernels``, which fixes a
+    resumed run's CPU kernels."""
 
     def __init__(self, output_dir: str | os.PathLike) -> None:
         self.output_dir = Path(output_dir)
@@ -34,9 +33,8 @@ class RecordRun(Callback):
 
 
 def run_record(trainer: L.Trainer) -> dict[str, Any]:
-    """How ``trainer`` runs: processes (all of them), nodes, devices (a node's), accelerator, precision, strategy,
-    passes per update, the step it starts at, and the kernels: the CPU matmuls (``gpt1.cpu.kernels.CPU_MATMULS``),
-    float32 matmul precision and, on CUDA, the attention (SDPA) backends enabled."""
+    """How ``trainer`` runs, and its kernels: the CPU matmuls, float32 matmul precision and, on CUDA, the SDPA
+    backends enabled."""
     used = {
         "cpu_matmuls": dict(kernels.CPU_MATMULS),
         "float32_matmul_precision": torch.get_float32_matmul_precision(),

@@ -21,19 +21,15 @@ RECORD = "cpu-matmuls.json"
 
 
 class RunKernels(Callback):
-    """Fix the kernel of each kind of CPU product (``gpt1.cpu.kernels.CPU_MATMULS``) for the whole run, since a kernel
-    changes the weights' last bits: decided once, when the run starts from step 0, by global rank 0
-    (``gpt1.cpu.settings.configure``'s choice in its process: ``GPT1_CPU_MATMUL``, measured or cached) and sent to every
-    rank; saved in every checkpoint and in ``<run dir>/cpu-matmuls.json``; and a resumed run (resume=auto or a path, a
-    requeued SLURM job) takes its checkpoint's, whatever this process's cache, load, thread count or ``GPT1_CPU_MATMUL``
-    say. One line says which were used, where they came from, and whether the model runs on gpt1's CPU layers
-    (``gpt1.cpu.layers``), the ones that use them."""
+    """Fix the kernel of each kind of CPU product for the whole run, since a kernel changes the weights' last bits:
+    rank 0's choice when the run starts from step 0, sent to every rank, saved in every checkpoint and in
+    ``RECORD``; a resumed run takes its checkpoint's, whatever this process would choose. One line says which were
+    used, where they came from, and whether the model runs on gpt1's CPU layers, the ones that use them."""
 
     def __init__(self, output_dir: Path) -> None:
         self.record = Path(output_dir) / RECORD
         self.loaded: Optional[dict[str, str]] = None
-        """The kernels of the checkpoint the run resumes from (None: it starts from step 0, or the checkpoint is older
-        than this record)."""
+        """The kernels of the checkpoint the run resumes from (None: none, or an older gpt1's checkpoint)."""
 
     def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
         if stage == "fit":  # rank 0's choice on every rank (a rank measures its own machine, at its own load)

@@ -25,29 +25,22 @@ from gpt1.training.console import say
 
 
 class SafeStop(Callback):
-    """SIGTERM (pre-emption, ``scancel``, ``kill``) or a first Ctrl-C (SIGINT) during training: finish the current
-    update, save ``last.ckpt`` (atomically), and exit with status 128 + the signal's number (143 for SIGTERM, 130 for
-    SIGINT), so that ``resume=auto`` (or ``resume=<last.ckpt>``) continues exactly where it stopped. A second Ctrl-C
-    stops at once without saving (last.ckpt stays the last one saved). Under DDP a signal to any rank stops every rank
+    """SIGTERM (pre-emption, ``scancel``, ``kill``) or a first Ctrl-C during training: finish the current update,
+    save ``last.ckpt``, and exit with status 128 + the signal's number, so that ``resume=auto`` continues exactly
+    where it stopped. A second Ctrl-C stops at once without saving. Under DDP a signal to any rank stops every rank
     after the same update.
 
     The stop is taken at the end of a batch's callbacks, where periodic checkpoints are saved: the saved state is the
-    one a periodic checkpoint of that step would hold, and resumes the same way (a validation due at that very step
-    is skipped on resume, as after a periodic checkpoint). With gradient accumulation it waits for the update; a
-    validation under way finishes first.
+    one a periodic checkpoint of that step would hold, and resumes the same way. With gradient accumulation it waits
+    for the update; a validation under way finishes first.
 
-    After the last update the signal stops the command too, at the end of training or at the next batch of the
-    evaluation that follows it (the final validation, the test splits, the predictions; under DDP the next batch that
-    every rank has, or the evaluation's end), or before metrics.json is
-    written (``check``): ``last.ckpt`` holds the trained weights, the rest of the evaluation is skipped, and
-    ``resume=auto`` does it. The handlers stay until the run's results are written or an exception ends it
-    (``release``, which ``gpt1.training.run.TrainingRun`` calls as its ``with`` block ends), and are then those from
-    before the run. A SIGTERM before training starts ends the run with 143 too, saving nothing.
+    After the last update the signal stops the command too, at the end of training, at the next batch of the
+    evaluation that follows it, or before metrics.json is written (``check``): ``last.ckpt`` holds the trained
+    weights, and ``resume=auto`` does the rest. The handlers stay until the run's results are written or an exception
+    ends it (``release``), and are then those from before the run.
 
-    In a SLURM job submitted by submitit (hydra/launcher=submitit_slurm), SLURM's warning before the time limit
-    (USR2, ``signal_delay_s`` before it) stops training the same way (exit status 140), and then, as the process
-    exits, submitit's own handler of the signal requeues the job: the requeued job, with ``resume=auto``, goes on
-    from the update the warning came at.
+    In a SLURM job submitted by submitit, SLURM's warning before the time limit (USR2) stops training the same way,
+    and then, as the process exits, submitit's own handler of the signal requeues the job.
     """
 
     SIGNALS = (signal.SIGTERM, signal.SIGINT)
@@ -82,8 +75,8 @@ class SafeStop(Callback):
                 signal.signal(signum, self._handle)
 
     def _handle(self, signum: int, frame: Optional[FrameType]) -> None:
-        """Note the signal: training stops after the current update (no printing here: a handler may interrupt a
-        print, and the stream would refuse the reentrant call)."""
+        """Note the signal (no printing here: a handler may interrupt a print, which the stream would refuse to
+        reenter)."""
         if self.received is None:
             self.received = signum
         elif signum == signal.SIGINT:
@@ -97,7 +90,7 @@ class SafeStop(Callback):
             signal.signal(signum, self._before[signum])
 
     def _signalled(self, trainer: L.Trainer) -> bool:
-        """Whether a signal asks this run to stop: this rank's, or under DDP any rank's (every rank asks alike)."""
+        """Whether a signal asks this run to stop: this rank's, or under DDP any rank's."""
         stop = self.received is not None
         if trainer.world_size > 1:
             stop = trainer.strategy.reduce_boolean_decision(stop, all=False)
@@ -200,8 +193,7 @@ class SafeStop(Callback):
             say(trainer, f"stopped by SIGTERM outside training, saving nothing; {self._resume_hint()}")
 
     def _stopped(self, trainer: L.Trainer, code: Any) -> None:
-        """After a stop by signal: the handlers back, the stop's line, and for submitit's signal the requeue at
-        exit."""
+        """The handlers back, the stop's line, and for submitit's signal the requeue at exit."""
         requeue = {s: self._before[s] for s in self._taken if s not in self.SIGNALS}  # submitit's handler
         self.release()
         name = signal.Signals(self.stopped).name

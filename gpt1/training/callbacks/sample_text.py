@@ -16,10 +16,8 @@ from gpt1.training.strategies.registry import strategy_of
 
 
 class SampleText(Callback):
-    """Every ``every_n_steps`` updates and at the end of training, continue a prompt and log the text.
-
-    Sampling uses its own seeded generator, so it never perturbs the training RNG stream.
-    """
+    """Every ``every_n_steps`` updates and at the end of training, continue a prompt and log the text; with a seeded
+    generator of its own, so that it never perturbs the training RNG stream."""
 
     def __init__(self, cfg: SamplesConfig) -> None:
         self.cfg = cfg

@@ -9,9 +9,8 @@ from lightning.pytorch.callbacks import Callback
 
 
 class LogShortRuns(Callback):
-    """Log the training metrics at least once in a run of fewer updates than ``trainer.log_every_n_steps`` (a short
-    fine-tune): the interval becomes the run's length, so that its last update is logged (Lightning logs every
-    n-th update only). Longer runs keep their interval."""
+    """In a run of fewer updates than ``trainer.log_every_n_steps`` (a short fine-tune), the interval becomes the
+    run's length, so that its last update is logged (Lightning logs every n-th update only)."""
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         updates = trainer.estimated_stepping_batches

@@ -11,13 +11,11 @@ from lightning.pytorch.callbacks import Callback
 class TrainedMetrics(Callback):
     """Every checkpoint holds the training metrics (train/...) of the update it is saved at, and a resumed run gets
     them back (``restored``): an attempt resumed at a run's last step trains nothing, yet writes the uninterrupted
-    run's train/loss and train/ppl to metrics.json (a stop after the last update skipped its evaluation, or its
-    metrics.json was lost: ``gpt1.training.run``)."""
+    run's train/loss and train/ppl to metrics.json."""
 
     def __init__(self) -> None:
         self.trainer: Optional[L.Trainer] = None
         self.restored: dict[str, float] = {}
-        """The training metrics of the checkpoint this run resumed from (none for a fresh start)."""
 
     def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
         self.trainer = trainer

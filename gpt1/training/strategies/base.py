@@ -1,6 +1,5 @@
 """``TrainingStrategy``, what a training strategy is to gpt1: the Lightning strategy that ``trainer.strategy`` builds
-and the rules that go with it, each asked by the one place that needs it (the Trainer, the module, resume, the
-callbacks). Every method's default is Lightning's own behaviour."""
+and the rules that go with it. Every method's default is Lightning's own behaviour."""
 
 from __future__ import annotations
 
@@ -19,9 +18,8 @@ from gpt1.core.errors import ConfigError
 
 
 class TrainingStrategy:
-    """A strategy as Lightning runs it by name, gpt1 adding nothing (also what runs a name Lightning knows and no
-    module of this package claims: xla, ...). A strategy's module subclasses it, overrides what differs and holds
-    one instance as ``STRATEGY`` (``gpt1.training.strategies.registry``)."""
+    """A strategy as Lightning runs it by name (also a name Lightning knows and no module claims: xla, ...). A
+    strategy's module subclasses it, overrides what differs and holds one instance as ``STRATEGY``."""
 
     names: tuple[str, ...] = ()
     """The values of ``trainer.strategy`` that choose it."""
@@ -52,8 +50,8 @@ class TrainingStrategy:
         return entry["strategy"](**{**entry["init_params"], **options})
 
     def configure_model(self, module: L.LightningModule) -> None:
-        """Prepare ``module`` (a ``GPT1Module``, on its device) for the strategy, in its ``configure_model``, which
-        Lightning calls once per fit, validate and test: nothing to do."""
+        """Prepare ``module`` (a ``GPT1Module``, on its device) in its ``configure_model``, once per fit, validate and
+        test."""
 
     def clip_gradients(
         self,
@@ -73,14 +71,12 @@ class TrainingStrategy:
             module.clip_gradients(optimizer, value, algorithm)
 
     def full_model(self, model: nn.Module) -> nn.Module | None:
-        """The decoder ``model`` with all its weights on global rank 0, for what reads them outside a forward
-        (``GPT.generate``'s decoding) or runs on rank 0 alone; None where a rank gets none. Every rank calls it (a
-        gather is a collective). Here: the model itself, on every rank."""
+        """The decoder ``model`` with all its weights on global rank 0, for what reads them outside a forward (text
+        samples); None where a rank gets none. Every rank calls it (a gather is a collective)."""
         return model
 
     def holds_training_state(self, checkpoint: dict[str, Any], path: Path) -> bool:
-        """Whether this strategy resumes from the checkpoint ``path`` (read as ``checkpoint``): Lightning's loops and
-        the optimizer's state, here in the file."""
+        """Whether this strategy resumes from the checkpoint ``path`` (read as ``checkpoint``)."""
         return "loops" in checkpoint and "optimizer_states" in checkpoint
 
 

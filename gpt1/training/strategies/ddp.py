@@ -1,6 +1,5 @@
-"""``trainer=ddp``: Lightning's DDP (``ddp`` and its variants, ``ddp_spawn``, ``ddp_find_unused_parameters_true``,
-...), on GPUs (NCCL) and CPUs (gloo) alike: every process a whole model, the gradients all-reduced, so each rank
-clips the same full gradients; rank 0 writes the checkpoint, one file, as one device's."""
+"""``trainer=ddp``: Lightning's DDP (``ddp`` and its variants), on GPUs (NCCL) and CPUs (gloo) alike, as Lightning
+runs it."""
 
 from __future__ import annotations
 

@@ -1,13 +1,10 @@
-"""``trainer=deepspeed``: Lightning's DeepSpeed ZeRO (every ``deepspeed*`` name Lightning knows; the YAML's
-``deepspeed_stage_2``), on CUDA GPUs only, with consolidated checkpoints, as FSDP2's
-(``gpt1.training.strategies.fsdp2``): each checkpoint is one file in gpt1's format that every gpt1 command loads.
+"""``trainer=deepspeed``: Lightning's DeepSpeed ZeRO (every ``deepspeed*`` name), on CUDA GPUs only, with
+consolidated checkpoints: each one file in gpt1's format that every gpt1 command loads.
 
-DeepSpeed saves a checkpoint as a directory of shards, every rank its own (the fp32 master weights and the optimizer's
-moments are partitioned). ``DeepSpeedConsolidated`` has the engine write them to ``<checkpoint>.deepspeed/``, then
-rank 0 gathers the fp32 weights from them (DeepSpeed's ``zero_to_fp32``) into the checkpoint's own path, one file
-with the training state Lightning keeps (step, loops, callbacks, schedulers, gpt1's metadata and RNG states). The
-optimizer's moments stay in the shards: a DeepSpeed run resumes from the shards beside the file. DeepSpeed itself is
-imported only where it runs (``pip install "gpt1[deepspeed]"``).
+DeepSpeed saves a checkpoint as a directory of shards, every rank its own. ``DeepSpeedConsolidated`` has the engine
+write them to ``<checkpoint>.deepspeed/``, then rank 0 gathers the fp32 weights from them (``zero_to_fp32``) into the
+checkpoint's own path with the training state Lightning keeps; the optimizer's moments stay in the shards, from which
+a DeepSpeed run resumes. DeepSpeed itself is imported only where it runs.
 """
 
 from __future__ import annotations

@@ -1,18 +1,13 @@
 """``trainer=fsdp``: Fully Sharded Data Parallel through FSDP2 (``torch.distributed.fsdp.fully_shard``), on GPUs
-(NCCL) and CPUs (gloo) alike.
-
-Lightning's ``FSDPStrategy`` (FSDP1, ``gpt1.training.strategies.fsdp1``) refuses CPUs; its ``ModelParallelStrategy``
-runs FSDP2 on a device mesh of the device's type, so sharded training runs, and is tested, on CPU processes.
-``FSDP2Strategy`` is that strategy with every process data-parallel (no tensor parallelism) and consolidated
-checkpoints: one file in gpt1's format, as DDP's, that every gpt1 command loads. ``FSDP2.configure_model`` shards the
-module: each transformer block a unit, then the decoder's root (embeddings, so the tied LM head with them: one
-parameter, sharded once), then each task head.
+(NCCL) and CPUs (gloo) alike: Lightning's FSDP1 refuses CPUs, its ``ModelParallelStrategy`` runs FSDP2 on a device
+mesh of the device's type. ``FSDP2Strategy`` is that strategy with every process data-parallel and consolidated
+checkpoints (one file in gpt1's format, as DDP's).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import lightning as L
 from lightning.pytorch.strategies import ModelParallelStrategy
@@ -23,17 +18,13 @@ from gpt1.core.compat import set_data_parallel_size
 from gpt1.core.errors import ConfigError
 from gpt1.training.strategies.base import TrainingStrategy
 
-if TYPE_CHECKING:
-    from torch.distributed.device_mesh import DeviceMesh
-
 PRECISIONS = ("auto", "32-true", "32", "bf16-mixed", "bf16", "bf16-true", "16-true")
 """The trainer.precision values Lightning's ModelParallelStrategy takes."""
 
 
 class FSDP2Strategy(ModelParallelStrategy):
-    """FSDP2 over every process (devices x nodes), saving one consolidated checkpoint (rank 0 writes the full weights
-    and optimizer states, as DDP's ``last.ckpt``) and loading one into the sharded module, a resumed run's or the
-    best weights that fine-tuning's model selection reloads."""
+    """FSDP2 over every process, saving one consolidated checkpoint (rank 0 writes it) and loading one into the
+    sharded module."""
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(tensor_parallel_size=1, save_distributed_checkpoint=False, **kwargs)
@@ -72,48 +63,38 @@ class FSDP2(TrainingStrategy):
         return FSDP2Strategy(**options)
 
     def configure_model(self, module: L.LightningModule) -> None:
-        """Shard ``module`` over the data-parallel dimension of the mesh that ``FSDP2Strategy`` gave it."""
-        shard_module(module, module.device_mesh["data_parallel"])
+        """Shard ``module`` over the data-parallel dimension of its mesh: each block of its decoder (``model.h``), then
+        the decoder's root (embeddings, so the tied LM head with them: one parameter, sharded once), then each head.
+        Idempotent: Lightning calls ``configure_model`` once per fit, validate and test."""
+        from torch.distributed.fsdp import FSDPModule, fully_shard
+
+        if isinstance(module.model, FSDPModule):
+            return
+        mesh = module.device_mesh["data_parallel"]
+        for block in getattr(module.model, "h", ()):
+            fully_shard(block, mesh=mesh)
+        fully_shard(module.model, mesh=mesh)
+        for head in module.heads.values():
+            fully_shard(head, mesh=mesh)
 
     def full_model(self, model: nn.Module) -> nn.Module | None:
-        return full_copy(model)
+        """An unsharded copy, on rank 0's device and on gpt1's CPU layers where model is."""
+        import torch
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 
+        from gpt1.checkpoints.format import empty_model
+        from gpt1.cpu.layers import on_cpu_layers, use_cpu_layers
+        from gpt1.model.registry import MODEL_TYPES, model_type
 
-def shard_module(module: nn.Module, mesh: DeviceMesh) -> None:
-    """Shard ``module`` (a ``GPT1Module``) over ``mesh`` with FSDP2: each block of its decoder (``model.h``, a
-    GPT's), then the decoder (the rest of its parameters: embeddings, which the LM head reads), then each head.
-    Idempotent: Lightning calls ``configure_model`` once per fit, validate and test."""
-    from torch.distributed.fsdp import FSDPModule, fully_shard
-
-    if isinstance(module.model, FSDPModule):
-        return
-    for block in getattr(module.model, "h", ()):
-        fully_shard(block, mesh=mesh)
-    fully_shard(module.model, mesh=mesh)
-    for head in module.heads.values():
-        fully_shard(head, mesh=mesh)
-
-
-def full_copy(model: nn.Module) -> nn.Module | None:
-    """An unsharded copy of the sharded decoder ``model`` (a ``gpt1.model.registry.MODEL_TYPES`` model), on rank 0's
-    device and on gpt1's CPU layers where model is (``gpt1.cpu.layers``); None on the other ranks. Gathering the
-    weights is a collective: every rank calls it."""
-    import torch
-    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
-
-    from gpt1.checkpoints.format import empty_model
-    from gpt1.cpu.layers import on_cpu_layers, use_cpu_layers
-    from gpt1.model.registry import MODEL_TYPES, model_type
-
-    device = next(model.parameters()).device
-    state = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
-    if torch.distributed.get_rank() != 0:
-        return None
-    copy = empty_model(MODEL_TYPES[model_type(model)].model, model.config)  # not fully_shard's FSDP<class>
-    copy.load_state_dict(state, assign=True)
-    if on_cpu_layers(model):
-        use_cpu_layers(copy)
-    return copy.to(device)
+        device = next(model.parameters()).device
+        state = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+        if torch.distributed.get_rank() != 0:
+            return None
+        copy = empty_model(MODEL_TYPES[model_type(model)].model, model.config)  # not fully_shard's FSDP<class>
+        copy.load_state_dict(state, assign=True)
+        if on_cpu_layers(model):
+            use_cpu_layers(copy)
+        return copy.to(device)
 
 
 STRATEGY = FSDP2()

@@ -1,6 +1,5 @@
 """The strategies by the ``trainer.strategy`` values that choose them: every module of this package but ``base`` and
-this one holds one, as ``STRATEGY``, and is found here by being there. A new strategy is its module and its
-conf/trainer/ YAML."""
+this one holds one, as ``STRATEGY``, and is found by being there."""
 
 from __future__ import annotations
 
