@@ -140,12 +140,14 @@ class CpuHeadProducts(HeadProducts):
     def input_grad(self, G: torch.Tensor, W: torch.Tensor) -> torch.Tensor:
         return linear_input_grad(G, W, self._kernel(G, W, "input_grad"))
 
+    def weight_grad(self, G: torch.Tensor, h: torch.Tensor, W: torch.Tensor) -> torch.Tensor:
+        return linear_weight_grad(G, h, W, self._kernel(G, W, "weight_grad"))
+
     def add_weight_grad(self, grad_w: torch.Tensor, G: torch.Tensor, h: torch.Tensor, W: torch.Tensor) -> None:
-        kernel = self._kernel(G, W, "weight_grad")
-        if kernel == "torch":
+        if self._kernel(G, W, "weight_grad") == "torch":
             super().add_weight_grad(grad_w, G, h, W)
         else:
-            grad_w += linear_weight_grad(G, h, W, kernel)
+            grad_w += self.weight_grad(G, h, W)
 
 
 class CpuTiedHead(TiedHead):

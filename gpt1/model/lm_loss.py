@@ -60,8 +60,8 @@ def chunk_rows(rows: int, vocab_size: int, dtype: torch.dtype = torch.float32) -
 
 class HeadProducts:
     """The tied head's three products, in torch's ops: logits h (r, C) @ W (V, C).T, the hidden states' gradient
-    G (r, V) @ W and the table's, grad_w (V, C) += G.T @ h (in place where the dtypes agree: no (V, C) temporary per
-    chunk)."""
+    G (r, V) @ W and the table's, G.T @ h (V, C), or added to grad_w (in place where the dtypes agree: no (V, C)
+    temporary per chunk)."""
 
     def logits(self, h: torch.Tensor, W: torch.Tensor) -> torch.Tensor:
         return F.linear(h, W)
@@ -69,11 +69,14 @@ class HeadProducts:
     def input_grad(self, G: torch.Tensor, W: torch.Tensor) -> torch.Tensor:
         return G @ W
 
+    def weight_grad(self, G: torch.Tensor, h: torch.Tensor, W: torch.Tensor) -> torch.Tensor:
+        return G.t() @ h
+
     def add_weight_grad(self, grad_w: torch.Tensor, G: torch.Tensor, h: torch.Tensor, W: torch.Tensor) -> None:
         if G.dtype == grad_w.dtype:
             grad_w.addmm_(G.t(), h)
         else:
-            grad_w += G.t() @ h
+            grad_w += self.weight_grad(G, h, W)
 
 
 TORCH_PRODUCTS = HeadProducts()
@@ -146,9 +149,12 @@ def _chunked(
     # s (U,): each row's summed entry weights, the weight of its log-sum-exp
     s = weights if rows is None else weights.new_zeros(hidden.size(0)).index_add_(0, rows, weights)
     grad_h = torch.empty_like(hidden) if grads[0] else None
-    grad_w = torch.zeros_like(table, dtype=torch.promote_types(table.dtype, torch.float32)) if grads[1] else None
-    loss = weights.new_zeros(())
     size = chunk_rows(hidden.size(0), vocab_size, dtype)
+    acc = torch.promote_types(table.dtype, torch.float32)  # the table's gradient's dtype
+    # one chunk: its share of the table's gradient is the whole, cast once (no zeroed (V', C) sum to add it to)
+    one = size >= hidden.size(0)
+    grad_w = torch.zeros_like(table, dtype=acc) if grads[1] and not one else None
+    loss = weights.new_zeros(())
     for start, h, local, t, w in _chunks(hidden, targets, weights, rows, size):
         h = h.to(dtype)
         chunk_loss, G = _chunk(products.logits(h, W), local, t, w, s[start : start + h.size(0)], any(grads))
@@ -157,6 +163,10 @@ def _chunked(
             grad_h[start : start + h.size(0)] = products.input_grad(G, W)
         if grad_w is not None:
             products.add_weight_grad(grad_w[:vocab_size], G, h, W)
+        elif grads[1]:
+            grad_w = products.weight_grad(G, h, W).to(acc)
+            pad = table.size(0) - vocab_size
+            grad_w = F.pad(grad_w, (0, 0, 0, pad)) if pad else grad_w
         del G  # before the next chunk's logits: one chunk's (r, V) tensors at a time (``CHUNK_BYTES``)
     return loss, grad_h, grad_w
 
