@@ -26,7 +26,7 @@ from gpt1.core.quoting import Quoting
 from gpt1.data.read_errors import json_error, utf8_error
 
 TXT_COLUMN = "text"
-"""The column a .txt file's text lands in (unless ``load_files(txt_column=...)`` says otherwise)."""
+"""The column a .txt file's text lands in."""
 
 
 class Format:
@@ -234,11 +234,6 @@ def file_format(path: str | os.PathLike) -> Format:
     if suffix not in FORMATS:
         raise ValueError(f"{path}: unsupported file type {suffix!r}; supported: {', '.join(FORMATS)}")
     return FORMATS[suffix]
-
-
-def file_columns(path: str | os.PathLike, quoting: str = "minimal") -> list[str]:
-    """Column names of a data file, from its header only (the first record for JSON); [TXT_COLUMN] for .txt."""
-    return file_format(path).columns(Path(path), quoting)
 
 
 def row_location(where: str, row: int, quoting: str = "minimal") -> str:

@@ -78,10 +78,6 @@ class EncodedSplit:
     def dropped(self) -> int:
         return self.rows - len(self.index)
 
-    def choice_counts(self) -> np.ndarray:
-        """(N,) choices per row (multiple choice)."""
-        return np.diff(self.choice_offsets)
-
     @classmethod
     def encode(cls, ex: Examples, tokenizer: Tokenizer) -> EncodedSplit:
         choices = offsets = None
