@@ -197,8 +197,8 @@ class Source:
 
     hint: str = ""
 
-    def key(self, columns: Optional[Sequence[str]] = None) -> str:
-        """Changes whenever its rows (in ``columns``) may, without reading them."""
+    def key(self) -> str:
+        """Changes whenever its rows may, without reading them."""
         raise NotImplementedError
 
     def rows(self, columns: Sequence[str]) -> datasets.Dataset:
@@ -226,15 +226,10 @@ class FileSource(Source):
 
     def columns(self, path: Path) -> list[str]:
         """The column names of one of the files, from its header (the first record of a JSON file)."""
-        fmt = checked_format(path)
-        try:
-            return fmt.columns(path, self.quoting)
-        except (ValueError, OSError) as e:  # a first JSON record that does not parse, invalid UTF-8, a damaged table
-            if isinstance(e, OSError) and e.filename:
-                raise
-            raise DataError(read_error([path], e, self.quoting)) from e
+        with self._reading([path]):
+            return checked_format(path).columns(path, self.quoting)
 
-    def key(self, columns: Optional[Sequence[str]] = None) -> str:
+    def key(self) -> str:
         return files_key(self.files, self.quoting)
 
     def rows(self, columns: Sequence[str], files: Optional[Sequence[Path]] = None) -> datasets.Dataset:
@@ -262,7 +257,7 @@ class FileSource(Source):
             if not self.hint:
                 raise
             raise DataError(f"{e}{self.hint}") from e
-        except (datasets.exceptions.DatasetGenerationError, ValueError) as e:  # malformed JSON/CSV, bad UTF-8
+        except (datasets.exceptions.DatasetGenerationError, ValueError) as e:  # malformed JSON/CSV/header, bad UTF-8
             raise DataError(read_error(files, e, self.quoting)) from e
         except OSError as e:  # a damaged table (pyarrow's "Couldn't deserialize thrift"), not a file system's error
             if e.filename:
@@ -303,9 +298,9 @@ class HubSource(Source):
         with _loading(self.where):
             return self.builder.as_dataset(split=self.split)
 
-    def key(self, columns: Optional[Sequence[str]] = None) -> str:
-        """The datasets fingerprint of its rows (in ``columns``)."""
-        return dataset_fingerprint(self.dataset if columns is None else self.rows(columns))
+    def key(self) -> str:
+        """The datasets fingerprint of the split."""
+        return dataset_fingerprint(self.dataset)
 
     def rows(self, columns: Sequence[str]) -> datasets.Dataset:
         self._check(columns, self.dataset.column_names)
