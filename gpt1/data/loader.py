@@ -77,21 +77,7 @@ class DeferredDataLoader(DataLoader):
     """
 
     def __iter__(self) -> Iterator[Any]:
-        return _Deferred(super().__iter__)
-
-
-class _Deferred:
-    def __init__(self, start: Callable[[], Iterator[Any]]) -> None:
-        self._start = start
-        self._iterator: Optional[Iterator[Any]] = None
-
-    def __iter__(self) -> _Deferred:
-        return self
-
-    def __next__(self) -> Any:
-        if self._iterator is None:
-            self._iterator = self._start()
-        return next(self._iterator)
+        yield from super().__iter__()  # (a generator: its body, and so DataLoader's iterator, starts at the first next)
 
 
 class EvalShard(DistributedSampler):
