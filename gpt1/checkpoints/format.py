@@ -167,10 +167,8 @@ def read_checkpoint(path: str | os.PathLike, map_location: str | torch.device = 
     try:
         try:
             return torch.load(path, map_location=map_location, weights_only=True, mmap=mmap)
-        except pickle.UnpicklingError:
-            raise
-        except Exception:
-            if not mmap:
+        except Exception as e:
+            if not mmap or isinstance(e, pickle.UnpicklingError):
                 raise
             return torch.load(path, map_location=map_location, weights_only=True)  # e.g. a pre-zip torch file
     except Exception as e:

@@ -50,6 +50,13 @@ BUFFERS = re.compile(r"h\.\d+\.attn\.bias|position_ids")
 """HF buffers (the 4-D causal mask, the position ids) that older checkpoints saved beside the weights."""
 AFN_TO_ACTIVATION = {"gelu": "gelu_tanh", "gelu_new": "gelu_tanh", "relu": "relu"}  # HF's "gelu" is gelu_new
 ACTIVATION_TO_AFN = {"gelu_tanh": "gelu", "relu": "relu"}
+INTACT = "pass an intact HF model directory"
+"""What to do about a model directory that does not read."""
+HF_FIELDS = {  # GPTConfig's field -> config.json's, in both directions (afn and n_inner apart)
+    "vocab_size": "vocab_size", "n_ctx": "n_positions", "n_embd": "n_embd", "n_layer": "n_layer", "n_head": "n_head",
+    "resid_pdrop": "resid_pdrop", "embd_pdrop": "embd_pdrop", "attn_pdrop": "attn_pdrop",
+    "layer_norm_eps": "layer_norm_epsilon", "init_std": "initializer_range",
+}  # fmt: skip
 HF_SAMPLING: dict[str, Any] = {"do_sample": True, "temperature": 1.0, "top_k": 40}
 """``gpt1 generate``'s sampling defaults (GenerateConfig), as generation_config.json gives them to ``generate``."""
 HF_DEFAULTS: dict[str, Any] = {  # OpenAIGPTConfig's defaults, for config.json files that leave fields out
@@ -68,18 +75,9 @@ def config_from_hf(hf: Mapping[str, Any]) -> GPTConfig:
             f"config.json afn={hf['afn']!r} has no gpt1 equivalent (one of {sorted(AFN_TO_ACTIVATION)})"
         )
     return GPTConfig(
-        vocab_size=hf["vocab_size"],
-        n_ctx=hf["n_positions"],
-        n_layer=hf["n_layer"],
-        n_head=hf["n_head"],
-        n_embd=hf["n_embd"],
+        **{ours: hf[theirs] for ours, theirs in HF_FIELDS.items()},
         n_inner=4 * hf["n_embd"],
-        embd_pdrop=hf["embd_pdrop"],
-        attn_pdrop=hf["attn_pdrop"],
-        resid_pdrop=hf["resid_pdrop"],
-        layer_norm_eps=hf["layer_norm_epsilon"],
         activation=AFN_TO_ACTIVATION[hf["afn"]],
-        init_std=hf["initializer_range"],
     )
 
 
@@ -97,17 +95,8 @@ def config_to_hf(config: GPTConfig) -> dict[str, Any]:
     return {
         "architectures": ["OpenAIGPTLMHeadModel"],
         "model_type": "openai-gpt",
-        "vocab_size": config.vocab_size,
-        "n_positions": config.n_ctx,
-        "n_embd": config.n_embd,
-        "n_layer": config.n_layer,
-        "n_head": config.n_head,
+        **{theirs: getattr(config, ours) for ours, theirs in HF_FIELDS.items()},
         "afn": ACTIVATION_TO_AFN[config.activation],
-        "resid_pdrop": config.resid_pdrop,
-        "embd_pdrop": config.embd_pdrop,
-        "attn_pdrop": config.attn_pdrop,
-        "layer_norm_epsilon": config.layer_norm_eps,
-        "initializer_range": config.init_std,
         "tie_word_embeddings": True,
     }
 
@@ -197,7 +186,7 @@ def _read_hf_weights(src: Path) -> tuple[dict[str, torch.Tensor], Path]:
         except Exception as e:  # safetensors' own error: cut short, or another kind of file
             kind = describe(src / "model.safetensors")
             found = f"is {kind}" if kind != "a safetensors file" else f"cannot be read ({e})"
-            raise CheckpointError(f"{src}/model.safetensors {found}: pass an intact HF model directory") from e
+            raise CheckpointError(f"{src}/model.safetensors {found}: {INTACT}") from e
     if (src / "pytorch_model.bin").is_file():
         return read_checkpoint(src / "pytorch_model.bin"), src / "pytorch_model.bin"  # as data: one line if refused
     raise CheckpointError(
@@ -292,24 +281,19 @@ def import_hf(src: str | os.PathLike, dst: str | os.PathLike, tokenizer: str | o
     try:
         hf_config = json.loads((src / "config.json").read_text())
     except json.JSONDecodeError as e:
-        raise CheckpointError(f"{src}/config.json is not valid JSON ({e}): pass an intact HF model directory") from e
+        raise CheckpointError(f"{src}/config.json is not valid JSON ({e}): {INTACT}") from e
     if not isinstance(hf_config, dict):
-        raise CheckpointError(
-            f"{src}/config.json holds {type(hf_config).__name__}, not an object of the model's "
-            "fields: pass an intact HF model directory"
-        )
+        kind = type(hf_config).__name__
+        raise CheckpointError(f"{src}/config.json holds {kind}, not an object of the model's fields: {INTACT}")
     try:
         config = config_from_hf(hf_config)
     except (TypeError, ValueError, KeyError) as e:  # a field of the wrong type, or out of range
         raise CheckpointError(
-            f"{src}/config.json describes no openai-gpt model ({type(e).__name__}: {e}): pass "
-            "an intact HF model directory"
+            f"{src}/config.json describes no openai-gpt model ({type(e).__name__}: {e}): {INTACT}"
         ) from e
     outside = fields_out_of_bounds(config)
     if outside is not None:
-        raise CheckpointError(
-            f"{src}/config.json describes no openai-gpt model ({outside}): pass an intact HF model directory"
-        )
+        raise CheckpointError(f"{src}/config.json describes no openai-gpt model ({outside}): {INTACT}")
     weights, weights_file = _read_hf_weights(src)
     heads = None
     if is_double_heads(weights):
@@ -325,15 +309,14 @@ def import_hf(src: str | os.PathLike, dst: str | os.PathLike, tokenizer: str | o
     missing, unexpected = sorted(expected - state.keys()), sorted(state.keys() - expected)
     if missing or unexpected:  # e.g. a checkpoint of another architecture, or one with other heads (not imported)
         raise CheckpointError(
-            f"{weights_file} does not hold the openai-gpt model {src}/config.json describes: "
-            f"{len(missing)} weights missing {missing[:5]}, {len(unexpected)} unexpected {unexpected[:5]}: pass an "
-            "intact HF model directory"
+            f"{weights_file} does not hold the openai-gpt model {src}/config.json describes: {len(missing)} weights "
+            f"missing {missing[:5]}, {len(unexpected)} unexpected {unexpected[:5]}: {INTACT}"
         )
     rows = state["tokens_embed.weight"].size(0)
     if rows != config.vocab_size:
         raise CheckpointError(
-            f"{weights_file}: tokens_embed.weight has {rows} rows but config.json vocab_size={config.vocab_size}: pass "
-            "an intact HF model directory"
+            f"{weights_file}: tokens_embed.weight has {rows} rows but config.json vocab_size={config.vocab_size}: "
+            + INTACT
         )
     if tok.vocab_size != config.vocab_size:
         raise CheckpointError(
@@ -343,8 +326,7 @@ def import_hf(src: str | os.PathLike, dst: str | os.PathLike, tokenizer: str | o
     misfit = state_mismatch(state, model.state_dict())
     if misfit:
         raise CheckpointError(
-            f"{weights_file} does not hold the openai-gpt model {src}/config.json describes: {misfit}: pass an intact "
-            "HF model directory"
+            f"{weights_file} does not hold the openai-gpt model {src}/config.json describes: {misfit}: {INTACT}"
         )
     model.load_state_dict(state, assign=True)
     save_checkpoint(dst, model, tok, heads=heads)

@@ -52,11 +52,9 @@ class DataModule(L.LightningDataModule):
     Trainer is known; a seeded training order that a resumed run continues mid-epoch; loaders whose worker seeds never
     draw from the global RNG.
 
-    The training order is one of global batches: update k of an epoch trains on the same examples whatever the number
-    of processes and passes the batch is split into (the samplers give rank r draws r, r + R, ... of the epoch's, and
-    an epoch is whole global batches), so a run may resume on another number of processes, devices or nodes.
-    Subclasses name what fixes their training order in ``ORDER_KEYS`` (key -> how a resume's warning names it) and
-    return those settings from ``order_state``.
+    The training order is one of global batches (``EpochSampler``), so a run may resume on another number of
+    processes, devices or nodes. Subclasses name what fixes their training order in ``ORDER_KEYS`` (key -> how a
+    resume's warning names it) and return those settings from ``order_state``.
     """
 
     ORDER_KEYS: ClassVar[dict[str, str]] = {}

@@ -1,24 +1,14 @@
-"""A table's conversion into datasets' Arrow cache (``convert``), in memory bounded whatever the size of its rows:
-the rows per record batch chosen from the largest row of the source, and large blocks handed back as they are freed.
+"""A table's conversion into datasets' Arrow cache (``convert``), in memory bounded whatever the size of its rows.
 
-datasets' Arrow-based builders hand their writer each table they read, and the writer buffers a one-row table until
-``writer_batch_size`` rows (datasets' 1,000) have come before it writes them: a JSON Lines row longer than the json
-builder's 10 MB read, a parquet file whose first row group holds one row (its batches are then of one row), a .txt
-file read as one document. A corpus of whole books as rows then sits in memory whole until the end of the file. The
-same number is the rows per record batch of every other table it writes (gpt1 reads a table back record batch by
-record batch: ``gpt1.data.corpus.table_pieces``), so it cannot simply be 1: it is as many rows as fit in
-``RECORD_BATCH_BYTES``, at least one, and datasets' default where that is more (ordinary tables keep their record
-batches), as datasets itself writes fewer rows per batch for images and audio.
-
-The largest row is estimated cheaply, before the conversion and only then (a converted source is never read again
-for it): the longest line of a JSON Lines, .csv or .tsv file (read once, a block at a time), the file's size for a
-.txt file read as one document, and the largest row group per row of a parquet file (its metadata). Files on the hub
-(not yet downloaded) and other formats keep datasets' default.
-
-A row is copied a few times as it is read (the json builder: a read, the rest of the line, joined; parsed): while
-converting, glibc hands blocks of 1 MB and more back when freed (``gpt1.cpu.allocator.large_blocks_returned``) where
-gpt1 tuned it to keep them (every command does), else a heap fragmented by blocks of each row's size grows with the
-rows.
+datasets' writer buffers ``writer_batch_size`` rows (1,000) before it writes them, and writes that many per record
+batch (which gpt1 reads back one at a time: ``gpt1.data.corpus.table_pieces``): rows of whole books (a long JSON Lines
+row, a parquet row group of one row, a .txt file read as one document) would sit in memory whole until the end of
+the file. So a batch holds as many rows as fit in ``RECORD_BATCH_BYTES`` (at least one; datasets' default where that
+is more), from the largest row, estimated cheaply before the conversion: the longest line of a JSON Lines, .csv or
+.tsv file, a .txt document's size, a parquet file's largest row group per row (files on the hub, other formats: the
+default). While converting, glibc hands blocks of 1 MB and more back when freed
+(``gpt1.cpu.allocator.large_blocks_returned``): a row is copied a few times as it is read, and a heap fragmented by
+blocks of each row's size would grow with the rows.
 """
 
 from __future__ import annotations

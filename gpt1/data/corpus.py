@@ -42,7 +42,7 @@ from gpt1.data.data_config import DataConfig
 from gpt1.data.encodings import read_encoding
 from gpt1.data.formats import file_format
 from gpt1.data.read_errors import warn_invalid
-from gpt1.data.sources import ArrowRows, FileSource, HubSource, Source
+from gpt1.data.sources import ArrowRows, FileSource, HubSource, Source, checked_format
 from gpt1.text.tokenizer import Tokenizer
 
 PIECE_CHARS = 1 << 16
@@ -213,7 +213,7 @@ class CorpusSource:
     def _checked(source: FileSource, globs: list[str]) -> list[Path]:
         """The files, checked before any work: each has a known format, and not all are empty."""
         for path in source.files:
-            source.format(path)
+            checked_format(path)
         if all(path.stat().st_size == 0 for path in source.files):
             which = source.files[0] if len(source.files) == 1 else f"every file of {globs}"
             raise DataError(f"{source.setting}: {which} is empty: give a corpus with text in it")

@@ -26,7 +26,7 @@ from gpt1.core.quoting import Quoting
 from gpt1.data.read_errors import json_error, utf8_error
 
 TXT_COLUMN = "text"
-"""The column a .txt file's text lands in (unless ``load_files(txt_column=...)`` says otherwise)."""
+"""The column a .txt file's text lands in."""
 
 
 class Format:
@@ -118,25 +118,24 @@ class Json(Format):
     def problem(self, path: Path, quoting: str) -> Optional[str]:
         return json_error(path)
 
-    def line_of_row(self, path: Path, row: int, quoting: str) -> Optional[int]:
+    def _lines(self, path: Path) -> Iterator[tuple[int, str]]:
+        """Each non-blank line (datasets skips blank ones) with its number; none for one JSON array (its records are
+        not lines)."""
         with open(path, encoding="utf-8-sig", errors="replace", newline="") as f:
             if f.read(1024).lstrip().startswith("["):
-                return None  # one JSON array: its records are not lines
+                return
             f.seek(0)
-            records = (n for n, line in enumerate(f, 1) if line.strip())  # (blank lines skipped, as datasets does)
-            return next(itertools.islice(records, row, None), None)
+            yield from ((n, line) for n, line in enumerate(f, 1) if line.strip())
+
+    def line_of_row(self, path: Path, row: int, quoting: str) -> Optional[int]:
+        return next((n for n, _ in itertools.islice(self._lines(path), row, None)), None)
 
     def line_without(self, path: Path, column: str, quoting: str) -> Optional[int]:
-        with open(path, encoding="utf-8-sig", errors="replace", newline="") as f:
-            if f.read(1024).lstrip().startswith("["):
-                return None  # one JSON array: its records are not lines
-            f.seek(0)
-            for n, line in enumerate(f, 1):
-                if line.strip():
-                    with suppress(ValueError):
-                        record = json.loads(line)
-                        if isinstance(record, dict) and column not in record:
-                            return n
+        for n, line in self._lines(path):
+            with suppress(ValueError):
+                record = json.loads(line)
+                if isinstance(record, dict) and column not in record:
+                    return n
         return None
 
 
@@ -174,32 +173,30 @@ class Csv(Format):
             return f"{path}: {str(e).strip()}"
         return None
 
-    def _records(self, f: Any, quoting: str) -> Iterator[tuple[int, list[str], int]]:
-        """Each non-empty record of the open file, the header first, with the lines it starts and ends on (pandas
-        and datasets skip blank lines too)."""
+    def _records(self, path: Path, quoting: str) -> Iterator[tuple[int, list[str], int]]:
+        """Each non-empty record of the file, the header first, with the lines it starts and ends on (pandas and
+        datasets skip blank lines too)."""
         options = self.options(quoting)
-        reader = csv.reader(f, delimiter=options["sep"], quoting=options["quoting"])
-        start = 1
-        for record in reader:
-            if record:
-                yield start, record, reader.line_num
-            start = reader.line_num + 1
+        with open(path, encoding="utf-8-sig", errors="replace", newline="") as f:
+            reader = csv.reader(f, delimiter=options["sep"], quoting=options["quoting"])
+            start = 1
+            for record in reader:
+                if record:
+                    yield start, record, reader.line_num
+                start = reader.line_num + 1
 
     def line_of_row(self, path: Path, row: int, quoting: str) -> Optional[int]:
-        with open(path, encoding="utf-8-sig", errors="replace", newline="") as f:
-            records = self._records(f, quoting)
-            return next((start for start, _, _ in itertools.islice(records, row + 1, None)), None)
+        return next((start for start, _, _ in itertools.islice(self._records(path, quoting), row + 1, None)), None)
 
     def line_without(self, path: Path, column: str, quoting: str) -> Optional[int]:
-        with open(path, encoding="utf-8-sig", errors="replace", newline="") as f:
-            at = None  # the column's position (None: the header still to come)
-            for start, record, end in self._records(f, quoting):
-                if at is None:
-                    if column not in record:
-                        return None
-                    at = record.index(column)
-                elif len(record) <= at and end == start:  # (one over several lines is a quoted field run on to a
-                    return start  # later quote, which TaskSplit warns of: task.quoting)
+        at = None  # the column's position (None: the header still to come)
+        for start, record, end in self._records(path, quoting):
+            if at is None:
+                if column not in record:
+                    return None
+                at = record.index(column)
+            elif len(record) <= at and end == start:  # (one over several lines is a quoted field run on to a later
+                return start  # quote, which TaskSplit warns of: task.quoting)
         return None
 
 
@@ -234,11 +231,6 @@ def file_format(path: str | os.PathLike) -> Format:
     if suffix not in FORMATS:
         raise ValueError(f"{path}: unsupported file type {suffix!r}; supported: {', '.join(FORMATS)}")
     return FORMATS[suffix]
-
-
-def file_columns(path: str | os.PathLike, quoting: str = "minimal") -> list[str]:
-    """Column names of a data file, from its header only (the first record for JSON); [TXT_COLUMN] for .txt."""
-    return file_format(path).columns(Path(path), quoting)
 
 
 def row_location(where: str, row: int, quoting: str = "minimal") -> str:

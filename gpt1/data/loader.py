@@ -31,11 +31,9 @@ class EpochSampler(DistributedSampler):
     Whole batches make it so at an epoch's end too: a last partial batch would be split unevenly over the ranks (or
     padded with extra draws), and so hold other examples on another number of processes.
 
-    ``consumed()`` is how many of this rank's draws of the epoch were already trained on (a resumed run's); they are
-    left out. It is called when iteration starts (at the loader's first batch: ``DeferredDataLoader``), not when the
-    sampler is built: Lightning may build the train loader (e.g. for ``estimated_stepping_batches``) before it
-    restores a checkpoint's counters. The length stays the whole epoch's share, so those counters stay right. Being a
-    ``DistributedSampler``, Lightning uses it as is under DDP (it wraps only other samplers).
+    ``consumed()`` is how many of this rank's draws of the epoch a resumed run already trained on, left out; it is
+    asked when iteration starts (``DeferredDataLoader`` says why). The length stays the whole epoch's share, so
+    Lightning's counters stay right. Being a ``DistributedSampler``, Lightning uses it as is under DDP.
     """
 
     def __init__(
@@ -79,21 +77,7 @@ class DeferredDataLoader(DataLoader):
     """
 
     def __iter__(self) -> Iterator[Any]:
-        return _Deferred(super().__iter__)
-
-
-class _Deferred:
-    def __init__(self, start: Callable[[], Iterator[Any]]) -> None:
-        self._start = start
-        self._iterator: Optional[Iterator[Any]] = None
-
-    def __iter__(self) -> _Deferred:
-        return self
-
-    def __next__(self) -> Any:
-        if self._iterator is None:
-            self._iterator = self._start()
-        return next(self._iterator)
+        yield from super().__iter__()  # (a generator: its body, and so DataLoader's iterator, starts at the first next)
 
 
 class EvalShard(DistributedSampler):

@@ -1,18 +1,7 @@
-"""Pre-training data: ``PretrainDataModule`` turns a corpus (``gpt1.data.corpus``) into packed token streams and LM
-batches of windows (``gpt1.data.windows``).
-
-``prepare_data`` (idempotent; everything cached under ``cache_dir``):
-
-1. the tokenizer: the one given, the one at ``tokenizer.path``, or a BPE trained on the training documents and
-   kept in ``tokenizers/<key>.json`` (key: the training corpus + the tokenizer config);
-2. tokenisation and packing, in bounded memory (``gpt1.data.corpus``), into ``tokens/<key>/<split>.bin``; key: the
-   split's files (paths, sizes, mtimes) or hub fingerprint, the tokenizer's JSON and separate_documents.
-
-A rerun with the same inputs finds the .bin files and neither tokenises nor loads the raw data (local files). Each
-file is made by one process (``gpt1.data.cache.made_once``): the others started on the same cache (DDP ranks, SLURM
-tasks, other jobs) wait for it, then map the same files. Each split's source is resolved once, when the module is made
-(``CorpusSource``), and its stream's file once, by ``prepare_data`` or ``setup``: Lightning's later calls of them (at
-every fit, validate and test) find them.
+"""Pre-training data: ``PretrainDataModule`` turns a corpus (``gpt1.data.corpus``) into packed token streams, cached
+under ``cache_dir`` (a trained BPE in ``tokenizers/<key>.json``, each split in ``tokens/<key>/<split>.bin``, each file
+made by one process: ``gpt1.data.cache.made_once``), and LM batches of windows (``gpt1.data.windows``). A rerun with
+the same inputs neither tokenises nor loads the raw data; Lightning's repeated prepare_data and setup cost nothing.
 """
 
 from __future__ import annotations
@@ -48,10 +37,7 @@ class PretrainDataModule(DataModule):
     """The pre-training corpus as packed token streams (``train_tokens``, ``valid_tokens``) and LM batches.
 
     tokenizer: a ``Tokenizer`` (e.g. a checkpoint's) used as is, or a ``TokenizerConfig`` to load or train one.
-    cache_dir: where the datasets cache, trained tokenizers and packed streams live, shared across runs.
-    With no training data (data.train_files empty and no hub train split: evaluation) only the validation stream
-    is prepared, which then needs a given or loadable tokenizer and validation files or a hub split.
-    ``cfg.batch_size`` windows make an update over all devices: ``connect`` splits them.
+    With no training data (evaluation) only the validation stream is prepared.
     """
 
     ORDER_KEYS = {
@@ -79,9 +65,9 @@ class PretrainDataModule(DataModule):
         self.tokenizer: Optional[Tokenizer] = tokenizer if isinstance(tokenizer, Tokenizer) else None
         self._tokenizer_cfg = None if isinstance(tokenizer, Tokenizer) else tokenizer
         self.train_tokens: Optional[np.ndarray] = None
-        """The packed training stream, (N_train,) uint16/uint32 memmap; set by ``setup`` (None: no training data)."""
+        """(N_train,) uint16/uint32 memmap; set by ``setup`` (None: no training data)."""
         self.valid_tokens: Optional[np.ndarray] = None
-        """The packed validation stream, (N_valid,); set by ``setup``."""
+        """(N_valid,); set by ``setup``."""
         self.tokenizer_path: Optional[Path] = None
         """The trained tokenizer's file in the cache (None: a given or loaded tokenizer); set by ``prepare_data``."""
         self.paths: dict[str, Path] = {}
@@ -112,7 +98,7 @@ class PretrainDataModule(DataModule):
     # -- preparation ------------------------------------------------------------------------------------------
 
     def prepare_data(self) -> None:
-        """Build (or find in the cache) the tokenizer and the packed .bin stream of every split."""
+        """Build (or find in the cache) the tokenizer and every split's packed stream."""
         tokenizer = self._get_tokenizer(create=True)
         paths = self._stream_paths(tokenizer)
         for split, src in self._sources():
@@ -142,12 +128,8 @@ class PretrainDataModule(DataModule):
             streams["valid"] = TokenStream(whole.path, whole.dtype, whole.stop - n_valid, whole.stop)
         for split, stream in streams.items():
             if len(stream) < self.n_ctx + 1:
-                if split == "train":
-                    where = self._train_src.where
-                elif self._valid_src is None:
-                    where = f"the held-out end of {self._train_src.where}"
-                else:
-                    where = self._valid_src.where
+                src = self._train_src if split == "train" else self._valid_src
+                where = src.where if src is not None else f"the held-out end of {self._train_src.where}"
                 raise DataError(
                     f"{where} holds {len(stream)} tokens, fewer than one window of model.n_ctx + 1 = "
                     f"{self.n_ctx + 1}: give more text, or a smaller model.n_ctx"

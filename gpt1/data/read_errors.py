@@ -1,14 +1,6 @@
-"""What is wrong with a data file that does not read, in one line naming the file and the line: the first line of a
-JSON Lines file that is not a JSON object (``json_error``), the first invalid UTF-8 byte (``utf8_error``); and the
-invalid sequences of a plain-text file in its encoding, counted (``invalid_sequences``) and warned of
-(``warn_invalid``).
-
-Invalid sequences. A .txt file is plain text, in the encoding its byte-order mark declares, else UTF-8
-(``gpt1.data.encodings``): its invalid bytes are replaced with U+FFFD and counted, and a warning names the file, how
-many were replaced and the byte offset of the first (a stray byte in a large corpus should not stop a run). A
-structured file (.jsonl/.json, .csv, .tsv) must be valid UTF-8 (a UTF-8 byte-order mark skipped): an invalid byte is
-a ``DataError`` naming the file, its line and the byte offset (``gpt1.data.sources.read_error``), since a replaced
-byte inside a quoted field or a key may change what the row says.
+"""What is wrong with a data file that does not read, in one line naming the file and the line (``json_error``,
+``utf8_error``); a .txt file's invalid sequences counted and warned of (``warn_invalid``): a stray byte in a large
+corpus should not stop a run, while in a structured file (an error there) it may change what a row says.
 """
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ from gpt1.core.file_kinds import binary_kind, describe, head
 from gpt1.core.quoting import Quoting
 from gpt1.data.conversion import convert
 from gpt1.data.encodings import read_encoding
-from gpt1.data.formats import TXT_COLUMN, Format, file_format
+from gpt1.data.formats import Format, file_format
 from gpt1.data.read_errors import warn_invalid
 from gpt1.data.sample import own_sample_hint
 
@@ -76,21 +76,17 @@ def load_files(
     files: Sequence[str | os.PathLike],
     columns: Optional[Sequence[str]] = None,
     cache_dir: str | os.PathLike | None = None,
-    txt_column: str = TXT_COLUMN,
     quoting: str = "minimal",
 ) -> datasets.Dataset:
     """Load ``files`` (any mix of ``FORMATS``) into one Dataset, rows in file order.
 
     columns: keep only these, checked file by file from the headers (a missing one names the file and the columns
-    it has); needed to mix formats whose other columns differ. txt_column: the column a .txt file's text lands in,
-    so that .txt files line up with tabular ones. cache_dir: datasets' cache (None: its default). quoting: of .csv
-    and .tsv files, "minimal" or "none" (``gpt1.data.formats``).
+    it has); needed to mix formats whose other columns differ. cache_dir: datasets' cache (None: its default).
+    quoting: of .csv and .tsv files, "minimal" or "none" (``gpt1.data.formats``).
     """
     parts = []
-    for fmt, builder in prepared_builders(files, columns, cache_dir, txt_column, quoting):
+    for builder in prepared_builders(files, columns, cache_dir, quoting):
         ds = builder.as_dataset(split="train")
-        if fmt.text and txt_column != TXT_COLUMN:
-            ds = ds.rename_column(TXT_COLUMN, txt_column)
         parts.append(ds if columns is None else ds.select_columns(list(columns)))
     if len(parts) == 1:
         return parts[0]
@@ -103,10 +99,9 @@ def prepared_builders(
     files: Sequence[str | os.PathLike],
     columns: Optional[Sequence[str]] = None,
     cache_dir: str | os.PathLike | None = None,
-    txt_column: str = TXT_COLUMN,
     quoting: str = "minimal",
-) -> Iterator[tuple[Format, datasets.DatasetBuilder]]:
-    """For each run of ``files`` of one format, in order: the format and datasets' builder of the run, its rows
+) -> Iterator[datasets.DatasetBuilder]:
+    """For each run of ``files`` of one format, in order: datasets' builder of the run, its rows
     converted into datasets' cache (split "train"); what ``load_files`` loads (its arguments), not yet mapped."""
     if not files:
         raise ValueError("load_files: no files given")
@@ -120,8 +115,7 @@ def prepared_builders(
         group = list(group)
         if columns is not None:
             for path in group:
-                have = [txt_column] if fmt.text else fmt.columns(path, quoting)
-                _check_columns(str(path), have, columns)
+                _check_columns(str(path), fmt.columns(path, quoting), columns)
         if fmt.text:
             for path in group:
                 warn_invalid(path, read_encoding(path, text=True))
@@ -142,7 +136,7 @@ def prepared_builders(
             has = "has" if len(group) == 1 else "have"
             what = f"{has} a header but no rows" if fmt.header else f"{has} no rows"
             raise DataError(f"{named} {what}: give {'it' if len(group) == 1 else 'them'} examples")
-        yield fmt, builder
+        yield builder
 
 
 @dataclass(frozen=True)
@@ -185,44 +179,6 @@ def _no_progress_bars() -> Iterator[None]:
             datasets.enable_progress_bars()
 
 
-def load_hub(
-    name: str,
-    config: Optional[str] = None,
-    split: str = "train",
-    columns: Optional[Sequence[str]] = None,
-    cache_dir: str | os.PathLike | None = None,
-    data_dir: str | os.PathLike | None = None,
-    where: Optional[str] = None,
-) -> datasets.Dataset:
-    """Load one split of a Hugging Face hub dataset (downloaded once, then read from ``cache_dir``), keeping only
-    ``columns`` when given. data_dir: the files of a dataset that must be obtained by hand (e.g. Story Cloze).
-    A dataset that cannot be loaded (unknown, offline and not cached, a missing split) is a ``DataError`` naming
-    ``where`` (how the caller's config names it) and the library's reason."""
-    where = where or f"hub dataset {name!r} (config {config!r}, split {split!r})"
-    builder = prepared_hub(name, config, cache_dir, data_dir, where)
-    with _loading(where):
-        ds = builder.as_dataset(split=split)
-    if columns is None:
-        return ds
-    _check_columns(where, ds.column_names, columns)
-    return ds.select_columns(list(columns))
-
-
-def prepared_hub(
-    name: str,
-    config: Optional[str],
-    cache_dir: str | os.PathLike | None,
-    data_dir: str | os.PathLike | None,
-    where: str,
-) -> datasets.DatasetBuilder:
-    """The builder of a hub dataset, its splits downloaded and converted into datasets' cache (what ``load_hub``
-    loads, not yet mapped)."""
-    with _loading(where):
-        builder = datasets.load_dataset_builder(name, config, cache_dir=_str(cache_dir), data_dir=_str(data_dir))
-        convert(builder)
-    return builder
-
-
 @contextmanager
 def _loading(where: str) -> Iterator[None]:
     """What loading a hub dataset raises (unknown, offline and not cached, a missing split), as a ``DataError``
@@ -241,8 +197,8 @@ class Source:
 
     hint: str = ""
 
-    def key(self, columns: Optional[Sequence[str]] = None) -> str:
-        """Changes whenever its rows (in ``columns``) may, without reading them."""
+    def key(self) -> str:
+        """Changes whenever its rows may, without reading them."""
         raise NotImplementedError
 
     def rows(self, columns: Sequence[str]) -> datasets.Dataset:
@@ -268,22 +224,12 @@ class FileSource(Source):
             raise DataError(str(e)) from e
         self.setting, self.cache_dir, self.quoting, self.hint = setting, cache_dir, str(quoting), hint
 
-    @staticmethod
-    def format(path: Path) -> Format:
-        """``path``'s format, checked (``checked_format``)."""
-        return checked_format(path)
-
     def columns(self, path: Path) -> list[str]:
         """The column names of one of the files, from its header (the first record of a JSON file)."""
-        fmt = self.format(path)
-        try:
-            return fmt.columns(path, self.quoting)
-        except (ValueError, OSError) as e:  # a first JSON record that does not parse, invalid UTF-8, a damaged table
-            if isinstance(e, OSError) and e.filename:
-                raise
-            raise DataError(read_error([path], e, self.quoting)) from e
+        with self._reading([path]):
+            return checked_format(path).columns(path, self.quoting)
 
-    def key(self, columns: Optional[Sequence[str]] = None) -> str:
+    def key(self) -> str:
         return files_key(self.files, self.quoting)
 
     def rows(self, columns: Sequence[str], files: Optional[Sequence[Path]] = None) -> datasets.Dataset:
@@ -298,7 +244,7 @@ class FileSource(Source):
         files = self.files if files is None else files
         parts = []
         with self._reading(files):
-            for _, builder in prepared_builders(files, [column], self.cache_dir, quoting=self.quoting):
+            for builder in prepared_builders(files, [column], self.cache_dir, quoting=self.quoting):
                 parts.append(prepared_split(builder, "train"))
         return ArrowRows(sum((p[0] for p in parts), ()), sum(p[1] for p in parts), files_key(files, self.quoting))
 
@@ -311,7 +257,7 @@ class FileSource(Source):
             if not self.hint:
                 raise
             raise DataError(f"{e}{self.hint}") from e
-        except (datasets.exceptions.DatasetGenerationError, ValueError) as e:  # malformed JSON/CSV, bad UTF-8
+        except (datasets.exceptions.DatasetGenerationError, ValueError) as e:  # malformed JSON/CSV/header, bad UTF-8
             raise DataError(read_error(files, e, self.quoting)) from e
         except OSError as e:  # a damaged table (pyarrow's "Couldn't deserialize thrift"), not a file system's error
             if e.filename:
@@ -320,7 +266,8 @@ class FileSource(Source):
 
 
 class HubSource(Source):
-    """One split of a Hugging Face hub dataset, loaded on first use (``load_hub``); ``where`` names it in errors."""
+    """One split of a Hugging Face hub dataset, loaded on first use; ``where`` names it in errors. data_dir: the files
+    of a dataset that must be obtained by hand (e.g. Story Cloze)."""
 
     def __init__(
         self,
@@ -338,7 +285,12 @@ class HubSource(Source):
     @cached_property
     def builder(self) -> datasets.DatasetBuilder:
         """Its builder, every split downloaded and converted into datasets' cache."""
-        return prepared_hub(self.name, self.config, self.cache_dir, self.data_dir, self.where)
+        with _loading(self.where):
+            builder = datasets.load_dataset_builder(
+                self.name, self.config, cache_dir=_str(self.cache_dir), data_dir=_str(self.data_dir)
+            )
+            convert(builder)
+        return builder
 
     @cached_property
     def dataset(self) -> datasets.Dataset:
@@ -346,9 +298,9 @@ class HubSource(Source):
         with _loading(self.where):
             return self.builder.as_dataset(split=self.split)
 
-    def key(self, columns: Optional[Sequence[str]] = None) -> str:
-        """The datasets fingerprint of its rows (in ``columns``)."""
-        return dataset_fingerprint(self.dataset if columns is None else self.rows(columns))
+    def key(self) -> str:
+        """The datasets fingerprint of the split."""
+        return dataset_fingerprint(self.dataset)
 
     def rows(self, columns: Sequence[str]) -> datasets.Dataset:
         self._check(columns, self.dataset.column_names)

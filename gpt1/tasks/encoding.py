@@ -78,10 +78,6 @@ class EncodedSplit:
     def dropped(self) -> int:
         return self.rows - len(self.index)
 
-    def choice_counts(self) -> np.ndarray:
-        """(N,) choices per row (multiple choice)."""
-        return np.diff(self.choice_offsets)
-
     @classmethod
     def encode(cls, ex: Examples, tokenizer: Tokenizer) -> EncodedSplit:
         choices = offsets = None
@@ -116,13 +112,4 @@ class EncodedSplit:
             n: Ragged(a[f"{n}.values"], a[f"{n}.offsets"]) if f"{n}.values" in a else None
             for n in ("text", "pair", "choices")
         }
-        return cls(
-            part["text"],
-            part["pair"],
-            part["choices"],
-            a.get("choice_offsets"),
-            a.get("labels"),
-            a["index"],
-            meta["rows"],
-            meta["label_names"],
-        )
+        return cls(**part, choice_offsets=a.get("choice_offsets"), labels=a.get("labels"), index=a["index"], **meta)

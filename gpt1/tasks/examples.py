@@ -27,8 +27,3 @@ class Examples:
     """Rows read, before dropping."""
     label_names: Optional[list[str]]
     """The class names of the source's ClassLabel label column, if any."""
-
-    @property
-    def dropped(self) -> int:
-        """Rows dropped for want of a gold label."""
-        return self.rows - len(self.index)

@@ -1,19 +1,8 @@
 """The paper's zero-shot heuristics (section 5): a pre-trained LM alone, with no task head, predicts a task's examples.
 
-- ``verbalizer`` (SST-2): the text, then ``task.zeroshot.suffix`` ("very"); the prediction is the label word
-  (``task.zeroshot.words``, one per class) the LM finds likeliest to come next. A word of several tokens scores the
-  log-probability of all of them.
-- ``mean_logprob`` (CoLA): the mean token log-probability of the text; at or above a threshold, fit on (at most
-  ``task.zeroshot.max_fit_examples``) training examples for the task's main metric, it predicts the second class
-  (CoLA's "acceptable"), below it the first.
-- ``multiple_choice`` (RACE, Story Cloze): the choice with the highest mean token log-probability after the context.
-- ``winograd`` (Winograd schemas, DPRD): each candidate replaces the pronoun; the prediction is the candidate under
-  which the rest of the sentence after it has the highest mean token log-probability (``gpt1.tasks.winograd`` makes
-  an example's choices the sentence up to the pronoun with each candidate in its place, its text the rest).
-Texts are encoded without task special tokens, after the end-of-document token when the vocab has one. A heuristic is
-an entry of a registry (a ``Heuristic``, ``register_heuristic``), each of the paper's above registered by its name; a
-task type names the heuristics that score it (``TaskType.heuristics``). The scores are functions of (model,
-tokenizer, texts).
+Each is a ``Heuristic`` registered by its name (``register_heuristic``); a task type names those that score it
+(``TaskType.heuristics``). Texts are encoded without task special tokens, after the end-of-document token when the
+vocab has one.
 """
 
 from __future__ import annotations
@@ -236,7 +225,7 @@ class Heuristic:
 
 
 class LabelWords(Heuristic):
-    """``verbalizer``: the likeliest label word after the text and the suffix (SST-2)."""
+    """``verbalizer``: the likeliest label word (all its tokens) after the text and the suffix (SST-2)."""
 
     name = "verbalizer"
     needs = " (with task.zeroshot.words, one per class)"
@@ -267,8 +256,8 @@ class LabelWords(Heuristic):
 
 
 class Threshold(Heuristic):
-    """``mean_logprob``: class 1 at or above a threshold on the mean token log-probability, fit on training
-    examples for the task's main metric (CoLA)."""
+    """``mean_logprob``: class 1 (CoLA's "acceptable") at or above a threshold on the mean token log-probability,
+    fit on training examples for the task's main metric (CoLA)."""
 
     name = "mean_logprob"
     fits = True

@@ -3,7 +3,7 @@ them (RACE, Story Cloze). Examples may have fewer choices than others: a batch p
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Optional
 
 import numpy as np
 import torch
@@ -31,13 +31,17 @@ class MultipleChoice(TaskType):
     def head_outputs(self, num_labels: int) -> int:
         return 1  # a score per choice
 
+    def ordered(self, text: Any, choice: Any) -> tuple[Any, Any]:
+        """An example's text and one of its choices (ids, or lengths) in the order of their pair: the text first."""
+        return text, choice
+
     def sequences(self, texts: Texts, i: int, transform: Transform) -> list[np.ndarray]:
         a, offsets = texts.text[i], texts.choice_offsets
-        return [transform.pair(a, texts.choices[k]) for k in range(offsets[i], offsets[i + 1])]
+        return [transform.pair(*self.ordered(a, texts.choices[k])) for k in range(offsets[i], offsets[i + 1])]
 
     def truncated(self, texts: Texts, transform: Transform) -> np.ndarray:
         offsets = texts.choice_offsets
-        a, b = np.repeat(texts.text.lengths, np.diff(offsets)), texts.choices.lengths  # per choice
+        a, b = self.ordered(np.repeat(texts.text.lengths, np.diff(offsets)), texts.choices.lengths)  # per choice
         ka, kb = kept_lengths(a, b, transform.n_ctx, transform.truncation)
         if len(a) == 0:
             return np.zeros(len(offsets) - 1, dtype=bool)

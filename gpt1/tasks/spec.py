@@ -183,11 +183,6 @@ def task_from_dict(spec: Mapping[str, Any] | DictConfig | TaskConfig) -> TaskCon
         raise ConfigError(f"task: {str(e).splitlines()[0]}") from e
 
 
-def task_to_dict(task: TaskConfig) -> dict[str, Any]:
-    """``task`` as a plain dict of builtins (enums as their names), e.g. for a checkpoint."""
-    return OmegaConf.to_container(OmegaConf.structured(task), enum_to_str=True)
-
-
 @dataclass(frozen=True)
 class SplitSpec:
     """One split a task reads: its id (the role, or the split name when a role has several), role, and source."""

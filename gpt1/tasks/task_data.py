@@ -1,14 +1,7 @@
 """A fine-tuning task's data: ``TaskDataModule`` serves every split of a ``TaskConfig`` (``gpt1.tasks.spec``), each a
 ``TaskSplit`` (``gpt1.tasks.split``: read, checked and encoded once, cached), its labels settled, transformed and
-batched. A new task needs a YAML file, no code; a new kind of task, a ``TaskType``.
-
-The splits are resolved (files globbed, headers checked) when the module is made; ``prepare_data`` encodes those
-the cache lacks into it, on the process that prepares, and ``setup`` loads the others, on every rank: each once,
-however often Lightning calls them (at every fit, validate, test and predict).
-
-Truncation (``task.truncation``), counted per split in ``stats["truncated"]`` and logged at start-up:
-``original`` (default), as the original ``transform_roc``, cuts each text to its share of the context, keeping its
-beginning; ``longest_first`` cuts only when the sequence would not fit, from the end of the longer text.
+batched. The splits are resolved when the module is made; ``prepare_data`` encodes those the cache lacks, on the
+process that prepares, and ``setup`` loads them, on every rank: each once, however often Lightning calls them.
 """
 
 from __future__ import annotations
@@ -40,7 +33,7 @@ log = logging.getLogger(__name__)
 
 
 class TaskDataModule(DataModule):
-    """A task's splits, transformed and batched (module docstring).
+    """A task's splits, transformed and batched.
 
     task: a ``TaskConfig`` (or a dict / OmegaConf node of one). tokenizer: a ``gpt1.text.tokenizer.Tokenizer`` holding
     ``TASK_SPECIAL_TOKENS``. n_ctx: the model's context. batch_size: training examples per update over all devices
@@ -101,16 +94,6 @@ class TaskDataModule(DataModule):
         self.encoded: dict[str, EncodedSplit] = {}
         """Split id -> its examples as ids; set by ``setup``."""
         self._datasets: dict[str, TaskDataset] = {}
-
-    @property
-    def num_labels(self) -> Optional[int]:
-        """Classes (1: regression; multiple choice: the most choices of a row); set by ``setup``."""
-        return self.task.num_labels
-
-    @property
-    def label_names(self) -> Optional[list[str]]:
-        """The classes' names (task.label_names, else a ClassLabel column's), or None; set by ``setup``."""
-        return self.task.label_names
 
     # -- preparation ------------------------------------------------------------------------------------------
 

@@ -15,7 +15,6 @@ import numpy as np
 
 from gpt1.core.errors import ConfigError, DataError
 from gpt1.tasks.multiple_choice import MultipleChoice
-from gpt1.tasks.task_type import Texts, Transform, kept_lengths
 
 
 class Winograd(MultipleChoice):
@@ -56,17 +55,9 @@ class Winograd(MultipleChoice):
             prefixes.append([sentence[:start] + candidate for candidate in candidates])
         return rests, pair, prefixes
 
-    def sequences(self, texts: Texts, i: int, transform: Transform) -> list[np.ndarray]:
-        offsets = texts.choice_offsets
-        return [transform.pair(texts.choices[k], texts.text[i]) for k in range(offsets[i], offsets[i + 1])]
-
-    def truncated(self, texts: Texts, transform: Transform) -> np.ndarray:
-        offsets = texts.choice_offsets
-        a, b = texts.choices.lengths, np.repeat(texts.text.lengths, np.diff(offsets))  # per choice
-        ka, kb = kept_lengths(a, b, transform.n_ctx, transform.truncation)
-        if len(a) == 0:
-            return np.zeros(len(offsets) - 1, dtype=bool)
-        return np.logical_or.reduceat((ka < a) | (kb < b), offsets[:-1])
+    def ordered(self, text: Any, choice: Any) -> tuple[Any, Any]:
+        """The choice (the sentence up to the pronoun, a candidate in its place) first, then the rest."""
+        return choice, text
 
 
 def pronoun_start(sentence: str, pronoun: str, loc: Any = None) -> Optional[int]:
