@@ -30,6 +30,15 @@ class CheckpointError(UserError, ValueError):
     """A missing, corrupt, foreign or mismatched checkpoint (names the path)."""
 
 
+def exception_chain(e: BaseException) -> list[BaseException]:
+    """``e`` and the exceptions it came from (``__cause__``, else ``__context__``: Hydra re-raises in ``except``)."""
+    found: list[BaseException] = []
+    while e is not None and not any(e is f for f in found):
+        found.append(e)
+        e = e.__cause__ or e.__context__
+    return found
+
+
 def ranged(
     default: Any = dataclasses.MISSING,
     *,

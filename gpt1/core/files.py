@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Optional
 
-from gpt1.core.errors import UserError
+from gpt1.core.errors import UserError, exception_chain
 
 FULL = (errno.ENOSPC, errno.EDQUOT)
 UNWRITABLE = (errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOTDIR)
@@ -104,14 +104,11 @@ def remove_partial_writes(directory: Path) -> list[Path]:
 def _errno(e: BaseException) -> Optional[int]:
     """The errno of a full disk or an unwritable place in ``e`` or the exceptions it came from (torch's writer
     reports a full disk as a RuntimeError, "file write failed", from an OSError or none)."""
-    seen: set[int] = set()
-    while e is not None and id(e) not in seen:
-        seen.add(id(e))
-        if isinstance(e, OSError) and e.errno in (*FULL, *UNWRITABLE):
-            return e.errno
-        if "No space left on device" in str(e):
+    for cause in exception_chain(e):
+        if isinstance(cause, OSError) and cause.errno in (*FULL, *UNWRITABLE):
+            return cause.errno
+        if "No space left on device" in str(cause):
             return errno.ENOSPC
-        e = e.__cause__ or e.__context__
     return None
 
 
