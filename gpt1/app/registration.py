@@ -1,7 +1,5 @@
-"""Hydra's side of the commands: ``register`` stores the command schemas (``gpt1.app.config``) and the model group's
-(``gpt1.app.model_group``) in Hydra's ConfigStore and registers gpt1's OmegaConf resolvers (``${gpt1.choice:task}``,
-``${gpt1.output_dir:...}``, ...), which name a run and its directory from its config: ``task_name``, ``corpus_name``,
-``default_output_dir``."""
+"""Hydra's side of the commands: ``register`` stores the schemas in Hydra's ConfigStore and registers gpt1's OmegaConf
+resolvers (``${gpt1.choice:task}``, ...), which name a run and its directory from its config."""
 
 from __future__ import annotations
 
@@ -147,22 +145,19 @@ def register() -> None:
     """Register the schemas (the commands', the model group's) and the resolvers with Hydra, and silence Hydra's note
     on the launcher schemas (idempotent). Every command calls it before Hydra composes its config; so does a Python
     user composing one (``hydra.compose``)."""
-    if not OmegaConf.has_resolver("gpt1.sample_data"):  # ${gpt1.sample_data:${paths.cache_dir}}: paths.sample_data
-        OmegaConf.register_new_resolver("gpt1.sample_data", sample_data, use_cache=True)
-    if not OmegaConf.has_resolver("gpt1.choice"):  # ${gpt1.choice:task}: the group's option, else the group's name
-        OmegaConf.register_new_resolver("gpt1.choice", _choice)
-    if not OmegaConf.has_resolver("gpt1.output_dir"):  # ${gpt1.output_dir:${run_name}}: a run's directory
-        OmegaConf.register_new_resolver("gpt1.output_dir", default_output_dir, use_cache=True)
-    if not OmegaConf.has_resolver("gpt1.pretrain_run_name"):  # quickstart, or pretrain/<corpus> on another corpus
-        OmegaConf.register_new_resolver("gpt1.pretrain_run_name", _pretrain_run_name)
-    if not OmegaConf.has_resolver("gpt1.sample_prompt"):  # the quickstart's prompt, or None on another corpus
-        OmegaConf.register_new_resolver("gpt1.sample_prompt", _sample_prompt)
-    if not OmegaConf.has_resolver("gpt1.job_dir"):  # ${gpt1.job_dir:}: a sweep's job directory, by its overrides
-        OmegaConf.register_new_resolver("gpt1.job_dir", job_dir_of)
-    if not OmegaConf.has_resolver("gpt1.direction"):  # ${gpt1.direction:${optimized_metric}}: minimize or maximize
-        OmegaConf.register_new_resolver("gpt1.direction", direction)
-    if not OmegaConf.has_resolver("gpt1.on_cpu"):  # ${gpt1.on_cpu:${trainer.accelerator},A,B} (the SLURM launcher)
-        OmegaConf.register_new_resolver("gpt1.on_cpu", on_cpu)
+    resolvers = {  # name -> (function, cached)
+        "gpt1.sample_data": (sample_data, True),  # ${gpt1.sample_data:${paths.cache_dir}}: paths.sample_data
+        "gpt1.choice": (_choice, False),  # ${gpt1.choice:task}: the group's option, else the group's name
+        "gpt1.output_dir": (default_output_dir, True),  # ${gpt1.output_dir:${run_name}}: a run's directory
+        "gpt1.pretrain_run_name": (_pretrain_run_name, False),  # quickstart, or pretrain/<corpus> on another corpus
+        "gpt1.sample_prompt": (_sample_prompt, False),  # the quickstart's prompt, or None on another corpus
+        "gpt1.job_dir": (job_dir_of, False),  # ${gpt1.job_dir:}: a sweep's job directory, by its overrides
+        "gpt1.direction": (direction, False),  # ${gpt1.direction:${optimized_metric}}: minimize or maximize
+        "gpt1.on_cpu": (on_cpu, False),  # ${gpt1.on_cpu:${trainer.accelerator},A,B} (the SLURM launcher)
+    }
+    for name, (resolver, cached) in resolvers.items():
+        if not OmegaConf.has_resolver(name):
+            OmegaConf.register_new_resolver(name, resolver, use_cache=cached)
     cs = ConfigStore.instance()
     for name, schema in [
         ("pretrain_schema", PretrainConfig),
