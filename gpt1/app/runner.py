@@ -26,8 +26,8 @@ from gpt1.app.config_files import check_config_file
 from gpt1.app.recorded import job_fields, with_record, with_replayed
 from gpt1.app.registration import register
 from gpt1.app.suggest import config_hint, given_with, what_to_give
-from gpt1.app.sweep import resuming_sweeps
-from gpt1.core.compat import hydra_config_files_checked_by, hydra_flags_parsed_by, hydra_reports_through
+from gpt1.app.sweep import ResumingLauncher
+from gpt1.core import compat
 from gpt1.core.errors import EXIT_USER_ERROR, ConfigError, UserError, exception_chain
 from gpt1.core.files import WriteError, atomic_file, path_error, write_error
 from gpt1.core.memory import memory_line, peak_memory
@@ -158,15 +158,11 @@ class KeepRunRecord(Callback):
         record = output_dir / subdir if subdir else None
         found = [p for p in sorted(record.glob("*.yaml")) if p.is_file()] if record and record.is_dir() else []
         _KEPT[str(output_dir.absolute())] = {path: path.read_bytes() for path in found}
-        user_errors(_check_job_config)(config)  # a user error exits, in one line
+        user_errors(check_choices)(config)  # a user error exits, in one line
+        user_errors(check_config)(config)
 
     def on_run_end(self, config: Any, **kwargs: Any) -> None:
         _KEPT.pop(str(Path(config.hydra.run.dir).absolute()), None)  # it ran: its new record stands
-
-
-def _check_job_config(config: Any) -> None:
-    check_choices(config)
-    check_config(config)
 
 
 def put_back_records() -> None:
@@ -270,10 +266,10 @@ def command(config_name: str) -> Callable[[Callable[[Any], Any]], Callable[[], N
             register()
             sys.argv[1:] = user_errors(with_record)(sys.argv[1:], config_name)  # resume=auto, rerun=: a run's record
             with (
-                hydra_reports_through(user_errors),
-                hydra_flags_parsed_by(FlagParser),
-                hydra_config_files_checked_by(check_config_file),
-                resuming_sweeps(),
+                compat.hydra_reports_through(user_errors),
+                compat.hydra_flags_parsed_by(FlagParser),
+                compat.hydra_config_files_checked_by(check_config_file),
+                compat.launchers_wrapped_by(ResumingLauncher),  # resumable sweeps
             ):
                 try:
                     user_errors(hydra_main)()  # the flags' own errors (one line each), before Hydra composes anything
