@@ -194,11 +194,10 @@ def epoch_batch_progress(trainer: object) -> object:
 
 
 def count_batches_in_passes(trainer: object, then: int, now: int) -> bool:
-    """Make Lightning's counts of training batches, restored from a run that took ``then`` batches per update,
-    those of the same updates in ``now`` batches each: this epoch's and all epochs' (``ready``, ``started``,
-    ``processed``, ``completed`` of ``trainer.fit_loop.epoch_loop.batch_progress``'s ``current`` and ``total``,
-    undocumented), each kept at its offset from ``processed`` (``completed`` trails it by one after a save at a batch's
-    end). False, changing nothing, when a count of processed batches is not a whole number of updates."""
+    """Make Lightning's counts of training batches (undocumented), restored from a run that took ``then`` batches per
+    update, those of the same updates in ``now`` batches each, each count kept at its offset from ``processed``
+    (``completed`` trails it by one after a save at a batch's end). False, changing nothing, when a count of processed
+    batches is not a whole number of updates."""
     progress = trainer.fit_loop.epoch_loop.batch_progress
     trackers = (progress.current, progress.total)
     if any(t.processed % then for t in trackers):
@@ -211,10 +210,8 @@ def count_batches_in_passes(trainer: object, then: int, now: int) -> bool:
 
 
 def end_of_fit_counters(trainer: object) -> None:
-    """Lightning's counters as a fit that trained to its end leaves them, also after a fit resumed at its last step,
-    which trains nothing and keeps those of its checkpoint, saved as the last update's batch ended: the updates its
-    loggers count (``trainer.fit_loop.epoch_loop._batches_that_stepped``, private: one short) and the epochs done
-    (``trainer.fit_loop.epoch_progress.current``, undocumented: the last one's not counted), which label the rows
+    """Lightning's counters (private, undocumented) as a fit that trained to its end leaves them, also after a fit
+    resumed at its last step, which keeps its checkpoint's (one update and the last epoch short): they label the rows
     the evaluation after training logs."""
     loop = trainer.fit_loop
     loop.epoch_loop._batches_that_stepped = max(loop.epoch_loop._batches_that_stepped, trainer.global_step)
@@ -227,11 +224,9 @@ def end_of_fit_counters(trainer: object) -> None:
 
 
 def slurm_watcher_base() -> type:
-    """submitit's watcher of SLURM job states (``submitit.slurm.slurm.SlurmInfoWatcher``), its private hook and state
-    under public names for a subclass: it gives the command that reads the states as ``command(pending)`` (submitit's
-    ``_make_command``; pending: the ids of the jobs registered and not yet finished, ``_registered - _finished``),
-    and reads ``registered()`` (``_registered``) and ``started()`` (``_start_time``: when the last job was
-    registered). A new class per call: subclass it once."""
+    """submitit's watcher of SLURM job states (``SlurmInfoWatcher``), its private hook and state under public names
+    for a subclass: ``command(pending)`` (the ids of the jobs registered and not yet finished), ``registered()``,
+    ``started()`` (when the last job was registered). A new class per call: subclass it once."""
     from submitit.slurm.slurm import SlurmInfoWatcher
 
     class SlurmWatcher(SlurmInfoWatcher):

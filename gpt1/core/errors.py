@@ -1,9 +1,6 @@
-"""Errors a user can fix (pure Python: the model code raises them too).
-
-Raise ``UserError`` (or a subclass) where the problem is known, with a message that names the file (and line),
-column, config key or checkpoint and says what to do. ``gpt1.app.runner`` reports them as one line, ``error: ...``, with
-exit status 2. ``ranged`` declares a config field's bounds, which ``gpt1.app.config_checks.check_config`` enforces.
-"""
+"""Errors a user can fix (pure Python: the model code raises them too): a ``UserError`` names the file (and line),
+key or checkpoint and says what to do; ``gpt1.app.runner`` reports it as one line. ``ranged``: a config field's
+bounds."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
-"""Crash-safe file writes: whatever gpt1 writes (checkpoints, token streams, tokenizers, metrics) appears whole or
-not at all, so a crash or kill mid-write leaves the previous good file in place; with the mode an ordinary
-``open()`` gives a new file under the process's umask (0644 under umask 022); and a full disk or a directory that
-cannot be written ends in a ``WriteError`` that says which file, how much space it needs and what was kept."""
+"""Crash-safe file writes: whatever gpt1 writes appears whole or not at all, with the mode ``open()`` would give it;
+a full disk or a directory that cannot be written ends in a ``WriteError`` that says which file, how much space it
+needs and what was kept."""
 
 from __future__ import annotations
 
