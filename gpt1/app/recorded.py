@@ -45,8 +45,7 @@ def with_record(argv: Sequence[str], command: str) -> list[str]:
     multirun = "-m" in flags or "--multirun" in flags
     if "rerun" in given:
         record = _rerun_record(Path(given["rerun"]), command)
-        kept = [o for o in record.overrides if override_key(o) not in NOT_REPLAYED]
-        record.overrides = kept
+        record.overrides = [o for o in record.overrides if override_key(o) not in NOT_REPLAYED]
         return _merged(flags, overrides, record, "the record of the run it repeats")
     if given.get("resume") != "auto":
         return list(argv)
