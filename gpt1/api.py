@@ -5,10 +5,8 @@
     metrics = api.finetune(cfg)                    # what `gpt1 finetune ...` does, no Hydra runtime needed
     loaded = api.load_checkpoint(metrics["checkpoint"])
 
-Each name is the function or class the commands use, imported when first used (``import gpt1.api`` itself is
-cheap and changes nothing). The command functions take a config from ``compose`` (or from ``hydra.compose`` after
-``gpt1.app.registration.register()``), write to ``paths.output_dir`` (outputs/<run_name>/<time> unless set) and
-return the metrics they write to metrics.json.
+Each name is the function or class the commands use, imported when first used. The command functions take a config
+from ``compose``, write to ``paths.output_dir`` (outputs/<run_name>/<time> unless set) and return their metrics.
 """
 
 from __future__ import annotations
@@ -51,19 +49,13 @@ __all__ = ["compose", *_NAMES]
 
 
 def compose(command: str, overrides: Sequence[str] = (), *, task: Any = None) -> DictConfig:
-    """The config that ``gpt1 <command> <overrides...>`` runs with (``command``: pretrain, finetune, evaluate,
-    zeroshot, generate or convert), composed by Hydra from the installed conf/ and typed by gpt1's schemas (a
-    misspelt key or a wrong type fails here), without starting a Hydra app: the group choices it names are settled
-    (``run_name``, ``task.name``) and ``paths.output_dir`` defaults to outputs/<run_name>/<time>. Call it outside a
-    running Hydra app (Hydra keeps one global instance).
+    """The config that ``gpt1 <command> <overrides...>`` runs with, composed by Hydra from the installed conf/ and
+    typed by gpt1's schemas (a misspelt key or a wrong type fails here), without starting a Hydra app (call it outside
+    one: Hydra keeps one global instance): the group choices it names are settled (``run_name``, ``task.name``).
 
-    ``task``: a task of one's own for finetune, evaluate or zeroshot, in place of ``task=NAME``: a
-    ``gpt1.tasks.spec.TaskConfig``, a dict of its fields (a task YAML file's), or a task YAML file's path. It is
-    composed as task=NAME would be (``task.*`` overrides apply to it) and named by its ``name`` (a file's stem when it
-    has none), which names the run: outputs/finetune/<name>/<time>.
-
-    ``rerun=DIR`` among ``overrides`` composes the finished run in DIR again from its record, as the command line does
-    (``gpt1.app.recorded``): its overrides first, those given in their place; its results are then compared."""
+    ``task``: a task of one's own for finetune, evaluate or zeroshot, in place of ``task=NAME``: a ``TaskConfig``, a
+    dict of its fields or a task YAML file's path (``gpt1.app.registration.task_option``). ``rerun=DIR`` among
+    ``overrides`` composes the finished run in DIR again from its record, as the command line does."""
     from hydra import compose as hydra_compose
     from hydra import initialize_config_module
     from omegaconf import open_dict

@@ -39,9 +39,8 @@ def main() -> None:
     # <argv[0]>`, no file here): they run `python -m gpt1.commands.<command>`, which is this command.
     sys.modules["__main__"].__spec__ = importlib.util.find_spec(module)
     try:
-        importlib.import_module(
-            "gpt1.cpu.settings"
-        ).configure()  # before the command's imports can allocate (torch reads THP once)
+        # the CPU settings before the command's imports can allocate (torch reads THP once)
+        importlib.import_module("gpt1.cpu.settings").configure()
         importlib.import_module(module).main()
     except KeyboardInterrupt:  # a Ctrl-C where no run takes it (its imports, its data): one line, not a traceback
         print(f"stopped by Ctrl-C before gpt1 {command} had anything to save (exit status 130)", file=sys.stderr)

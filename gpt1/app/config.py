@@ -1,13 +1,6 @@
-"""Typed Hydra schemas of every gpt1 command, composed from the training schemas (``gpt1.training.schema``: optim,
-trainer, logger, callbacks), the model's, the tokenizer's, the data's and the task's; ``gpt1.app.registration.register``
-stores them in Hydra's ConfigStore (the commands call it).
-
-Each command's primary YAML (``conf/<command>.yaml``) lists its schema first in its defaults, so every config
-group and command-line override is merged into a typed node: a misspelt key or a wrong type fails at start-up
-with the offending key named. The ``model`` group's files (conf/model/) are typed by the schema each names: a model
-type's config (``gpt1.model.registry.MODEL_TYPES``: ``gpt1``, ``small``, ``tiny``; ``lstm``, the LSTM baseline) or
-``CheckpointModelConfig`` (``checkpoint``, the starting checkpoint's architecture, for ``gpt1 finetune``).
-"""
+"""Typed Hydra schemas of every gpt1 command (``gpt1.app.registration.register`` stores them). Each command's YAML
+(``conf/<command>.yaml``) lists its schema first in its defaults, so a misspelt key or a wrong type, in a config
+group or an override, fails at start-up naming the key."""
 
 from __future__ import annotations
 
@@ -150,16 +143,12 @@ class FinetuneConfig:
     seed: int = 1234
     """Seeds torch, numpy, python, the fresh weights and the data order."""
     optimized_metric: Optional[str] = "val/${task.metrics[0]}"
-    """What the job returns to a sweeper (``hparams_search=optuna`` optimises it): the number this key (or path:
-    ``checkpoints[-1].accuracy``) of the command's metrics.json holds (``gpt1.app.objective``); a key the result lacks
-    fails naming the ones it has. Fine-tuning's: the task's first metric on the validation split, of the selected
+    """As ``PretrainConfig.optimized_metric``: the task's first metric on the validation split, of the selected
     weights (maximised)."""
     resume: Optional[str] = None
-    """Continue an interrupted run: a checkpoint path, or "auto" for last.ckpt of this run directory (with
-    hydra.run.dir=DIR and nothing else: the run in DIR, with the overrides it recorded)."""
+    """As ``PretrainConfig.resume``."""
     rerun: Optional[str] = None
-    """Make the finished run in this directory again, from its record (its overrides, those given beside in their
-    place), in a new run directory; then say whether its metrics.json came out equal to the last digit."""
+    """As ``PretrainConfig.rerun``."""
     model: Any = MISSING
     """model=checkpoint (default: the checkpoint's architecture, dropouts overridable), model=lstm (the paper's
     LSTM baseline, taking the checkpoint's token embeddings), or a preset with init_from=random."""
@@ -171,11 +160,9 @@ class FinetuneConfig:
     callbacks: CallbacksConfig = field(default_factory=CallbacksConfig)
     paths: PathsConfig = field(default_factory=PathsConfig)
     compile: bool = False
-    """Compile the model with torch.compile (in place: checkpoints keep plain parameter names)."""
+    """As ``PretrainConfig.compile``."""
     lm_loss: LMLoss = LMLoss.chunked
-    """How the LM loss over the tied head is computed: chunked (the logits in chunks of positions of at most 256 MiB,
-    forward and backward: memory bounded whatever the batch) or whole (every position's logits at once, then torch's
-    cross-entropy: the reference, equal within fp32 rounding; docs/faithfulness.md)."""
+    """As ``PretrainConfig.lm_loss``."""
 
 
 @dataclass
@@ -196,10 +183,8 @@ class EvaluateConfig:
     seed: int = 1234
     """Seeds everything (evaluation itself is deterministic)."""
     optimized_metric: Optional[str] = None
-    """What the job returns to a sweeper (``hparams_search=optuna`` optimises it): the number this key (or path:
-    ``checkpoints[-1].accuracy``) of the command's metrics.json holds (``gpt1.app.objective``); a key the result lacks
-    fails naming the ones it has. None: the main metric of what it scored, which metrics.json's ``main_metric``
-    names (val/<the task's first metric>, or val/ppl)."""
+    """As ``PretrainConfig.optimized_metric``; None: the main metric of what it scored, which metrics.json's
+    ``main_metric`` names (val/<the task's first metric>, or val/ppl)."""
     data: DataConfig = field(default_factory=DataConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
     paths: PathsConfig = field(default_factory=PathsConfig)
@@ -225,7 +210,7 @@ class GenerateConfig:
     seed: int = 1234
     """Seeds the sampling generator: the same seed gives the same text."""
     optimized_metric: Optional[str] = None
-    """What the job returns to a sweeper: None, its texts (gpt1 generate has no metric; ``gpt1.app.objective``)."""
+    """None: the job returns its texts (gpt1 generate has no metric)."""
     use_cache: bool = True
     """Decode incrementally with a KV cache (same tokens, faster)."""
     device: str = "auto"
@@ -247,7 +232,7 @@ class ConvertConfig:
     tokenizer: Optional[str] = None
     """from-hf: tokenizer to attach when SRC has none (tokenizer.json, or a dir with vocab.json + merges.txt)."""
     optimized_metric: Optional[str] = None
-    """What the job returns to a sweeper: None, nothing (gpt1 convert has no metric; ``gpt1.app.objective``)."""
+    """None: gpt1 convert has no metric."""
     paths: PathsConfig = field(default_factory=PathsConfig)
 
 
@@ -267,9 +252,7 @@ class ZeroshotCommandConfig:
     seed: int = 1234
     """Draws the training examples that fit mean_logprob's threshold (at most task.zeroshot.max_fit_examples)."""
     optimized_metric: Optional[str] = "checkpoints[-1].${task.metrics[0]}"
-    """What the job returns to a sweeper (``hparams_search=optuna`` optimises it): the number this key (or path:
-    ``checkpoints[-1].accuracy``) of the command's metrics.json holds (``gpt1.app.objective``); a key the result lacks
-    fails naming the ones it has. Zero-shot's: the last checkpoint's score of the task's first metric."""
+    """As ``PretrainConfig.optimized_metric``: the last checkpoint's score of the task's first metric."""
     device: str = "auto"
     """cpu, cuda, or auto (cuda when available)."""
     paths: PathsConfig = field(default_factory=PathsConfig)

@@ -1,9 +1,5 @@
-"""A composed config checked against its schemas and config groups, refused in one line that names the key before any
-work: what Hydra and OmegaConf let in and the schemas do not declare (a key added with ``+`` or ``++``, bypassing the
-schema: it was silently ignored; a declared key deleted with ``~``; a list or mapping as an item of a list of values,
-``optim.betas=[[0.9,0.99]]``, which OmegaConf keeps in a ``list[float]``), a value outside its field's ``ranged``
-bounds (``gpt1.core.errors.ranged``), and an optional group's option that does not exist (``debug=fsat``, which Hydra
-skips)."""
+"""A composed config checked against its schemas and config groups before any work, for what Hydra and OmegaConf let
+in: a refusal in one line that names the key."""
 
 from __future__ import annotations
 
@@ -19,12 +15,11 @@ SCALARS = (str, int, float, bool)
 
 
 def check_config(cfg: DictConfig) -> None:
-    """Refuse, in ``cfg`` and every config below it, a key its schema does not declare, a declared key deleted
-    (``~seed``), a container inside a list of values and a value outside its field's bounds: a ``ConfigError`` naming
-    the key. Every command's entry function (``gpt1.commands.pretrain.train``, ...) calls it first, so that a bad
-    value fails at start-up rather than when it is first used (after a tokenizer is trained, a corpus packed, a model
-    built), from the command line and from Python alike. A free mapping (a field typed ``dict``, e.g.
-    ``task.data_files``) takes any key; Hydra's own node (``hydra``) is Hydra's."""
+    """Refuse, in ``cfg`` and every config below it, a key its schema does not declare (added by ``+``/``++``: it
+    was silently ignored), a declared key deleted (``~seed``), a container inside a list of values
+    (``optim.betas=[[0.9,0.99]]``, which OmegaConf keeps) and a value outside its field's ``ranged`` bounds: a
+    ``ConfigError`` naming the key. Every command's entry function calls it first, so that a bad value fails at
+    start-up, from the command line and from Python alike. A field typed ``dict`` takes any key."""
     pending = [("", cfg)]
     for prefix, node in pending:  # (the list grows as the loop goes: each config below, breadth first)
         schema = OmegaConf.get_type(node)

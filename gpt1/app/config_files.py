@@ -1,8 +1,6 @@
-"""A YAML config file of the user's (``--config-dir DIR``: DIR/task/NAME.yaml, DIR/experiment/NAME.yaml; a task
-file given to ``gpt1.api.compose``), checked before Hydra reads it, so that what Hydra would fail on with a
-traceback is one line naming the file (and its line) and what to do: a file that cannot be read, of another kind
-(an image, an archive), not UTF-8, not YAML (``FILE, line N: <what the parser found>: <what to do>``), or not a
-mapping of keys."""
+"""A YAML config file of the user's (``--config-dir DIR``'s, a task file given to ``gpt1.api.compose``), checked before
+Hydra reads it, so that what Hydra would fail on with a traceback is one line naming the file (and its line) and what
+to do: unreadable, of another kind, not UTF-8, not YAML, or not a mapping of keys."""
 
 from __future__ import annotations
 
@@ -43,8 +41,8 @@ def yaml_problem(path: str | os.PathLike, error: Any) -> str:
 
 
 def check_config_file(path: str | os.PathLike) -> None:
-    """Refuse a YAML config file Hydra could not read as a config: a ``ConfigError`` naming it (module docstring).
-    A path that is not a file is left to Hydra (no such config: it names the options)."""
+    """Refuse a YAML config file Hydra could not read as a config: a ``ConfigError`` naming it. A path that is not a
+    file is left to Hydra (no such config: it names the options)."""
     path = Path(path)
     if not path.is_file():
         return

@@ -1,7 +1,5 @@
-"""What a config key changes: whether a run's numbers (its data and their order, its model, its optimisation, the
-figures it scores) or not (logging, paths, processes that only read or write). ``gpt1.app.recorded`` says it of each
-override given beside a run's record that differs from it; tests/test_run_record.py checks that every key and config
-group of every command is classified here, explicitly."""
+"""What a config key changes: a run's numbers or not, said of each override given beside a run's record that differs
+from it (``gpt1.app.recorded``); tests/test_run_record.py checks that every key and group is classified here."""
 
 from __future__ import annotations
 

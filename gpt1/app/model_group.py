@@ -1,8 +1,6 @@
-"""The ``model`` config group: conf/model/NAME.yaml, a model's sizes, typed by the schema its defaults list names
-(``/<type>_model_schema@_here_``: a model type's config, ``gpt1.model.registry.MODEL_TYPES``; or fine-tuning's
-``checkpoint_model_schema``). Hydra composes the files for the commands (``gpt1.app.registration.register`` stores
-the schemas); ``model_config`` reads one for code that runs without Hydra (``gpt1 bench --model``, the library, the
-tests), so that the sizes are written once, in the YAML files."""
+"""The ``model`` config group: conf/model/NAME.yaml, a model's sizes, typed by the schema its defaults list names (a
+model type's config, or fine-tuning's ``checkpoint_model_schema``). ``model_config`` reads one for code that runs
+without Hydra (``gpt1 bench --model``, the library), so that the sizes are written once, in the YAML files."""
 
 from __future__ import annotations
 
@@ -67,12 +65,9 @@ class Presets(Mapping[str, Any]):
     when looked up: ``PRESETS["small"]`` is ``model_config("small")``, a ``GPTConfig``."""
 
     def __getitem__(self, name: str) -> Any:
-        if name not in self:
+        if name not in model_options("gpt"):
             raise KeyError(name)
         return model_config(name)
-
-    def __contains__(self, name: object) -> bool:
-        return isinstance(name, str) and name in model_options("gpt")
 
     def __iter__(self) -> Iterator[str]:
         return iter(model_options("gpt"))

@@ -1,12 +1,7 @@
-"""What a command's job gives its sweeper: the value of ``optimized_metric`` (lightning-hydra-template's key; every
-command's config has it) in the command's result, what it writes to metrics.json; and which way a search goes.
-
-``optimized_metric`` names a key of the result (``val/ppl``) or a path into it, a list's entry by its index
-(``checkpoints[-1].accuracy``: the last checkpoint's score, gpt1 zeroshot's). Each command's default is its main
-validation metric (gpt1 pretrain's ``val/ppl``; gpt1 finetune's ``val/<the task's first metric>``; gpt1 zeroshot's
-last checkpoint's score of it); null: the metric the result names as its own (``main_metric``: gpt1 evaluate's, known
-once the checkpoint is read), else the whole result (gpt1 prepare, generate and convert have no metric).
-"""
+"""What a command's job gives its sweeper: the number ``optimized_metric`` (lightning-hydra-template's key; each
+command's default: ``gpt1.app.config``) addresses in the command's result, a key (``val/ppl``) or a path
+(``checkpoints[-1].accuracy``); null: the metric the result names as its own (``main_metric``), else the whole
+result. And which way a search goes."""
 
 from __future__ import annotations
 

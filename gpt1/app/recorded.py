@@ -1,11 +1,7 @@
-"""A run directory remembers its command. ``gpt1 <command> resume=auto hydra.run.dir=DIR`` with nothing else continues
-the run in DIR with the overrides it recorded (``gpt1.core.run_record``), ``gpt1 <command> -m resume=auto
-hydra.sweep.dir=DIR`` the sweep in DIR, and ``gpt1 <command> rerun=DIR`` makes a finished run again in a new
-directory (its metrics.json then compared with DIR's: ``gpt1.training.run``). ``with_record`` rewrites a command line
-so before Hydra reads it: the record's overrides, those given beside it in their place; each given one that differs
-from the record is named in a line saying what it changes (``gpt1.app.effects``). A run of another command is
-refused in one line naming the command that continues it. ``job_fields`` is what an attempt records of its job, so
-that a run's provenance.json alone can be replayed too."""
+"""A run directory remembers its command (docs/resume.md): ``with_record`` rewrites a command line of ``resume=auto
+hydra.run.dir=DIR`` (``-m``: ``hydra.sweep.dir``) or ``rerun=DIR`` to the record's overrides, those given beside in
+their place, each that differs named with what it changes (``gpt1.app.effects``); ``job_fields`` is what an attempt
+records of its job, so that a run's provenance.json alone can be replayed too."""
 
 from __future__ import annotations
 
@@ -38,10 +34,9 @@ OF_A_SWEEP = ("hydra.launcher", "hydra/launcher", "hydra.sweeper", "hydra/sweepe
 
 
 def with_record(argv: Sequence[str], command: str) -> list[str]:
-    """``gpt1 <command>``'s arguments ``argv``, with a run's or a sweep's recorded command where they ask for it:
-    ``resume=auto`` and ``hydra.run.dir=DIR`` (``-m``: ``hydra.sweep.dir=DIR``) of a directory that holds a record,
-    or ``rerun=DIR``; else as they are. A ``ConfigError`` for a record of another command or of the other kind
-    (a sweep given as a run, a run as a sweep), and for ``rerun`` of a directory without a finished run."""
+    """``gpt1 <command>``'s arguments ``argv``, with a run's or a sweep's recorded command where they ask for it (module
+    docstring); else as they are. A ``ConfigError`` for a record of another command or kind (a sweep given as a run),
+    and for ``rerun`` of a directory without a finished run."""
     REPLAYED.clear()  # (a command run before in this process replayed its own)
     flags, overrides = _split(argv)
     given = _values(overrides)
@@ -50,8 +45,7 @@ def with_record(argv: Sequence[str], command: str) -> list[str]:
     multirun = "-m" in flags or "--multirun" in flags
     if "rerun" in given:
         record = _rerun_record(Path(given["rerun"]), command)
-        kept = [o for o in record.overrides if override_key(o) not in NOT_REPLAYED]
-        record.overrides = kept
+        record.overrides = [o for o in record.overrides if override_key(o) not in NOT_REPLAYED]
         return _merged(flags, overrides, record, "the record of the run it repeats")
     if given.get("resume") != "auto":
         return list(argv)
@@ -143,9 +137,9 @@ def with_replayed(message: str) -> str:
 
 
 def _merged(flags: list[str], given: list[str], record: Record, whose: str) -> list[str]:
-    """The command line of ``record`` with the ``given`` overrides in place of its own of the same key, and Hydra's
-    ``flags`` (its --config-dir unless one is given); a line for each given override that differs from the record,
-    and one when this runs in another working directory than the record's."""
+    """The command line of ``record`` with the ``given`` overrides in place of its own, and Hydra's ``flags`` (its
+    --config-dir unless one is given); a note for each given override that differs, and for another working
+    directory."""
     lines = []
     replayed = [*record.overrides, *record.hydra]
     source = record.source / "overrides.yaml" if record.source.is_dir() else record.source  # (.hydra/ or a file)
@@ -188,9 +182,8 @@ def _merged(flags: list[str], given: list[str], record: Record, whose: str) -> l
 
 
 def job_fields() -> dict[str, Any]:
-    """What the attempt of this Hydra job records of it (``gpt1.core.provenance.start_attempt``'s fields): ``job``,
-    the record that replays it (``gpt1.core.run_record``); for a job of a sweep, also its own command line as
-    ``command`` (the sweep's in ``sweep_command``). None outside a Hydra job (a run from Python)."""
+    """What the attempt of this Hydra job records of it: ``job``, the record that replays it; for a sweep's job, also
+    its own command line as ``command`` (the sweep's in ``sweep_command``). None outside a Hydra job."""
     if not HydraConfig.initialized():
         return {}
     hydra = HydraConfig.get()

@@ -1,7 +1,5 @@
-"""Hydra's side of the commands: ``register`` stores the command schemas (``gpt1.app.config``) and the model group's
-(``gpt1.app.model_group``) in Hydra's ConfigStore and registers gpt1's OmegaConf resolvers (``${gpt1.choice:task}``,
-``${gpt1.output_dir:...}``, ...), which name a run and its directory from its config: ``task_name``, ``corpus_name``,
-``default_output_dir``."""
+"""Hydra's side of the commands: ``register`` stores the schemas in Hydra's ConfigStore and registers gpt1's OmegaConf
+resolvers (``${gpt1.choice:task}``, ...), which name a run and its directory from its config."""
 
 from __future__ import annotations
 
@@ -57,8 +55,8 @@ def task_name(cfg: DictConfig) -> str:
 
 
 def default_output_dir(run_name: str) -> str:
-    """``paths.output_dir``: Hydra's run directory in a ``gpt1 <command>`` run; outside one (a config composed in
-    Python) the same layout, outputs/<run_name>/<time> (resolved once per config: the resolver is cached)."""
+    """``paths.output_dir``: Hydra's run directory, or outside a Hydra run the same layout, outputs/<run_name>/<time>
+    (resolved once per config: the resolver is cached)."""
     running = OmegaConf.select(HydraConfig.get(), "runtime.output_dir") if HydraConfig.initialized() else None
     return running or str(Path("outputs") / run_name / time.strftime("%Y-%m-%d_%H-%M-%S"))
 
@@ -106,11 +104,9 @@ def _choice(group: str, *, _root_: DictConfig) -> str:
 
 @contextlib.contextmanager
 def task_option(task: TaskConfig | Mapping[str, Any] | str | os.PathLike) -> Iterator[str]:
-    """Within the block, a task of one's own is an option of the task group, as a file conf/task/NAME.yaml would be;
-    yields NAME (compose with task=NAME: every task.* override applies to it, and it names the run, finetune/NAME).
-    ``task``: a ``TaskConfig``, a dict of its fields (those of a task YAML file), or the path of a task YAML file;
-    NAME is its ``name`` (a YAML file's stem when it has none). The option goes with the block: Hydra's ConfigStore is
-    the process's, and a stored task/NAME would become the schema of a later conf/task/NAME.yaml."""
+    """Within the block, a task of one's own (a ``TaskConfig``, a dict of its fields, or a task YAML file's path) is
+    an option of the task group, as conf/task/NAME.yaml would be; yields NAME, its ``name`` (a file's stem when it has
+    none). The option goes with the block: a stored task/NAME would become the schema of a later task/NAME.yaml."""
     if isinstance(task, (str, os.PathLike)):
         path = Path(task)
         if not path.is_file():
@@ -144,25 +140,21 @@ def task_option(task: TaskConfig | Mapping[str, Any] | str | os.PathLike) -> Ite
 
 
 def register() -> None:
-    """Register the schemas (the commands', the model group's) and the resolvers with Hydra, and silence Hydra's note
-    on the launcher schemas (idempotent). Every command calls it before Hydra composes its config; so does a Python
-    user composing one (``hydra.compose``)."""
-    if not OmegaConf.has_resolver("gpt1.sample_data"):  # ${gpt1.sample_data:${paths.cache_dir}}: paths.sample_data
-        OmegaConf.register_new_resolver("gpt1.sample_data", sample_data, use_cache=True)
-    if not OmegaConf.has_resolver("gpt1.choice"):  # ${gpt1.choice:task}: the group's option, else the group's name
-        OmegaConf.register_new_resolver("gpt1.choice", _choice)
-    if not OmegaConf.has_resolver("gpt1.output_dir"):  # ${gpt1.output_dir:${run_name}}: a run's directory
-        OmegaConf.register_new_resolver("gpt1.output_dir", default_output_dir, use_cache=True)
-    if not OmegaConf.has_resolver("gpt1.pretrain_run_name"):  # quickstart, or pretrain/<corpus> on another corpus
-        OmegaConf.register_new_resolver("gpt1.pretrain_run_name", _pretrain_run_name)
-    if not OmegaConf.has_resolver("gpt1.sample_prompt"):  # the quickstart's prompt, or None on another corpus
-        OmegaConf.register_new_resolver("gpt1.sample_prompt", _sample_prompt)
-    if not OmegaConf.has_resolver("gpt1.job_dir"):  # ${gpt1.job_dir:}: a sweep's job directory, by its overrides
-        OmegaConf.register_new_resolver("gpt1.job_dir", job_dir_of)
-    if not OmegaConf.has_resolver("gpt1.direction"):  # ${gpt1.direction:${optimized_metric}}: minimize or maximize
-        OmegaConf.register_new_resolver("gpt1.direction", direction)
-    if not OmegaConf.has_resolver("gpt1.on_cpu"):  # ${gpt1.on_cpu:${trainer.accelerator},A,B} (the SLURM launcher)
-        OmegaConf.register_new_resolver("gpt1.on_cpu", on_cpu)
+    """Register the schemas and the resolvers with Hydra, and silence Hydra's note on the launcher schemas
+    (idempotent): before Hydra composes a config, from a command or from Python."""
+    resolvers = {  # name -> (function, cached)
+        "gpt1.sample_data": (sample_data, True),  # ${gpt1.sample_data:${paths.cache_dir}}: paths.sample_data
+        "gpt1.choice": (_choice, False),  # ${gpt1.choice:task}: the group's option, else the group's name
+        "gpt1.output_dir": (default_output_dir, True),  # ${gpt1.output_dir:${run_name}}: a run's directory
+        "gpt1.pretrain_run_name": (_pretrain_run_name, False),  # quickstart, or pretrain/<corpus> on another corpus
+        "gpt1.sample_prompt": (_sample_prompt, False),  # the quickstart's prompt, or None on another corpus
+        "gpt1.job_dir": (job_dir_of, False),  # ${gpt1.job_dir:}: a sweep's job directory, by its overrides
+        "gpt1.direction": (direction, False),  # ${gpt1.direction:${optimized_metric}}: minimize or maximize
+        "gpt1.on_cpu": (on_cpu, False),  # ${gpt1.on_cpu:${trainer.accelerator},A,B} (the SLURM launcher)
+    }
+    for name, (resolver, cached) in resolvers.items():
+        if not OmegaConf.has_resolver(name):
+            OmegaConf.register_new_resolver(name, resolver, use_cache=cached)
     cs = ConfigStore.instance()
     for name, schema in [
         ("pretrain_schema", PretrainConfig),

@@ -1,11 +1,7 @@
-"""How a gpt1 command runs: a Hydra app whose user errors end in one line, with the process's CPU settings applied.
-
-``command`` wraps every command's entry function. A ``gpt1.core.errors.UserError`` it raises, Hydra's configuration
-errors (a misspelt key, a wrong type, a missing value, an unknown group option) and values outside their schema field's
-bounds become one line on stderr, ``error: ...``, and exit status 2 (``user_errors``; the tools ``gpt1 bench`` and
-``gpt1 report`` use it too). ``HYDRA_FULL_ERROR=1`` shows the traceback instead. Anything else is a bug and keeps its
-traceback.
-"""
+"""How a gpt1 command runs (``command``): a Hydra app whose user errors (a ``UserError``, Hydra's and OmegaConf's
+configuration errors) end in one line on stderr, ``error: ...``, exit status 2 (``user_errors``; ``gpt1 bench`` and
+``gpt1 report`` use it too); ``HYDRA_FULL_ERROR=1`` shows the traceback. Anything else is a bug and keeps its
+traceback."""
 
 from __future__ import annotations
 
@@ -30,9 +26,9 @@ from gpt1.app.config_files import check_config_file
 from gpt1.app.recorded import job_fields, with_record, with_replayed
 from gpt1.app.registration import register
 from gpt1.app.suggest import config_hint, given_with, what_to_give
-from gpt1.app.sweep import resuming_sweeps
-from gpt1.core.compat import hydra_config_files_checked_by, hydra_flags_parsed_by, hydra_reports_through
-from gpt1.core.errors import EXIT_USER_ERROR, ConfigError, UserError
+from gpt1.app.sweep import ResumingLauncher
+from gpt1.core import compat
+from gpt1.core.errors import EXIT_USER_ERROR, ConfigError, UserError, exception_chain
 from gpt1.core.files import WriteError, atomic_file, path_error, write_error
 from gpt1.core.memory import memory_line, peak_memory
 from gpt1.core.provenance import recorded_attempt
@@ -77,7 +73,8 @@ def user_message(e: BaseException) -> str | None:
     cause = e.__cause__ if isinstance(e.__cause__, OmegaConfBaseException) else e
     if isinstance(cause, OmegaConfBaseException):  # e.g. Key 'n_layr' not in 'GPTConfig' / cannot convert 'abc'
         first = str(cause).splitlines()[0] if str(cause) else type(cause).__name__
-        raised = _user_error_within(cause)  # a resolver's own error: its line, not OmegaConf's wrapping of it
+        # a resolver's own error (a WriteError rather than its OSError): its line, not OmegaConf's wrapping of it
+        raised = next((c for c in exception_chain(cause)[1:] if isinstance(c, UserError)), None)
         if raised is not None:
             first = " ".join(str(raised).split())
         key = given_with(cause) or getattr(cause, "full_key", None)
@@ -85,18 +82,6 @@ def user_message(e: BaseException) -> str | None:
         return f"{key}: {first}{hint}" if key and key not in first else first + hint
     if isinstance(e, HydraException):  # an unknown config group option, a malformed override
         return _one_line(str(e).split("Config search path")[0])
-    return None
-
-
-def _user_error_within(e: BaseException) -> UserError | None:
-    """The outermost user error ``e`` came from (through ``__cause__`` and ``__context__``): a resolver's
-    ``WriteError`` rather than the ``OSError`` it was raised from."""
-    seen = {id(e)}
-    while (inner := e.__cause__ or e.__context__) is not None and id(inner) not in seen:
-        if isinstance(inner, UserError):
-            return inner
-        seen.add(id(inner))
-        e = inner
     return None
 
 
@@ -133,10 +118,8 @@ def user_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 class FlagParser(argparse.ArgumentParser):
-    """An ``argparse`` parser whose mistakes (an unknown flag, a missing or wrong value, a choice that is none of its
-    choices) are a one-line ``ConfigError`` that names the flag and what to do, in place of argparse's usage block
-    and exit: the parser of gpt1 bench and gpt1 report, and of every Hydra command's flags (through
-    ``gpt1.core.compat.hydra_flags_parsed_by``)."""
+    """An ``argparse`` parser whose mistakes are a one-line ``ConfigError`` naming the flag and what to do, in place
+    of argparse's usage block and exit: gpt1 bench's and gpt1 report's, and every Hydra command's flags'."""
 
     def error(self, message: str) -> NoReturn:
         split = message.startswith("unrecognized arguments") and "=" in message
@@ -166,27 +149,20 @@ _KEPT: dict[str, dict[Path, bytes]] = {}
 
 
 class KeepRunRecord(Callback):
-    """Hydra callback of every gpt1 command (conf/hydra/default.yaml): before Hydra writes a run's .hydra/ record (its
-    config and overrides) into the run directory, the run's config is checked (a key no schema declares, a value out
-    of range: ``gpt1.app.config_checks``) and the record already there is kept, so that a command refused
-    there (now, or later: a missing file, a checkpoint that does not fit) leaves a run's record as it found it
-    (``put_back_records``). A ``-m`` sweep's jobs are checked as they start (``command``); Hydra has no hook
-    before it writes a sweep job's record."""
+    """Hydra callback of every gpt1 command (conf/hydra/default.yaml): before Hydra writes a run's .hydra/ record, the
+    run's config is checked (``gpt1.app.config_checks``) and the record already there kept, so that a command refused
+    there (now or later) leaves it as it found it (``put_back_records``). Hydra has no such hook for a sweep's job."""
 
     def on_run_start(self, config: Any, **kwargs: Any) -> None:
         output_dir, subdir = Path(config.hydra.run.dir), config.hydra.output_subdir
         record = output_dir / subdir if subdir else None
         found = [p for p in sorted(record.glob("*.yaml")) if p.is_file()] if record and record.is_dir() else []
         _KEPT[str(output_dir.absolute())] = {path: path.read_bytes() for path in found}
-        user_errors(_check_job_config)(config)  # a user error exits, in one line
+        user_errors(check_choices)(config)  # a user error exits, in one line
+        user_errors(check_config)(config)
 
     def on_run_end(self, config: Any, **kwargs: Any) -> None:
         _KEPT.pop(str(Path(config.hydra.run.dir).absolute()), None)  # it ran: its new record stands
-
-
-def _check_job_config(config: Any) -> None:
-    check_choices(config)
-    check_config(config)
 
 
 def put_back_records() -> None:
@@ -196,21 +172,6 @@ def put_back_records() -> None:
         for path, data in _KEPT.popitem()[1].items():
             with atomic_file(path) as f:
                 f.write(data)
-
-
-def _memory_line_after(fn: Callable[[Any], Any]) -> Callable[[Any], Any]:
-    """``fn`` (a command's job), then its peak memory as its last line on stderr, once (rank 0's process)."""
-
-    @functools.wraps(fn)
-    def job(cfg: Any) -> Any:
-        from lightning_utilities.core.rank_zero import rank_zero_only
-
-        result = fn(cfg)
-        if getattr(rank_zero_only, "rank", 0) == 0:
-            print(memory_line(peak_memory()), file=sys.stderr, flush=True)
-        return result
-
-    return job
 
 
 def holds_run_dir(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -227,10 +188,9 @@ def holds_run_dir(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 class HoldRunDir(Callback):
-    """Hydra callback of every gpt1 command (conf/hydra/default.yaml): a run (not a ``-m`` sweep's jobs, which
-    ``holds_run_dir`` alone holds) holds its run directory (``gpt1.core.run_lock``) from before Hydra writes there
-    (.hydra/, the job's log) to its end, so that a second process on it stops having written nothing; a refused one
-    says why in one line (Hydra takes a callback's exception for a warning)."""
+    """Hydra callback of every gpt1 command (conf/hydra/default.yaml): a run (not a sweep's job) holds its run directory
+    (``gpt1.core.run_lock``) from before Hydra writes there to its end, so that a second process on it stops having
+    written nothing; a refused one exits in one line here (Hydra takes a callback's exception for a warning)."""
 
     def on_run_start(self, config: Any, **kwargs: Any) -> None:
         self.directory = config.hydra.run.dir
@@ -255,12 +215,10 @@ def _holdable(directory: str) -> None:
 
 
 def from_the_installed_package() -> None:
-    """Make this command's processes run the installed gpt1 whatever folders sit in the working directory. Lightning
-    starts DDP's other ranks as ``python -m gpt1.commands.<command>``, and ``python -m`` (and ``-c``) put the working
-    directory first on ``sys.path``: a folder named gpt1 there (a clone of the repository, beside which one works) was
-    imported in their place, as a namespace package (rank 1 failed, rank 0 was killed). ``PYTHONSAFEPATH`` (Python
-    3.11+) leaves the working directory out in every process the command starts (DDP's ranks, a launcher's jobs); a
-    process that imported gpt1 from such a folder all the same stops here, in one line that says so."""
+    """Make this command's processes run the installed gpt1 whatever folders sit in the working directory: ``python
+    -m`` (how Lightning starts DDP's other ranks) puts it first on ``sys.path``, where a clone of the repository would
+    be imported as a namespace package. ``PYTHONSAFEPATH`` leaves it out in every process the command starts; a
+    process that imported gpt1 from such a folder all the same stops here, in one line."""
     os.environ["PYTHONSAFEPATH"] = "1"
     if gpt1.__file__ is None:  # a namespace package: a folder named gpt1 without __init__.py
         raise UserError(
@@ -271,13 +229,10 @@ def from_the_installed_package() -> None:
 
 
 def command(config_name: str) -> Callable[[Callable[[Any], Any]], Callable[[], None]]:
-    """``@hydra.main`` for a gpt1 command: its config ``conf/<config_name>.yaml`` from the installed package, the
-    schemas registered, user errors (in the configuration or raised by the command) reported as one line, its peak
-    memory as its last line (``gpt1.core.memory``), each attempt recorded in its run directory's provenance.json
-    (global rank 0: ``gpt1.core.provenance``), a run or a ``-m`` sweep resumable from its directory's record alone
-    (``gpt1.app.recorded``: ``resume=auto hydra.run.dir=DIR``, ``rerun=DIR``; ``gpt1.app.sweep``), and the CPU settings
-    applied (``gpt1.cpu.settings.configure``) in every process that runs it, DDP's other ranks and the jobs of a
-    submitit launcher (SLURM's, which run the job's function in a process of their own) included."""
+    """``@hydra.main`` for a gpt1 command (``conf/<config_name>.yaml`` of the installed package): user errors as one
+    line, its peak memory as its last, each attempt recorded in provenance.json (global rank 0), a run or sweep
+    resumable from its directory's record alone, and the CPU settings applied in every process that runs it (DDP's
+    other ranks and a submitit launcher's jobs included)."""
 
     def decorate(fn: Callable[[Any], Any]) -> Callable[[], None]:
         @functools.wraps(fn)
@@ -294,10 +249,13 @@ def command(config_name: str) -> Callable[[Callable[[Any], Any]], Callable[[], N
                 run_lock(cfg.paths.output_dir, f"gpt1 {config_name}"),
                 recorded_attempt(cfg.paths.output_dir, **job_fields()),
             ):
-                return fn(cfg)
+                result = fn(cfg)
+            if getattr(rank_zero_only, "rank", 0) == 0:  # (read again: the Trainer sets it to the global rank)
+                print(memory_line(peak_memory()), file=sys.stderr, flush=True)  # its last line, once
+            return result
 
         hydra_main = hydra.main(version_base="1.3", config_path="pkg://gpt1.conf", config_name=config_name)(
-            user_errors(_memory_line_after(job))
+            user_errors(job)
         )
 
         @functools.wraps(fn)
@@ -308,10 +266,10 @@ def command(config_name: str) -> Callable[[Callable[[Any], Any]], Callable[[], N
             register()
             sys.argv[1:] = user_errors(with_record)(sys.argv[1:], config_name)  # resume=auto, rerun=: a run's record
             with (
-                hydra_reports_through(user_errors),
-                hydra_flags_parsed_by(FlagParser),
-                hydra_config_files_checked_by(check_config_file),
-                resuming_sweeps(),
+                compat.hydra_reports_through(user_errors),
+                compat.hydra_flags_parsed_by(FlagParser),
+                compat.hydra_config_files_checked_by(check_config_file),
+                compat.launchers_wrapped_by(ResumingLauncher),  # resumable sweeps
             ):
                 try:
                     user_errors(hydra_main)()  # the flags' own errors (one line each), before Hydra composes anything

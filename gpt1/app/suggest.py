@@ -1,9 +1,6 @@
 """What to do about a configuration mistake that Hydra or OmegaConf reports in its own words: the one line
 ``gpt1.app.runner.user_message`` prints instead, naming the culprit and the fix, with the closest valid name for a
-misspelt one (a config key, a task YAML field, a config group, a task or experiment name).
-
-    closest("lable", ["label", "label_names", "text"])    # -> "label"
-"""
+misspelt one."""
 
 from __future__ import annotations
 
@@ -19,6 +16,8 @@ from typing import Any, Optional
 
 from hydra.errors import MissingConfigException, OverrideParseException
 from omegaconf.errors import ConfigAttributeError, ConfigKeyError, MissingMandatoryValue, OmegaConfBaseException
+
+from gpt1.core.errors import exception_chain
 
 TAKES_NO_TASK = {
     "pretrain": "pre-training reads a corpus (data=...), not a task: fine-tune on a task with gpt1 finetune "
@@ -93,27 +92,18 @@ def config_dirs() -> list[Path]:
     return [*dirs, Path(gpt1.conf.__file__).parent]
 
 
-def _yaml_of(config_path: str, key: str) -> Optional[Path]:
-    """The YAML file ``config_path`` (``task/mine``) that Hydra read, the one holding ``key`` where several could."""
+def _yaml_of(config_path: str, key: Optional[str] = None) -> Optional[Path]:
+    """The YAML file ``config_path`` (``task/mine``) that Hydra read: the one holding ``key`` where several could."""
     files = [d / f"{config_path}.yaml" for d in config_dirs() if (d / f"{config_path}.yaml").is_file()]
-    pattern = re.compile(rf"^\s*{re.escape(key)}\s*:", re.MULTILINE)
+    pattern = re.compile(rf"^\s*{re.escape(key or '')}\s*:", re.MULTILINE)
     return next(
-        (f for f in files if pattern.search(f.read_text(encoding="utf-8", errors="replace"))),
+        (f for f in files if key is None or pattern.search(f.read_text(encoding="utf-8", errors="replace"))),
         files[0] if files else None,
     )
 
 
 def _fields(schema: Any) -> list[str]:
     return [f.name for f in dataclasses.fields(schema)] if dataclasses.is_dataclass(schema) else []
-
-
-def _chain(e: BaseException) -> list[BaseException]:
-    """``e`` and its causes (and contexts: Hydra re-raises OmegaConf's errors inside ``except``)."""
-    chain: list[BaseException] = []
-    while e is not None and e not in chain:
-        chain.append(e)
-        e = e.__cause__ or e.__context__
-    return chain
 
 
 def _swept(key: str) -> Optional[str]:
@@ -166,7 +156,7 @@ def what_to_give(cause: BaseException, first: str, key: Any) -> str:
 def config_hint(e: BaseException) -> Optional[str]:
     """The one line for a configuration mistake Hydra or OmegaConf raised, or None when it is not one of those
     this module knows (``gpt1.app.runner.user_message`` then says it its own way)."""
-    chain = _chain(e)
+    chain = exception_chain(e)
     omega = next((c for c in chain if isinstance(c, OmegaConfBaseException)), None)
     text = str(e)
     for hint in (_parse_hint(chain), _ambiguous_hint(text), _group_hint(chain, text), _merge_hint(omega, text)):
@@ -211,7 +201,7 @@ def _merge_error(config_path: str, text: str) -> str:
     (``zeroshot: verbalizer``): OmegaConf's merge names no key, the file's line with that value does."""
     found = re.search(r"Merge error: (.+?)\. value: (.*)", text)
     what, value = (found.group(1), found.group(2).strip()) if found else ("not a mapping of fields", "")
-    path = next((d / f"{config_path}.yaml" for d in config_dirs() if (d / f"{config_path}.yaml").is_file()), None)
+    path = _yaml_of(config_path)
     line = re.search(rf"^\s*(\w+):\s*{re.escape(value)}\s*$", path.read_text(errors="replace"), re.M) if path else None
     key = line.group(1) if line else "the field"
     return f"{path or config_path + '.yaml'}: {key}: {what}{what_to_give(None, 'is not a subclass of', key)}"
@@ -324,17 +314,13 @@ def _key_hint(omega: OmegaConfBaseException, text: str) -> str:
     composing = re.match(r"In '([\w/]+)': \w+ raised while composing config", text)
     if composing and "/" in composing.group(1):  # a field of a group's YAML file (a task of the user's)
         config_path = composing.group(1)
-        group = config_path.rsplit("/", 1)[0]
-        if full_key == group.replace("/", "."):  # its keys landed under the group's name: no header
-            path = next(
-                (d / f"{config_path}.yaml" for d in config_dirs() if (d / f"{config_path}.yaml").is_file()), None
-            )
+        no_header = full_key == config_path.rsplit("/", 1)[0].replace("/", ".")  # its keys under the group's name
+        where = _yaml_of(config_path, None if no_header else key) or f"{config_path}.yaml"
+        if no_header:
             return (
-                f"{path or config_path + '.yaml'}: its keys are the command's own, but it has no '# @package _global_' "
-                "line: put that line first"
+                f"{where}: its keys are the command's own, but it has no '# @package _global_' line: put that line "
+                "first"
             )
-        path = _yaml_of(config_path, key)
-        where = f"{path}" if path else f"{config_path}.yaml"
         return (
             f"{where}: unknown field {key!r} ({schema}){_did_you_mean(key, fields)} (its fields: {', '.join(fields)}): "
             "rename it to one of them, or remove it"

@@ -1,18 +1,14 @@
-"""A sweep (``-m``) that can be resumed: each job in a directory named by its overrides, not by its position
-(``job_dir``, Hydra's ``hydra.sweep.subdir``), and ``resume=auto hydra.sweep.dir=DIR`` (the sweep's recorded
-overrides replayed: ``gpt1.app.recorded``) going on where it stopped, whatever launcher runs its jobs:
-``ResumingLauncher`` launches only the jobs that have not finished, each resuming from its own ``last.ckpt``, rebuilds
-a finished job's lost metrics.json from its records (``gpt1.training.kept_results``), and says what becomes of each job;
-``continue_study`` does the same for an Optuna search kept in a storage. A sweep extended or reordered maps every
-earlier job to its own directory; a job of other overrides gets a directory of its own."""
+"""A sweep (``-m``) that can be resumed: each job in a directory named by its overrides, not its position
+(``job_dir``), and ``resume=auto hydra.sweep.dir=DIR`` going on where it stopped, whatever launcher runs its jobs
+(``ResumingLauncher``; ``continue_study`` for an Optuna search kept in a storage). A sweep extended or reordered maps
+every earlier job to its own directory."""
 
 from __future__ import annotations
 
 import hashlib
 import re
 import sys
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
@@ -22,10 +18,9 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
 from gpt1.app.objective import job_value
-from gpt1.core.compat import launchers_wrapped_by
 from gpt1.core.provenance import attempts
 from gpt1.core.run_lock import run_lock
-from gpt1.core.run_record import override, sweep_record
+from gpt1.core.run_record import override, override_key, sweep_record
 from gpt1.training.hydra_job import swept_keys
 
 if TYPE_CHECKING:
@@ -38,13 +33,12 @@ READABLE = 96
 
 
 def job_dir(overrides: Sequence[str], swept: Optional[set[str]] = None) -> str:
-    """The directory of the job of ``overrides`` in its sweep: a readable part, its overrides of the ``swept`` keys
-    (None, or none of them: all of its overrides) sorted, those whose values are paths left out, cut to ``READABLE``
-    characters; then ``-`` and 8 hex digits of a hash of all its overrides (sorted: their order on the command line
-    aside; ``NOT_OF_THE_JOB`` left out), its identity: ``aux_lm_weight=0.5,seed=2-1f3a9c0e``."""
-    mine = sorted(o for o in overrides if _key(o) not in NOT_OF_THE_JOB)
+    """The directory of the job of ``overrides`` in its sweep: a readable part (its overrides of the ``swept`` keys,
+    else all, sorted, less those whose values are paths, cut to ``READABLE`` characters), then ``-`` and 8 hex digits
+    of a hash of its sorted overrides, its identity: ``aux_lm_weight=0.5,seed=2-1f3a9c0e``."""
+    mine = sorted(o for o in overrides if override_key(o) not in NOT_OF_THE_JOB)
     digest = hashlib.sha256("\n".join(mine).encode()).hexdigest()[:8]
-    named = [o for o in mine if _key(o) in (swept or ())] or mine
+    named = [o for o in mine if override_key(o) in (swept or ())] or mine
     readable = ""
     for item in (re.sub(r"[^\w.,=+-]", "_", o) for o in named if "/" not in o.partition("=")[2]):
         joined = f"{readable},{item}" if readable else item
@@ -54,14 +48,9 @@ def job_dir(overrides: Sequence[str], swept: Optional[set[str]] = None) -> str:
     return f"{readable}-{digest}" if readable else digest
 
 
-def _key(override: str) -> str:
-    return override.partition("=")[0].lstrip("+~")
-
-
 def job_dir_of(*, _root_: DictConfig) -> str:
-    """``${gpt1.job_dir:}``, conf/hydra/default.yaml's ``hydra.sweep.subdir``: ``job_dir`` of the job's overrides and
-    its sweep's swept keys; where the sweep directory already holds a directory of the same hash (a sweep extended by
-    more values of a key that was one value before names the job otherwise), that one."""
+    """``${gpt1.job_dir:}`` (``hydra.sweep.subdir``): ``job_dir`` of the job's overrides and its sweep's swept keys, or
+    the sweep's directory of the same hash (a sweep extended by values of a key names the job otherwise)."""
     hydra = _root_.hydra
     sweep = Path(str(hydra.sweep.dir))
     name = job_dir(list(hydra.overrides.task), swept_keys(hydra, sweep))
@@ -109,11 +98,7 @@ class Job:
         """What becomes of the job, in one line that names it by its ``own`` overrides and directory."""
         lost = self.kept.note.removeprefix("note: ") if self.kept is not None else ""
         if self.metrics is not None:
-            fate = (
-                f"finished before: not run again; {lost}"
-                if lost
-                else "finished before: not run again, its directory kept as it was"
-            )
+            fate = "finished before: not run again" + (f"; {lost}" if lost else ", its directory kept as it was")
         elif self.kept is not None and self.kept.again:
             fate = f"finished before at step {self.step}; {lost}"
         else:
@@ -124,11 +109,9 @@ class Job:
 
 
 class ResumingLauncher:
-    """A sweeper's launcher, wrapped (``resuming_sweeps``): with ``resume=auto`` among a batch's jobs' config, the jobs
-    that finished are not launched (their directories untouched; the sweeper gets their value from their
-    metrics.json, ``gpt1.app.objective.job_value``), the others are, and one line per job says what becomes of it:
-    finished before, resumed at step N (from its last.ckpt), started, or failed before and resumed or started again.
-    Without ``resume=auto`` it launches every job, as the launcher it wraps."""
+    """A sweeper's launcher, wrapped (``gpt1.app.runner.command``): with ``resume=auto``, the jobs that finished are
+    not launched (the sweeper gets their value from their metrics.json), the others are, resuming from their
+    last.ckpt, and one line per job says what becomes of it. Without ``resume=auto``, the launcher it wraps."""
 
     def __init__(self, launcher: Any) -> None:
         self.launcher = launcher
@@ -206,17 +189,10 @@ def _earlier(sweep: Path, command: str) -> str:
 def _own(overrides: Sequence[str], every: Sequence[Sequence[str]], swept: set[str]) -> list[str]:
     """The overrides that name a job: those of the ``swept`` keys, else those that set it apart from the other jobs of
     its batch, else all of them."""
-    mine = [o for o in overrides if _key(o) not in NOT_OF_THE_JOB]
+    mine = [o for o in overrides if override_key(o) not in NOT_OF_THE_JOB]
     others = [set(o) for o in every if list(o) != list(overrides)]
     apart = [o for o in mine if any(o not in other for other in others)]
-    return [o for o in mine if _key(o) in swept] or apart or mine
-
-
-@contextmanager
-def resuming_sweeps() -> Iterator[None]:
-    """Every launcher a sweep instantiates while the block runs is wrapped in a ``ResumingLauncher``."""
-    with launchers_wrapped_by(ResumingLauncher):
-        yield
+    return [o for o in mine if override_key(o) in swept] or apart or mine
 
 
 class ContinueStudy(Callback):
@@ -225,16 +201,16 @@ class ContinueStudy(Callback):
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         sweeper = config.hydra.sweeper
-        resuming = any(_key(o) == "resume" and o.partition("=")[2] == "auto" for o in config.hydra.overrides.task)
+        given = config.hydra.overrides.task
+        resuming = any(override_key(o) == "resume" and o.partition("=")[2] == "auto" for o in given)
         if resuming and "optuna" in str(sweeper.get("_target_", "")) and sweeper.get("storage"):
             continue_study(config)
 
 
 def continue_study(config: DictConfig) -> None:
-    """Continue the Optuna study of ``config``'s sweeper from its storage: its finished (complete) trials count
-    towards ``n_trials`` and are not run again; a trial that was running when the search was stopped, or failed, is
-    marked failed and its parameters are asked first again, so that its job, of the same overrides, resumes from its
-    own directory's last.ckpt. One line per trial says which. A study not yet in the storage starts."""
+    """Continue the Optuna study of ``config``'s sweeper from its storage: its complete trials count towards
+    ``n_trials``; a trial that was running when the search stopped, or failed, is marked failed and its parameters
+    asked first again, so that its job resumes from its own last.ckpt. One line per trial says which."""
     import warnings
 
     import optuna

@@ -1,8 +1,6 @@
-"""The private APIs of the libraries gpt1 builds on, each behind one function here and nowhere else, so that an upgrade
-that removes or changes one breaks one place, loudly: ``tests/test_compat.py`` checks that each still exists.
-
-Each function imports its library when it is called, not when this module is imported (the model and the CPU path
-import this module and only torch)."""
+"""The private APIs of the libraries gpt1 builds on, each behind one function here, so that an upgrade that changes
+one breaks one place, loudly (``tests/test_compat.py``). Each imports its library when called: the model imports this
+module and only torch."""
 
 from __future__ import annotations
 
@@ -45,26 +43,32 @@ def cpu_multiplies_bf16() -> bool:
 
 
 @contextmanager
-def hydra_reports_through(wrap: Callable[[Callable[[], Any]], Callable[[], Any]]) -> Iterator[None]:
-    """Within it, Hydra runs what it reports errors of (composing the config from the command line, the flags, the
-    job) as ``wrap(func)``: gpt1's one-line errors for Hydra's own (``gpt1.app.runner``). Hydra has no public hook for
-    it: its private ``hydra._internal.utils.run_and_report`` is replaced, then put back."""
-    from hydra._internal import utils
-
-    original = utils.run_and_report
-    utils.run_and_report = lambda func: original(wrap(func))
+def _swapped(owner: Any, name: str, value: Any) -> Iterator[None]:
+    """``owner.name`` is ``value`` within the block, then what it was."""
+    original = getattr(owner, name)
+    setattr(owner, name, value)
     try:
         yield
     finally:
-        utils.run_and_report = original
+        setattr(owner, name, original)
+
+
+@contextmanager
+def hydra_reports_through(wrap: Callable[[Callable[[], Any]], Callable[[], Any]]) -> Iterator[None]:
+    """Within it, Hydra runs what it reports errors of (composing the config, the flags, the job) as ``wrap(func)``:
+    gpt1's one-line errors. Hydra has no public hook: its private ``hydra._internal.utils.run_and_report``."""
+    from hydra._internal import utils
+
+    original = utils.run_and_report
+    with _swapped(utils, "run_and_report", lambda func: original(wrap(func))):
+        yield
 
 
 @contextmanager
 def hydra_flags_parsed_by(parser_class: type) -> Iterator[None]:
-    """Within it, ``hydra.main`` parses the command line's flags (``--cfg``, ``-m``, ``--config-dir``, ...) with a
-    parser of ``parser_class`` (an ``argparse.ArgumentParser`` subclass): gpt1's, whose errors are one line. Hydra
-    builds its parser in its private ``hydra._internal.utils.get_args_parser``, which ``hydra.main`` imported by
-    name: that name is replaced, then put back."""
+    """Within it, ``hydra.main`` parses the command line's flags with a parser of ``parser_class`` (an
+    ``argparse.ArgumentParser`` subclass): gpt1's, whose errors are one line. Hydra's private
+    ``hydra._internal.utils.get_args_parser``, which ``hydra.main`` imported by name, is replaced there."""
     import importlib
 
     hydra_main = importlib.import_module("hydra.main")  # the module (``import hydra.main`` names the function)
@@ -75,20 +79,15 @@ def hydra_flags_parsed_by(parser_class: type) -> Iterator[None]:
         made.__class__ = type("HydraFlags", (parser_class, type(made)), {})
         return made
 
-    hydra_main.get_args_parser = parser
-    try:
+    with _swapped(hydra_main, "get_args_parser", parser):
         yield
-    finally:
-        hydra_main.get_args_parser = original
 
 
 @contextmanager
 def hydra_config_files_checked_by(check: Callable[[str], None]) -> Iterator[None]:
-    """Within it, each YAML file Hydra reads from a config directory (``--config-dir``) is first given to
-    ``check(path)``, which raises on one that Hydra would fail to read (gpt1's one-line errors name it). Hydra has no
-    hook there: its private ``FileConfigSource.load_config`` is replaced on the class, then put back. Hydra's first
-    scan of its plugins executes that class's module anew (a class of its own, the one it then uses): the scan runs
-    first."""
+    """Within it, each YAML file Hydra reads from a config directory is first given to ``check(path)``, which raises
+    on one Hydra would fail to read. Hydra has no hook: its private ``FileConfigSource.load_config`` is replaced, after
+    Hydra's first scan of its plugins (which executes that class's module anew)."""
     import os
 
     from hydra.core.plugins import Plugins
@@ -102,27 +101,20 @@ def hydra_config_files_checked_by(check: Callable[[str], None]) -> Iterator[None
         check(os.path.join(self.path, self._normalize_file_name(config_path)))
         return original(self, config_path)
 
-    FileConfigSource.load_config = load_config
-    try:
+    with _swapped(FileConfigSource, "load_config", load_config):
         yield
-    finally:
-        FileConfigSource.load_config = original
 
 
 @contextmanager
 def launchers_wrapped_by(wrap: Callable[[Any], Any]) -> Iterator[None]:
-    """Within it, every launcher a Hydra sweeper instantiates (through ``Plugins.instantiate_launcher``, which every
-    sweeper calls and then launches its jobs through what it returns) is ``wrap(launcher)``: gpt1's resumable sweeps
-    (``gpt1.app.sweep``). Hydra has no hook between a sweeper and its launcher: the method is replaced on the class (not
-    on the instance, which a submitit job's pickled state holds), then put back."""
+    """Within it, every launcher a Hydra sweeper instantiates (``Plugins.instantiate_launcher``) is
+    ``wrap(launcher)``: gpt1's resumable sweeps. Hydra has no hook between a sweeper and its launcher: the method is
+    replaced on the class (not the instance, which a submitit job's pickled state holds)."""
     from hydra.core.plugins import Plugins
 
     original = Plugins.instantiate_launcher
-    Plugins.instantiate_launcher = lambda self, **kwargs: wrap(original(self, **kwargs))
-    try:
+    with _swapped(Plugins, "instantiate_launcher", lambda self, **kwargs: wrap(original(self, **kwargs))):
         yield
-    finally:
-        Plugins.instantiate_launcher = original
 
 
 # -- OmegaConf --------------------------------------------------------------------------------------------------------
@@ -202,11 +194,10 @@ def epoch_batch_progress(trainer: object) -> object:
 
 
 def count_batches_in_passes(trainer: object, then: int, now: int) -> bool:
-    """Make Lightning's counts of training batches, restored from a run that took ``then`` batches per update,
-    those of the same updates in ``now`` batches each: this epoch's and all epochs' (``ready``, ``started``,
-    ``processed``, ``completed`` of ``trainer.fit_loop.epoch_loop.batch_progress``'s ``current`` and ``total``,
-    undocumented), each kept at its offset from ``processed`` (``completed`` trails it by one after a save at a batch's
-    end). False, changing nothing, when a count of processed batches is not a whole number of updates."""
+    """Make Lightning's counts of training batches (undocumented), restored from a run that took ``then`` batches per
+    update, those of the same updates in ``now`` batches each, each count kept at its offset from ``processed``
+    (``completed`` trails it by one after a save at a batch's end). False, changing nothing, when a count of processed
+    batches is not a whole number of updates."""
     progress = trainer.fit_loop.epoch_loop.batch_progress
     trackers = (progress.current, progress.total)
     if any(t.processed % then for t in trackers):
@@ -219,10 +210,8 @@ def count_batches_in_passes(trainer: object, then: int, now: int) -> bool:
 
 
 def end_of_fit_counters(trainer: object) -> None:
-    """Lightning's counters as a fit that trained to its end leaves them, also after a fit resumed at its last step,
-    which trains nothing and keeps those of its checkpoint, saved as the last update's batch ended: the updates its
-    loggers count (``trainer.fit_loop.epoch_loop._batches_that_stepped``, private: one short) and the epochs done
-    (``trainer.fit_loop.epoch_progress.current``, undocumented: the last one's not counted), which label the rows
+    """Lightning's counters (private, undocumented) as a fit that trained to its end leaves them, also after a fit
+    resumed at its last step, which keeps its checkpoint's (one update and the last epoch short): they label the rows
     the evaluation after training logs."""
     loop = trainer.fit_loop
     loop.epoch_loop._batches_that_stepped = max(loop.epoch_loop._batches_that_stepped, trainer.global_step)
@@ -235,11 +224,9 @@ def end_of_fit_counters(trainer: object) -> None:
 
 
 def slurm_watcher_base() -> type:
-    """submitit's watcher of SLURM job states (``submitit.slurm.slurm.SlurmInfoWatcher``), its private hook and state
-    under public names for a subclass: it gives the command that reads the states as ``command(pending)`` (submitit's
-    ``_make_command``; pending: the ids of the jobs registered and not yet finished, ``_registered - _finished``),
-    and reads ``registered()`` (``_registered``) and ``started()`` (``_start_time``: when the last job was
-    registered). A new class per call: subclass it once."""
+    """submitit's watcher of SLURM job states (``SlurmInfoWatcher``), its private hook and state under public names
+    for a subclass: ``command(pending)`` (the ids of the jobs registered and not yet finished), ``registered()``,
+    ``started()`` (when the last job was registered). A new class per call: subclass it once."""
     from submitit.slurm.slurm import SlurmInfoWatcher
 
     class SlurmWatcher(SlurmInfoWatcher):

@@ -1,9 +1,6 @@
-"""Errors a user can fix (pure Python: the model code raises them too).
-
-Raise ``UserError`` (or a subclass) where the problem is known, with a message that names the file (and line),
-column, config key or checkpoint and says what to do. ``gpt1.app.runner`` reports them as one line, ``error: ...``, with
-exit status 2. ``ranged`` declares a config field's bounds, which ``gpt1.app.config_checks.check_config`` enforces.
-"""
+"""Errors a user can fix (pure Python: the model code raises them too): a ``UserError`` names the file (and line),
+key or checkpoint and says what to do; ``gpt1.app.runner`` reports it as one line. ``ranged``: a config field's
+bounds."""
 
 from __future__ import annotations
 
@@ -28,6 +25,15 @@ class DataError(UserError, ValueError):
 
 class CheckpointError(UserError, ValueError):
     """A missing, corrupt, foreign or mismatched checkpoint (names the path)."""
+
+
+def exception_chain(e: BaseException) -> list[BaseException]:
+    """``e`` and the exceptions it came from (``__cause__``, else ``__context__``: Hydra re-raises in ``except``)."""
+    found: list[BaseException] = []
+    while e is not None and not any(e is f for f in found):
+        found.append(e)
+        e = e.__cause__ or e.__context__
+    return found
 
 
 def ranged(

@@ -1,9 +1,5 @@
-"""A run's metrics.json: written (``write_metrics``), and two compared figure by figure, to the last digit:
-``gpt1 <command> rerun=DIR`` (a rerun against the run it repeats: ``say_rerun``) and experiments/compare_metrics.py (a
-behaviour check's runs before and after a change).
-
-Times and peak memory (keys with "time", "per_sec" or "memory") move between any two runs, so they are listed apart;
-a path is compared with its own run directory's prefix taken off (``<dir>``)."""
+"""A run's metrics.json: written (``write_metrics``), and two compared figure by figure, to the last digit (``gpt1
+<command> rerun=DIR``, experiments/compare_metrics.py); times and memory apart, each path less its run directory."""
 
 from __future__ import annotations
 

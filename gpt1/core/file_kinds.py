@@ -1,6 +1,5 @@
-"""What kind of file a path holds, told from its first bytes, so that a file given in the wrong place (a CSV as a
-checkpoint, an image as a corpus, a pickle as a task file) is refused by what it is ("... is a PNG image, not a
-checkpoint") rather than by what its reader failed on ("IndexError: pop from empty list")."""
+"""What kind of file a path holds, told from its first bytes, so that a file given in the wrong place is refused by
+what it is ("... is a PNG image, not a checkpoint") rather than by what its reader failed on."""
 
 from __future__ import annotations
 

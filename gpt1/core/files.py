@@ -1,7 +1,6 @@
-"""Crash-safe file writes: whatever gpt1 writes (checkpoints, token streams, tokenizers, metrics) appears whole or
-not at all, so a crash or kill mid-write leaves the previous good file in place; with the mode an ordinary
-``open()`` gives a new file under the process's umask (0644 under umask 022); and a full disk or a directory that
-cannot be written ends in a ``WriteError`` that says which file, how much space it needs and what was kept."""
+"""Crash-safe file writes: whatever gpt1 writes appears whole or not at all, with the mode ``open()`` would give it;
+a full disk or a directory that cannot be written ends in a ``WriteError`` that says which file, how much space it
+needs and what was kept."""
 
 from __future__ import annotations
 
@@ -16,7 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Optional
 
-from gpt1.core.errors import UserError
+from gpt1.core.errors import UserError, exception_chain
 
 FULL = (errno.ENOSPC, errno.EDQUOT)
 UNWRITABLE = (errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOTDIR)
@@ -104,14 +103,11 @@ def remove_partial_writes(directory: Path) -> list[Path]:
 def _errno(e: BaseException) -> Optional[int]:
     """The errno of a full disk or an unwritable place in ``e`` or the exceptions it came from (torch's writer
     reports a full disk as a RuntimeError, "file write failed", from an OSError or none)."""
-    seen: set[int] = set()
-    while e is not None and id(e) not in seen:
-        seen.add(id(e))
-        if isinstance(e, OSError) and e.errno in (*FULL, *UNWRITABLE):
-            return e.errno
-        if "No space left on device" in str(e):
+    for cause in exception_chain(e):
+        if isinstance(cause, OSError) and cause.errno in (*FULL, *UNWRITABLE):
+            return cause.errno
+        if "No space left on device" in str(cause):
             return errno.ENOSPC
-        e = e.__cause__ or e.__context__
     return None
 
 

@@ -1,19 +1,6 @@
 """The peak memory of a command, for a user sizing a job: what every ``metrics.json`` holds and every command's last
-line on stderr says (``gpt1.app.runner.command``).
-
-- ``peak_host_memory_gb``: this process's peak resident set, everything it held at once: the model, gradients,
-  optimizer state, activations, the mapped data. Under DDP or FSDP, rank 0's process (each rank is a process of its
-  own, much alike). Linux's ``VmHWM`` (``getrusage``'s ``ru_maxrss`` elsewhere, which on Linux also counts what the
-  parent process held when it started this one: a command started by a large process would report that).
-- ``peak_host_memory_children_gb``: the largest finished child process's (e.g. ``data.num_proc``'s tokenising
-  workers), where there was one. A forked child's resident set counts the pages it shares with its parent.
-- ``peak_device_memory_gb``, ``peak_device_reserved_gb``: on a CUDA GPU, the most torch's tensors held at once
-  (``torch.cuda.max_memory_allocated``) and the most its caching allocator held (``max_memory_reserved``, what
-  ``nvidia-smi`` shows, less the CUDA context).
-
-GB are 10^9 bytes. The peaks are the process's since it started: in a ``-m`` sweep run in one process, a job's
-include the jobs before it.
-"""
+line on stderr says (its keys: docs/strategies.md's "Memory"). GB are 10^9 bytes; the peaks are the process's since
+it started."""
 
 from __future__ import annotations
 
@@ -38,7 +25,8 @@ def peak_memory() -> dict[str, float]:
 
 
 def _own_peak_bytes() -> int:
-    """This process's peak resident set in bytes: ``VmHWM`` of /proc/self/status (Linux), else ``ru_maxrss``."""
+    """This process's peak resident set in bytes: ``VmHWM`` of /proc/self/status (Linux), else ``ru_maxrss`` (which
+    on Linux also counts what the parent held when it started this process)."""
     try:
         with open("/proc/self/status") as f:
             return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmHWM:"))  # kB

@@ -1,6 +1,4 @@
-"""Progress on stderr: tqdm's bars on a terminal and whole lines in a log (``bar``, ``Lines``: ``gpt1 zeroshot``'s
-checkpoints and sequences; training's, through ``gpt1.training.console.StepProgress``), ``write`` to print a line
-above the bars without breaking them, and ``Meter``, the documents and rate of corpus preparation."""
+"""Progress on stderr: tqdm's bars on a terminal, whole lines in a log (``bar``, ``Meter``)."""
 
 from __future__ import annotations
 
@@ -22,9 +20,8 @@ def bar(
     leave: bool = True,
     terminal: Optional[bool] = None,
 ) -> tqdm | Lines:
-    """Progress on stderr (what a command prints, its results, stays on stdout): a tqdm bar on a terminal
-    (``leave=False`` for an inner bar, erased when done), else ``Lines``, whole lines that a log file keeps.
-    ``terminal``: the caller's say (None: whether stderr is one)."""
+    """Progress on stderr (a command's results stay on stdout): a tqdm bar on a terminal (``leave=False``: an inner
+    bar, erased when done), else ``Lines``. ``terminal``: the caller's say (None: whether stderr is one)."""
     if not (sys.stderr.isatty() if terminal is None else terminal):
         return Lines(iterable, desc=desc, unit=unit, total=total, tenths=leave)
     return tqdm(
@@ -33,10 +30,9 @@ def bar(
 
 
 class Lines:
-    """A bar's progress as lines for a log (stderr not a terminal, where tqdm's redraws are carriage returns and
-    escape codes): "checkpoints: 3/10 ckpt (30%), 0:00:12 elapsed, 0:00:28 left" at every tenth of ``total`` (unless
-    ``tenths`` is false: an inner bar's) and at least every ``every_s`` seconds, and a last line at ``close`` (at the
-    end of the iteration); tqdm's ``update``, ``close`` and iteration."""
+    """A bar's progress as lines for a log, where tqdm's redraws are escape codes: "checkpoints: 3/10 ckpt (30%),
+    0:00:12 elapsed, 0:00:28 left" at every tenth of ``total`` (unless ``tenths`` is false) and at least every
+    ``every_s`` seconds, and a last line at ``close``; tqdm's ``update``, ``close`` and iteration."""
 
     def __init__(
         self,
@@ -101,11 +97,10 @@ def _si(x: float) -> str:
 
 
 class Meter:
-    """Documents done (of ``total``) and an amount (``unit``: tokens, characters) with its rate, for work that takes
-    minutes: a tqdm bar when ``file`` (stderr) is a terminal, else a plain line every ``interval`` seconds and a last
-    one at ``close``, so that a log shows it move too. Work that reads the documents ``passes`` times (a BPE's
-    training: twice) calls ``next_pass`` before each: every pass counts from 0 to ``total`` and is named in the line
-    ("training the BPE, pass 1/2: 9/9 documents, ..."), each ending in a line of its own."""
+    """Documents done (of ``total``) and an amount (``unit``: tokens) with its rate: a tqdm bar when ``file`` (stderr)
+    is a terminal, else a line every ``interval`` seconds and a last one at ``close``. Work that reads the documents
+    ``passes`` times (a BPE's training) calls ``next_pass`` before each: each pass counts from 0, named in the line
+    ("training the BPE, pass 1/2: 9/9 documents, ...")."""
 
     def __init__(
         self,

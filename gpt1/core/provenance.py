@@ -1,21 +1,7 @@
 """What ran: each attempt at a run (its first start, each resume) recorded in ``<run dir>/provenance.json``, so that a
 result can be traced to the code, packages, machine, command and inputs that made it, and the run made again from its
-record alone.
-
-An attempt holds ``started``; ``command`` (the command line as typed; a job of a sweep: the job's own command, the
-sweep's in ``sweep_command``) and ``cwd`` (the working directory, which its relative paths are relative to); ``job``
-(what ``gpt1 <command> resume=auto hydra.run.dir=DIR`` replays: the command's name, overrides, Hydra overrides,
---config-dir, a sweep job's sweep directory: ``gpt1.core.run_record``); ``gpt1`` (version, git commit and whether the
-checkout had uncommitted changes to tracked files, or that it is an installed copy with no git checkout);
-``packages`` (the versions of those that shape the numbers, ``PACKAGES``); ``machine`` (host, OS, Python, CPU model,
-its vector extensions and the one torch dispatches to, CPU count, GPU model and count, CUDA); once training starts,
-``inputs`` (a content hash of every file it reads: ``gpt1.training.inputs``) and ``run`` (processes, nodes, devices,
-accelerator, precision, strategy, the kernels: ``gpt1.training.callbacks.provenance``); ``results``, a copy of the
-metrics.json it wrote (from which a damaged metrics.json is rebuilt: ``gpt1.training.kept_results``); and at its end
-``ended`` and ``outcome``: "finished", "stopped" (a signal: ``exit_status`` says which) or "failed" (``error``: its one
-line). An attempt killed outright has no outcome. A provenance.json that cannot be read is kept aside
-(``provenance.json.damaged-<time>``), not overwritten. ``gpt1 report`` shows what differs between the jobs of a
-sweep; W&B's config holds each run's."""
+record alone (its fields: docs/experiments.md). A provenance.json that cannot be read is kept aside, not
+overwritten."""
 
 from __future__ import annotations
 

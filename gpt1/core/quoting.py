@@ -1,5 +1,4 @@
-"""How .csv and .tsv files quote their fields: a setting of every file reader, the corpus's (``data.quoting``) and
-the tasks' (``quoting`` in a task's YAML)."""
+"""How .csv and .tsv files quote their fields (``data.quoting``, a task's ``quoting``)."""
 
 from enum import Enum
 

@@ -1,23 +1,7 @@
 """One writer per run directory: ``run_lock`` holds ``<run dir>/run.lock`` while a command writes there, so that a
-second gpt1 process on the same directory (a resume typed twice, a new run given the same ``hydra.run.dir``, a
-requeued job whose old attempt lives on) stops at once, in one line naming the holder, instead of mixing its
-checkpoints and logs with the first's. The holder, alone in the directory, then removes what killed writes left
-there (``gpt1.core.files.remove_partial_writes``).
-
-The design (docs/resume.md), correct on one machine and honest on a cluster's shared filesystem:
-
-- the lock is a file that appears whole or not at all (written beside, then hard-linked to its name, which fails if
-  the name exists: atomic on local filesystems and on NFS), and says who holds it: host, PID, that process's start
-  (so that a reused PID is not taken for it), since when, the command and the SLURM job and attempt;
-- while it is held, a thread touches it every ``HEARTBEAT_S`` seconds;
-- a lock whose holder died without releasing it (SIGKILL, a crash, a lost node) is stale, and taken over with a line
-  that says so: on the holder's own host at once, when its PID no longer runs that process; a requeued SLURM job's
-  lock of its previous attempt (the same SLURM_JOB_ID, a lower SLURM_RESTART_COUNT) at once, since SLURM ends a
-  job's processes before it requeues it; a lock held from another host, whose PID cannot be checked from here, once
-  its heartbeat is ``STALE_S`` seconds old (the hosts' clocks agreeing to within a minute or so).
-
-OS locks (flock, fcntl) are not used: on NFS they are emulated or missing, and a lost node's may never be released.
-"""
+second gpt1 process on it stops at once, in one line naming the holder, instead of mixing its checkpoints and logs
+with the first's. The design (a hard-linked file, a heartbeat, when a lock is stale, why not flock): docs/resume.md,
+"One process per run directory". The holder, alone in the directory, removes what killed writes left there."""
 
 from __future__ import annotations
 

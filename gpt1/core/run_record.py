@@ -1,11 +1,6 @@
-"""What a run directory remembers of the command that made it, read back, so that ``gpt1 <command> resume=auto
-hydra.run.dir=DIR`` alone continues the run (``gpt1.app.recorded``) and the advice printed after a stop or by the run
-lock (``resume_command``) is a command that does so.
-
-A run's record is Hydra's record of its job, ``<run dir>/.hydra/hydra.yaml`` and ``overrides.yaml``: the command
-(its config's name), its overrides as typed, the Hydra overrides beside them, the ``--config-dir`` it read, the working
-directory it ran in, and whether it was a job of a sweep; where .hydra/ is gone, the newest attempt of its
-provenance.json that recorded its job (``gpt1.core.provenance``). A sweep's record is its directory's multirun.yaml.
+"""What a run directory remembers of the command that made it, read back (``gpt1.app.recorded`` replays it;
+``resume_command`` is the advice printed after a stop or by the run lock): Hydra's ``.hydra/hydra.yaml`` and
+``overrides.yaml``, else the newest attempt of its provenance.json that recorded its job; a sweep's multirun.yaml.
 Read with PyYAML: Hydra's own loaders are for the layers above."""
 
 from __future__ import annotations

@@ -5,48 +5,11 @@
     gpt1 bench --compare nanogpt --nanogpt-model nanoGPT/model.py   # + nanoGPT's training step (your copy of its file)
     gpt1 bench --model small --batch 8 --device cuda --precision bf16-mixed
 
-Every figure is the median over ``--iters`` timed repetitions after ``--warmup`` untimed ones, printed with its range
-(``*_range`` in the JSON: the fastest and slowest run). With ``--compare hf`` the training steps of gpt1 and HF, and
-the multiple-choice steps, run in turn (gpt1, HF, gpt1, HF, ...), and gpt1's batch-1 generation is timed before and
-after HF's, so that each ratio compares timings taken under the same conditions on a machine whose speed drifts.
-``--compare nanogpt`` times nanoGPT's training step in turn with gpt1's the same way (``bench_nanogpt``: the model.py
-of ``--nanogpt-model``, the user's copy, imported from there; a peer of the same size, not the same model). Each phase
-says on stderr when it starts.
-
-- CPU matmul kernels: the choice in effect (``gpt1.cpu.settings.configure``, as every gpt1 command applies it) and every
-  kernel's time on each kind of product, measured afresh (``gpt1.cpu.probe.measure_matmuls``).
-
-- MFU = achieved training FLOP/s / peak. FLOPs per trained token = 6 N + 12 L C T (PaLM appendix B; N counts the
-  parameters without the position table), so a step of B x T tokens costs B T (6 N + 12 L C T).
-- Peak: on GPUs the dense (no sparsity) rate of ``DENSE_PEAK_TFLOPS`` for the device and precision (``--peak-tflops``
-  overrides); on CPU the matmul rate measured here in the step's compute precision (fp32, or autocast's bf16 or
-  fp16) on the model's own GEMM products (each weight's forward, input gradient and weight gradient at M = B T
-  rows), each by the fastest of torch's matmul and, in fp32, oneDNN's (``bench_measure.gemm_peak``), before and
-  after the training steps: the higher counts.
-- Decoding one token reads every weight once, so its ceiling is (weight bytes) / (memory bandwidth), the bandwidth
-  measured here by summing a 512 MiB tensor (on GPUs too), or the matrix-vector products' rate below where that is
-  higher (memory that streamed the weights that fast can). A second, reachable ceiling: the same bytes at the rate
-  the faster of torch's and gpt1's matrix-vector products (``F.linear``, ``gpt1.cpu.layers.linear``) streams the
-  weights (``bench_measure.gemv_bandwidth``); on CPUs where no GEMV kernel saturates memory it says how much of the
-  gap is the kernel's. Both rates are measured right before and right after the generation timings; the higher
-  counts. On CPU one sequence decodes from the weights laid out as ``gpt1 generate`` loads them for it
-  (``gpt1.cpu.decoding.store_for_decoding``), and both rates are measured on that copy.
-- Training losses are what each library's users run: gpt1's is ``gpt1.training.module.next_token_loss`` (targets shifted
-  in the data, no copy of the logits; ``--lm-loss``: chunked, as gpt1 trains by default, or the whole logits at once),
-  HF's is ``model(ids, labels=ids).loss``. Both step a fused AdamW.
-- The multiple-choice step runs as ``gpt1 finetune`` trains by default (each choice decoded on its own, the
-  sequences packed into rows without padding) and with ``share_context=true`` (each example in one row: the shared
-  context once); HF's DoubleHeads gets the batch padded to its longest sequence, as its users run it. It encodes
-  with the original text pipeline: skipped, with a note, where ``gpt1[openai]`` is not installed.
-- ``--compile``: gpt1's training step under ``torch.compile`` (the model, its tied head and the loss as one graph, as
-  ``compile=true`` trains) and its multiple-choice model (the compile time is reported, not timed into the steps);
-  HF stays eager.
-- Peak memory is that of gpt1's first training step, before HF's model exists: on GPUs the most torch allocated
-  (``torch.cuda.max_memory_allocated``); on Linux CPUs the process's peak resident set (``VmHWM``, reset through
-  ``/proc/self/clear_refs`` just before the step): the model, its gradients, AdamW's state, the activations and
-  whatever else the process holds, as ``top`` shows it.
-- The CPU settings (``gpt1.cpu.settings.configure``: glibc's allocator, huge pages, matmul kernels) hold for the whole
-  process, HF's timings included.
+Each figure is the median of ``--iters`` timed runs after ``--warmup`` untimed ones, with its range (``*_range`` in
+the JSON); a peer's runs are taken in turn with gpt1's (``bench_measure.interleaved_times``). MFU is the training
+FLOP/s (``GPT.flops_per_token``) over the peak. The CPU settings (``gpt1.cpu.settings.configure``: allocator, huge
+pages, matmul kernels) hold for the whole process, the peers' timings included. Each phase says on stderr when it
+starts.
 """
 
 from __future__ import annotations
@@ -144,8 +107,7 @@ def mc_note() -> str | None:
 
 @dataclass
 class Run:
-    """What the bench's steps share: the flags, the device, the model and its training batch, the figures so far
-    (``out``, the JSON in the order the steps add to it) and, with ``--compare hf``, HF's twin of the model."""
+    """What the bench's steps share; ``out``: the figures so far, the JSON in the order the steps add to them."""
 
     args: argparse.Namespace
     device: torch.device
@@ -174,8 +136,8 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def setup(args: argparse.Namespace) -> Run:
-    """The CPU settings, the seeded model and its training batch; the run's description (and, on CPU, the matmul
-    kernels chosen and, where oneDNN is here, every kernel's time on each kind of product, measured afresh)."""
+    """The seeded model and its training batch; the run's description (on CPU, the matmul kernels chosen and, where
+    oneDNN is here, every kernel's time on each kind of product, measured afresh)."""
     device = resolve_device(args.device, "--device")
     settings = configure()  # as every gpt1 command does (the same choices when it already has)
     torch.manual_seed(0)
@@ -228,7 +190,8 @@ def measure_ceilings(run: Run) -> None:
 
 def time_training(run: Run) -> dict[str, list[float]]:
     """The LM training step (with --compare hf, gpt1's and HF's in turn, HF's twin made here): its time, tokens/s,
-    MFU and gpt1's peak memory. Returns every step's times by library."""
+    MFU and the peak memory of gpt1's first step (on Linux CPUs the process's VmHWM: all it holds, as ``top`` shows
+    it). Returns every step's times by library."""
     args, device, model, out = run.args, run.device, run.model, run.out
     B, T = args.batch, args.seq
     peer = {"hf": "HF's", "nanogpt": "nanoGPT's"}.get(args.compare)
@@ -270,8 +233,9 @@ def time_training(run: Run) -> dict[str, list[float]]:
 
 def time_generation(run: Run) -> None:
     """Greedy generation in eval mode with the KV cache, at batch 1 and ``--gen-batch`` (with --compare hf, HF's
-    generate between two sets of gpt1's batch-1 runs), and its ceilings: memory and matrix-vector bandwidth,
-    measured right before and right after."""
+    generate between two sets of gpt1's batch-1 runs), and its ceilings: a token reads every weight once, at the
+    memory's bandwidth or at the rate the matrix-vector products stream them (how much of the gap is the kernel's),
+    each measured right before and right after."""
     args, device, model, out, hf = run.args, run.device, run.model, run.out, run.hf
     progress(
         f"greedy generation, {args.new_tokens} tokens at batch 1 and {args.gen_batch}"
@@ -369,8 +333,7 @@ def time_multiple_choice(run: Run) -> None:
 
 
 def compare_training(run: Run, train_times: dict[str, list[float]], peer: str) -> None:
-    """The peer's training step beside gpt1's (HF's or nanoGPT's, timed in turn with it by ``time_training``): its
-    time, tokens/s, speedup (and for nanoGPT what differs: ``bench_nanogpt.NOTE``)."""
+    """The peer's training step (timed in turn with gpt1's by ``time_training``): its time, tokens/s, speedup."""
     B, T = run.args.batch, run.args.seq
     step, spread = summary(train_times[peer])
     out = run.out.setdefault(peer, {"model": str(run.args.nanogpt_model), "note": NOTE} if peer == "nanogpt" else {})

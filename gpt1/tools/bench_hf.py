@@ -1,5 +1,4 @@
-"""HF's openai-gpt beside gpt1's in ``gpt1 bench --compare hf``: its twin holding exactly the same weights, its
-multiple-choice training step and its generation, each run as HF's users run it."""
+"""HF's openai-gpt beside gpt1's in ``gpt1 bench --compare hf``, holding the same weights, run as HF's users run it."""
 
 from __future__ import annotations
 

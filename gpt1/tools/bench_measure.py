@@ -1,7 +1,5 @@
-"""How ``gpt1 bench`` measures: wall times (the median of runs taken in turn with the runs they are compared with),
-one training update as a closure, and the device's ceilings: its FLOP/s peak (measured on a CPU's GEMMs on the
-model's shapes, a GPU's from its data sheet), its memory bandwidth, the rate its matrix-vector products stream the
-weights at, and a process's peak memory."""
+"""How ``gpt1 bench`` measures: wall times, one training update as a closure, and the device's ceilings (FLOP/s,
+memory bandwidth, the matrix-vector products' rate) and a process's peak memory."""
 
 from __future__ import annotations
 

@@ -1,13 +1,7 @@
 """nanoGPT's model beside gpt1's in ``gpt1 bench --compare nanogpt --nanogpt-model PATH``: the ``GPT`` of the
-user's copy of nanoGPT's model.py (github.com/karpathy/nanoGPT; never part of gpt1), imported from that path at the
-user's request, built at gpt1's shapes and holding gpt1's weights where they have a place, and its training step as
-nanoGPT's users run it: ``model(idx, targets)`` returns (logits, loss), the targets shifted by one, -1 (ignored) at
-the end.
-
-nanoGPT's GPT has GPT-1's parameters (biases, a tied head, learned positions, an MLP 4 x wide) but normalises before
-each block (pre-LN, and a final LayerNorm that gpt1 has no weights for: left at ones and zeros) and uses the exact
-GELU: a peer of the same size, not the same model. One dropout rate for all three of gpt1's (its residual one).
-"""
+user's copy of nanoGPT's model.py (never part of gpt1), imported from that path at the user's request, built at
+gpt1's shapes and holding gpt1's weights where they have a place (GPT-1's parameters, but pre-LN with a final
+LayerNorm left at ones and zeros, and the exact GELU: ``NOTE``), and its training step as nanoGPT's users run it."""
 
 from __future__ import annotations
 
@@ -45,9 +39,8 @@ def load_nanogpt(path: Path) -> ModuleType:
 
 
 def nanogpt_twin(model: GPT, module: ModuleType, path: Path) -> torch.nn.Module:
-    """The GPT of nanoGPT's ``module`` (``load_nanogpt(path)``) at ``model``'s shapes, holding its weights: the token
-    table (also the tied head), positions, and each block's projections and LayerNorms (the same tensors, each
-    applied where nanoGPT applies it)."""
+    """The GPT of nanoGPT's ``module`` (``load_nanogpt(path)``) at ``model``'s shapes, holding its weights (each
+    applied where nanoGPT applies it); one dropout rate for gpt1's three (its residual one)."""
     c = model.config
     if c.n_inner != 4 * c.n_embd:
         raise ConfigError(f"--compare nanogpt: nanoGPT's MLP is 4 x n_embd wide, the model's {c.n_inner}")

@@ -1,5 +1,4 @@
-"""How ``gpt1 bench`` prints its results (``gpt1.tools.bench`` measures them): a line per measure, each figure the
-median of its runs with its range, the CPU matmul choices, and the ratios to HF's model or nanoGPT's."""
+"""How ``gpt1 bench`` prints its results: a line per measure, each figure the median of its runs with its range."""
 
 from __future__ import annotations
 

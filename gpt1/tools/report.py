@@ -3,18 +3,9 @@
     gpt1 report outputs/finetune/sentiment/multirun/2025-01-01_12-00-00
     gpt1 report SWEEP_A SWEEP_B --out results/         # several sweeps (or single run directories) in one report
 
-A job is a directory with ``.hydra/overrides.yaml`` (each job of a Hydra multirun, or a single run):
-``report_jobs`` reads it. The swept parameters are the overrides whose values differ between jobs; jobs that share
-all of them but ``seed`` form one row (``report_rows``), with the median, the min-max spread and the count (n) over
-seeds of every metric, beside the paper's own number where the task is one of the paper's; a sweep of the seed alone
-is one setting over its seeds. What ran the jobs (their provenance.json: gpt1's commit, the packages, the machine,
-processes, precision, kernels) is a column where it differs between jobs, a line where it does not; a job that took
-several attempts (stopped and resumed) says so, each attempt's outcome in order. A job without ``metrics.json`` is
-listed as failed. Written into the first directory (``--out`` elsewhere): ``report.md`` and ``report.csv``
-(``report_tables``) and PNG plots (``report_plots``), each named for what it shows: the layers-transferred curve when
-``n_transfer`` was swept, the zero-shot curve (score per pre-training step) for ``gpt1 zeroshot`` jobs, ablation
-plots otherwise (every run a point), a seeds-only sweep's seeds, none for a single run. Its last line, as every
-command's, is its peak memory.
+A job is a directory with ``.hydra/overrides.yaml`` (``report_jobs``); jobs that share every swept parameter but
+``seed`` form one row (``report_rows``), written to report.md and report.csv (``report_tables``) and PNG plots
+(``report_plots``) in the first directory (``--out`` elsewhere). What it shows: docs/experiments.md.
 """
 
 from __future__ import annotations

@@ -20,8 +20,7 @@ from gpt1.core.provenance import attempts
 
 @dataclass
 class Job:
-    """One run directory: its overrides, its saved config (plain YAML, unresolved), its metrics (None: failed), what
-    ran it (``provenance``) and how each attempt at it ended (``outcomes``)."""
+    """One run directory: its overrides, its saved config (plain YAML, unresolved) and its metrics (None: failed)."""
 
     path: Path
     overrides: dict[str, str]
@@ -109,10 +108,8 @@ def outcomes(tried: Sequence[dict[str, Any]]) -> list[str]:
 
 
 def provenance(tried: Sequence[dict[str, Any]]) -> dict[str, str]:
-    """What ran a job, from its attempts (its provenance.json's records, ``gpt1.core.provenance``), as report
-    columns: gpt1 (version, commit, uncommitted changes), the packages' versions, Python, the host, CPU, GPUs,
-    processes, precision and CPU matmul kernels. Where its attempts (a first start, each resume) differ, their values
-    in order, joined by " -> "; none for a job without a record."""
+    """What ran a job, from its attempts (its provenance.json), as report columns; where its attempts differ, their
+    values in order, joined by " -> "."""
     columns: dict[str, list[str]] = {}
     for attempt in tried:
         for key, value in _attempt_columns(attempt).items():

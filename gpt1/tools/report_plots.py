@@ -1,6 +1,4 @@
-"""``gpt1 report``'s plots, one PNG per main metric, named for what it shows: the zero-shot curve (score per
-pre-training step), the layers-transferred curve, an ablation (every run a point, per setting), or a seeds-only
-sweep's one setting over its seeds; none of a single run."""
+"""``gpt1 report``'s plots, one PNG per main metric, named for what it shows (``kind``)."""
 
 from __future__ import annotations
 

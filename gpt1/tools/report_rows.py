@@ -13,8 +13,7 @@ from typing import Any, Optional
 from gpt1.tools.report_jobs import Job
 
 PAPER: dict[str, dict[str, float]] = {
-    # Radford et al. 2018, Tables 2 and 3 (scores x 100; mostly test sets): task -> metric key suffix -> score.
-    # "/accuracy" matches val/accuracy and test/accuracy, "_mismatched/accuracy" val_mismatched/accuracy.
+    # task -> metric key suffix ("/accuracy": val/accuracy and test/accuracy) -> score x 100
     "mnli": {"/accuracy": 82.1, "_mismatched/accuracy": 81.4},
     "snli": {"/accuracy": 89.9},
     "scitail": {"/accuracy": 88.3},
@@ -30,8 +29,7 @@ PAPER: dict[str, dict[str, float]] = {
     "stsb": {"/pearson": 82.0},
     "qqp": {"/f1": 70.3},
 }
-"""The paper's fine-tuned scores of its twelve tasks (RACE also by level), as ../shared/reference/gpt1-facts.md
-gives them."""
+"""The paper's fine-tuned scores (Tables 2 and 3, mostly test sets), as ../shared/reference/gpt1-facts.md gives them."""
 SEED = "seed"
 STEP = "step"
 """The extra grouping column of zero-shot rows: the pre-training step of the scored checkpoint."""
@@ -112,16 +110,9 @@ def records_of(job: Job, params: dict[str, str]) -> list[Record]:
         for c in m["checkpoints"]:
             scores = _numbers(c, (k for k in c if k not in ("path", "step", "truncated", "threshold")))
             step = c.get("step") if c.get("step") is not None else Path(str(c.get("path"))).stem
-            main = next((f"zeroshot/{k}" for k in scores), None)
+            scores = {f"zeroshot/{k}": v for k, v in scores.items()}
             records.append(
-                Record(
-                    job,
-                    {**params, STEP: str(step)},
-                    {**metrics, **{f"zeroshot/{k}": v for k, v in scores.items()}},
-                    main,
-                    task,
-                    True,
-                )
+                Record(job, {**params, STEP: str(step)}, {**metrics, **scores}, next(iter(scores), None), task, True)
             )
         return records
     first = (job.config.get("task") or {}).get("metrics") or []

@@ -1,5 +1,4 @@
-"""``gpt1 report``'s tables: report.csv (a line per row, every figure in full) and report.md (what was read, swept
-and what ran it, the table of medians and spreads, the plots, failed jobs and jobs of several attempts)."""
+"""``gpt1 report``'s tables: report.csv (a line per row, every figure in full) and report.md."""
 
 from __future__ import annotations
 
@@ -24,9 +23,8 @@ def _several_attempts(rows: Sequence[Row]) -> bool:
 def write_csv(
     path: Path, swept: Sequence[str], metrics: Sequence[str], rows: Sequence[Row], differ: Sequence[str] = ()
 ) -> None:
-    """One line per row: the settings, what ran them where that ``differ``s between jobs (``ran_with``), n (jobs with
-    metrics), failed, the attempts of each of its jobs where a job took several, then median, min, max (and the
-    paper's score, where there is one) of each metric."""
+    """One line per row: the settings, what ran them where that ``differ``s between jobs, n (jobs with metrics),
+    failed, the attempts of each job where one took several, then median, min, max (and the paper's) of each metric."""
     papers = [m for m in metrics if any(row.paper(m) is not None for row in rows)]
     several = _several_attempts(rows)
     header = [*swept, *differ, "n", "failed", *(["attempts"] if several else [])]
@@ -52,9 +50,8 @@ def markdown(
     rows: Sequence[Row],
     plots: Sequence[Path],
 ) -> str:
-    """The report: what was read, what was swept and what ran it, the table (median [min, max] over n seeds per
-    metric, what ran each row where that differs between jobs, the attempts of its jobs where one took several), the
-    plots, the failed jobs and the jobs of several attempts, each attempt's outcome in order."""
+    """The report: what was read, swept and ran it, the table (median [min, max] over n seeds per metric), the plots,
+    the failed jobs and the jobs of several attempts."""
     differ, same = ran_with(jobs)
     papers = [m for m in metrics if any(row.paper(m) is not None for row in rows)]
     failed = [job for job in jobs if job.metrics is None]
