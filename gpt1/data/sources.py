@@ -23,7 +23,7 @@ from typing import Optional
 import datasets
 
 from gpt1.core.compat import csv_builder_logger, dataset_fingerprint, prepared_split
-from gpt1.core.errors import DataError
+from gpt1.core.errors import DataError, exception_chain
 from gpt1.core.file_kinds import binary_kind, describe, head
 from gpt1.core.quoting import Quoting
 from gpt1.data.conversion import convert
@@ -344,9 +344,7 @@ def read_error(files: Sequence[str | os.PathLike], error: BaseException, quoting
         found = file_format(path).problem(Path(path), quoting)
         if found:
             return found
-    cause = error
-    while (cause.__cause__ or cause.__context__) is not None:
-        cause = cause.__cause__ or cause.__context__
+    cause = exception_chain(error)[-1]
     detail = (str(cause).strip().splitlines() or [""])[0]
     return (
         f"{', '.join(map(str, files))}: could not be read ({type(cause).__name__}: {detail}): give an intact copy "
