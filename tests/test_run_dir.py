@@ -262,7 +262,8 @@ def test_resume_auto_of_a_finished_run_whose_last_ckpt_is_lost_changes_nothing_a
 
 def test_resume_from_a_checkpoint_whose_loop_counters_are_damaged_is_refused_in_one_line(tmp_path, tiny_ckpt, make_cfg):
     """A bit flipped in the name of one of Lightning's loop counters ('total' read as 'tntal') ended in Lightning's
-    KeyError: 'total' as it restored them, after the run's records were opened."""
+    KeyError: 'total' as it restored them. Refused in one line before anything of the run is written (but its
+    provenance.json's record of the attempt)."""
     run = tmp_path / "run"
     shutil.copytree(tiny_ckpt.parents[1], run)
     last = run / "checkpoints" / "last.ckpt"
@@ -270,9 +271,12 @@ def test_resume_from_a_checkpoint_whose_loop_counters_are_damaged_is_refused_in_
     progress = raw["loops"]["fit_loop"]["epoch_loop.batch_progress"]
     progress["tntal"] = progress.pop("total")
     torch.save(raw, last)
+    before = {p: p.read_bytes() for p in run.rglob("*") if p.is_file() and p.name != "provenance.json"}
     overrides = [*TINY_RUN, "callbacks.samples.every_n_steps=0", "trainer.max_steps=2", "resume=auto"]
     with pytest.raises(CheckpointError) as refused:
         train(make_cfg("pretrain", overrides))
+    after = {p: p.read_bytes() for p in run.rglob("*") if p.is_file() and p.name != "provenance.json"}
+    assert after == before  # (its csv/hparams.yaml was written again before the checkpoint was read)
     assert user_message(refused.value) == (
         f"resume={last}: its training loop's counters are damaged (fit_loop/epoch_loop.batch_progress/total is "
         f"missing): resume from another checkpoint of the run, or start from its weights with init_from={last}"

@@ -19,7 +19,7 @@ from omegaconf import OmegaConf
 
 import gpt1.commands.pretrain
 from gpt1.app.effects import UNKNOWN, effect
-from gpt1.app.recorded import with_record
+from gpt1.app.recorded import with_record, with_replayed
 from gpt1.core.errors import ConfigError
 from gpt1.core.figures import say_rerun
 from gpt1.core.run_lock import NAME, RunDirectoryInUse, hold, let_go
@@ -97,6 +97,27 @@ def test_resume_auto_and_the_run_directory_alone_replay_its_overrides_those_give
     ]
     fresh = ["resume=auto", f"hydra.run.dir={tmp_path / 'new'}", "task=rte"]  # no record: a first start
     assert with_record(fresh, "finetune") == fresh and with_record(["task=rte"], "finetune") == ["task=rte"]
+
+
+def test_provenance_json_stands_in_for_a_damaged_hydra_record_with_the_newest_attempt_that_did_not_fail(tmp_path):
+    """An empty .hydra/overrides.yaml: the run's provenance.json is replayed, and an error after it names both files.
+    Its newest attempt was a resume refused at start (model.activation=zzgb): the record is the attempt before it,
+    which made the run, not the command refused."""
+    run = tmp_path / "run"
+    (run / ".hydra").mkdir(parents=True)
+    (run / ".hydra" / "overrides.yaml").write_text("")
+    made, refused = ["model=tiny", "logger=csv"], ["model=tiny", "logger=csv", "resume=auto", "model.activation=zzgb"]
+    attempts = [
+        {"outcome": "finished", "job": {"command": "pretrain", "overrides": made}},
+        {"outcome": "failed", "job": {"command": "pretrain", "overrides": refused}},
+    ]
+    (run / "provenance.json").write_text(json.dumps({"attempts": attempts}))
+    given = ["resume=auto", f"hydra.run.dir={run}"]
+    assert with_record(given, "pretrain") == [*made, *given]
+    assert with_replayed("error: seed: wrong") == (
+        f"error: seed: wrong (the command replayed {run / 'provenance.json'}, as {run / '.hydra' / 'overrides.yaml'} "
+        "could not be read: if the record is at fault, restore it or give the command)"
+    )
 
 
 def test_a_record_keeps_its_config_dir_and_says_where_it_ran(tmp_path, monkeypatch, capsys):

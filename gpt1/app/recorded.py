@@ -124,16 +124,19 @@ def _values(overrides: Sequence[str]) -> Optional[dict[str, Any]]:
     return {o.key_or_group: o.value() for o in parsed if not o.is_delete()}  # (~rerun: Hydra's, refused there)
 
 
-REPLAYED: list[Path] = []
-"""The record this process's command line was rebuilt from (``with_record``), which its errors name."""
+REPLAYED: list[tuple[Path, Optional[Path]]] = []
+"""The record this process's command line was rebuilt from (``with_record``), which its errors name, and why
+provenance.json's where it stood in for a .hydra/ file."""
 
 
 def with_replayed(message: str) -> str:
     """An error line ``message``, naming the record the command replayed where it did (a key or value in the error
     may be the record's) and the message does not."""
-    if not REPLAYED or str(REPLAYED[-1]) in message:
+    if not REPLAYED or str(REPLAYED[-1][0]) in message:
         return message
-    return f"{message} (the command replayed {REPLAYED[-1]}: if the record is at fault, restore it or give the command)"
+    source, instead = REPLAYED[-1]
+    why = f", as {instead} could not be read" if instead else ""
+    return f"{message} (the command replayed {source}{why}: if the record is at fault, restore it or give the command)"
 
 
 def _merged(flags: list[str], given: list[str], record: Record, whose: str) -> list[str]:
@@ -147,7 +150,7 @@ def _merged(flags: list[str], given: list[str], record: Record, whose: str) -> l
         raise ConfigError(
             f"{source}: its overrides do not parse as Hydra's (damaged?): restore it, or give the command in full"
         )
-    REPLAYED.append(source)
+    REPLAYED.append((source, record.instead))
     at = {override_key(o): i for i, o in enumerate(replayed)}
     for o in given:
         key = override_key(o)

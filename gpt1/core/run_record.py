@@ -39,19 +39,31 @@ class Record:
     """A job of a sweep: the sweep's directory, else None."""
     source: Path
     """The file the record was read from."""
+    instead: Optional[Path] = None
+    """provenance.json's record: the run's .hydra/ file that exists but could not be read (None: none)."""
 
 
 def run_record(directory: str | os.PathLike) -> Optional[Record]:
     """The record of the run in ``directory``: its .hydra/, else the newest attempt of its provenance.json that
-    recorded its job; None if it has neither (a run made from Python, or no run)."""
+    recorded its job and did not fail (a command refused is recorded too), else the newest that failed; None if it
+    has neither (a run made from Python, or no run)."""
     directory = Path(directory)
     hydra = _yaml(directory / ".hydra" / "hydra.yaml")
     overrides = _yaml(directory / ".hydra" / "overrides.yaml")
-    if isinstance(hydra, dict) and isinstance(hydra.get("hydra"), dict) and isinstance(overrides, list):
+    read = {"hydra.yaml": isinstance(hydra, dict) and isinstance(hydra.get("hydra"), dict)}
+    read["overrides.yaml"] = isinstance(overrides, list)
+    if all(read.values()):
         node = hydra["hydra"]
         multirun = node.get("mode") == "MULTIRUN" and (directory.parent / "multirun.yaml").is_file()
         return _record(node, [str(o) for o in overrides], directory.parent if multirun else None, directory / ".hydra")
-    for attempt in reversed(attempts(directory)):
+    # a .hydra/ file there but not as Hydra writes it (empty, cut, damaged): named where provenance.json stands in
+    unread = next(
+        (directory / ".hydra" / f for f, ok in read.items() if not ok and (directory / ".hydra" / f).exists()), None
+    )
+    tried = attempts(directory)[::-1]  # the newest first, an attempt refused or failed after the others
+    for attempt in [a for a in tried if a.get("outcome") != "failed"] + [
+        a for a in tried if a.get("outcome") == "failed"
+    ]:
         job = attempt.get("job")
         if isinstance(job, dict) and isinstance(job.get("command"), str) and isinstance(job.get("overrides"), list):
             sweep = job.get("sweep_dir")
@@ -63,6 +75,7 @@ def run_record(directory: str | os.PathLike) -> Optional[Record]:
                 attempt.get("cwd"),
                 Path(sweep) if sweep else None,
                 directory / "provenance.json",
+                unread,
             )
     return None
 

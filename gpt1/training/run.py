@@ -36,11 +36,12 @@ class TrainingRun:
     ``cfg.paths.output_dir``: its loggers (W&B's run named ``run_name``), the callbacks of ``callbacks`` and, with
     ``selection`` (fine-tuning's model_selection), model selection by the task's main validation metric, and the
     Trainer (and ``compile=true``'s compiled model). The data module splits its global batch over the Trainer's
-    devices (``DataModule.connect``) as the Trainer is built, the one place that knows how many there are; its passes
-    per update start from ``accumulate`` (None: the trainer config's). The resolved config is logged and the run
-    directory printed; ``start`` (``time.perf_counter``'s at the command's start) times the run. A command uses it in
-    a ``with`` block: from the start of training to the block's end a signal stops the run (``SafeStop``), and after
-    it the signals' handlers are as they were before."""
+    devices (``DataModule.connect``) as the Trainer is built, the one place that knows how many there are; its
+    passes per update start from ``accumulate`` (None: the trainer config's). The run directory is printed (the
+    resolved config logged by ``fit``, once the checkpoint it resumes is checked); ``start``
+    (``time.perf_counter``'s at the command's start) times the run. A command uses it in a ``with`` block: from the
+    start of training to the block's end a signal stops the run (``SafeStop``), and after it the signals' handlers
+    are as they were before."""
 
     def __init__(
         self,
@@ -58,7 +59,6 @@ class TrainingRun:
         self.module, self.data, self.selection = module, data, selection
         self.loggers = build_loggers(cfg.logger, self.output_dir, run_name)
         start_wandb(self.loggers)  # a W&B that cannot start is one line, before the trainer is built
-        log_config(self.loggers, cfg)
         select_by = f"val/{module.task.metrics[0]}" if selection == Selection.best else None
         self.callbacks = build_callbacks(
             callbacks, self.output_dir, bool(self.loggers), select_by=select_by, prefixes=module.val_keys
@@ -111,6 +111,7 @@ class TrainingRun:
         selected_step (``gpt1.training.callbacks.best_weights.select_weights``). A run resumed at the step its
         metrics.json was written at is finished: nothing is trained or evaluated (``gpt1.training.kept_results``)."""
         resumed_at = check_resume_fits(resume, self.module, self.trainer)
+        log_config(self.loggers, self.cfg)  # (after the checks: a refused resume writes nothing)
         if self.trainer.is_global_zero:  # what it reads, hashed: provenance.json
             update_attempt(self.output_dir, inputs=run_inputs(self.cfg, self.data, resume))
         self.trainer.fit(self.module, datamodule=self.data, ckpt_path=resume, weights_only=True)
