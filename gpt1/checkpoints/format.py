@@ -312,3 +312,15 @@ DAMAGED = "the checkpoint is inconsistent (edited or damaged): use another check
 def _one_line(error: Exception, limit: int = 400) -> str:
     text = " ".join(f"{type(error).__name__}: {error}".split())
     return text if len(text) <= limit else text[:limit] + " ..."
+
+
+def missing_key(ours: dict[str, Any], theirs: Any, at: str = "fit_loop") -> str | None:
+    """The first name of the nested state dict ``ours`` that ``theirs`` lacks (None: none), said as a path."""
+    if not isinstance(theirs, dict):
+        return at
+    for key, value in ours.items():
+        if key not in theirs:
+            return f"{at}/{key}"
+        if isinstance(value, dict) and (found := missing_key(value, theirs[key], f"{at}/{key}")):
+            return found
+    return None

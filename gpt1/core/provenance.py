@@ -5,6 +5,7 @@ overwritten."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib.metadata
 import json
 import os
@@ -208,3 +209,16 @@ def _cpuinfo() -> tuple[str, list[str]]:
     fields = dict(re.findall(r"^(model name|flags|Features)\s*:\s*(.*)$", text, re.M))
     flags = (fields.get("flags") or fields.get("Features") or "").split()
     return fields.get("model name") or platform.machine(), sorted(f for f in set(flags) if CPU_FLAGS.match(f))
+
+
+def finished_at(output_dir: Path) -> int | None:
+    """The step the run in ``output_dir`` finished at, as its metrics.json or a finished attempt's copy of it says
+    (-1: finished, at a step neither says); None if it had not finished."""
+    metrics = output_dir / "metrics.json"
+    with contextlib.suppress(OSError, ValueError, TypeError, KeyError):
+        return int(json.loads(metrics.read_text())["steps"])
+    done = [a for a in attempts(output_dir) if a.get("outcome") == "finished"]
+    steps = [a["results"].get("steps") for a in done if isinstance(a.get("results"), dict)]
+    if steps and isinstance(steps[-1], int):
+        return steps[-1]
+    return -1 if done or metrics.exists() else None

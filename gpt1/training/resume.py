@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
-import json
 import re
 import sys
 from pathlib import Path
@@ -11,9 +9,9 @@ from typing import Any
 
 import lightning as L
 
-from gpt1.checkpoints.format import read_checkpoint, state_mismatch
+from gpt1.checkpoints.format import missing_key, read_checkpoint, state_mismatch
 from gpt1.core.errors import CheckpointError, ConfigError
-from gpt1.core.provenance import attempts
+from gpt1.core.provenance import finished_at
 from gpt1.training.strategies.registry import resumable
 
 
@@ -79,7 +77,7 @@ def newest_complete(checkpoints: Path) -> Path | None:
     why = "is missing" if problem is None else f"cannot be read ({problem})"
     periodic = sorted((int(m.group(1)), p) for p in checkpoints.glob("step*.ckpt") if (m := PERIODIC.fullmatch(p.name)))
     newest = next(((step, path) for step, path in reversed(periodic) if _readable(path)), None)
-    finished = _finished_at(checkpoints.parent)
+    finished = finished_at(checkpoints.parent)
     if finished is not None and (newest is None or newest[0] != finished):
         again = newest and f"; to train it again from step {newest[0]}, type resume={newest[1]} in place of resume=auto"
         raise CheckpointError(
@@ -107,19 +105,6 @@ def _readable(path: Path) -> bool:
         return False
 
 
-def _finished_at(output_dir: Path) -> int | None:
-    """The step the run in ``output_dir`` finished at, as its metrics.json or a finished attempt's copy of it says
-    (-1: finished, at a step neither says); None if it had not finished."""
-    metrics = output_dir / "metrics.json"
-    with contextlib.suppress(OSError, ValueError, TypeError, KeyError):
-        return int(json.loads(metrics.read_text())["steps"])
-    done = [a for a in attempts(output_dir) if a.get("outcome") == "finished"]
-    steps = [a["results"].get("steps") for a in done if isinstance(a.get("results"), dict)]
-    if steps and isinstance(steps[-1], int):
-        return steps[-1]
-    return -1 if done or metrics.exists() else None
-
-
 def check_resume_fits(path: str | None, module: L.LightningModule, trainer: L.Trainer) -> int | None:
     """The step the checkpoint ``path`` (from ``resolve_resume``; None: no resume) was saved at, if its parameters,
     shapes and tokenizer are those of ``module``, about to train, and its loops' counters have the form ``trainer``
@@ -139,22 +124,10 @@ def check_resume_fits(path: str | None, module: L.LightningModule, trainer: L.Tr
             "saved with (model, tokenizer, data: its run directory's .hydra/config.yaml), or start a new run"
         )
     loops = raw.get("loops")
-    missing = _missing(trainer.fit_loop.state_dict(), loops.get("fit_loop") if isinstance(loops, dict) else loops)
+    missing = missing_key(trainer.fit_loop.state_dict(), loops.get("fit_loop") if isinstance(loops, dict) else loops)
     if loops is not None and missing:  # (else Lightning's KeyError as it restores them)
         raise CheckpointError(
             f"resume={path}: its training loop's counters are damaged ({missing} is missing): resume from another "
             f"checkpoint of the run, or start from its weights with init_from={path}"
         )
     return raw.get("global_step")
-
-
-def _missing(ours: dict[str, Any], theirs: Any, at: str = "fit_loop") -> str | None:
-    """The first name of the nested state dict ``ours`` that ``theirs`` lacks (None: none), said as a path."""
-    if not isinstance(theirs, dict):
-        return at
-    for key, value in ours.items():
-        if key not in theirs:
-            return f"{at}/{key}"
-        if isinstance(value, dict) and (found := _missing(value, theirs[key], f"{at}/{key}")):
-            return found
-    return None
