@@ -281,6 +281,9 @@ def test_resume_from_a_checkpoint_whose_loop_counters_are_damaged_is_refused_in_
         f"resume={last}: its training loop's counters are damaged (fit_loop/epoch_loop.batch_progress/total is "
         f"missing): resume from another checkpoint of the run, or start from its weights with init_from={last}"
     )
+    typed = user_message(refused.value).rsplit(" ", 1)[1]  # the init_from= it names, typed in a new run
+    fresh = [*TINY_RUN, "callbacks.samples.every_n_steps=0", "trainer.max_steps=1", typed, f"paths.output_dir={run}2"]
+    assert train(make_cfg("pretrain", fresh))["steps"] == 1
 
 
 def test_resume_auto_reads_past_an_unreadable_last_ckpt_and_stops_if_none_is_readable(tmp_path, tiny_ckpt, capsys):
