@@ -23,11 +23,8 @@ def resolve_resume(resume: str | None, output_dir: Path) -> str | None:
     if resume is None:
         return None
     if resume == "auto":
-        path = newest_complete(output_dir / "checkpoints")
-        if path is None:
-            return None
-        training_state(path, f"auto ({path})")
-        return str(path)
+        path = newest_complete(output_dir / "checkpoints")  # (checked there)
+        return None if path is None else str(path)
     path = Path(resume)
     if not path.is_file():
         raise ConfigError(f"resume={resume}: no such checkpoint (give a .ckpt path, or resume=auto)")
