@@ -76,10 +76,11 @@ def sample():
     while True:
         s = status()
         peak["anon"], peak["file"] = max(peak["anon"], s["RssAnon"]), max(peak["file"], s["RssFile"])
-        kids = [p for t in os.listdir("/proc/self/task") for p in open(f"/proc/self/task/{t}/children").read().split()]
-        try:
+        try:  # (a thread or a worker that ended meanwhile: this sample only is lost, not the sampling)
+            tasks = [f"/proc/self/task/{t}/children" for t in os.listdir("/proc/self/task")]
+            kids = [p for task in tasks for p in open(task).read().split()]
             peak["workers_private"] = max(peak["workers_private"], sum(private(p) for p in kids))
-        except OSError:  # a worker that ended meanwhile
+        except OSError:
             pass
         time.sleep(0.2)
 threading.Thread(target=sample, daemon=True).start()
