@@ -76,7 +76,6 @@ NOT_MEASURED = {
         "pieces of about 64K characters": "a setting",
         "every 16 MB read": "a setting",
         "1M characters are encoded at a time": "a setting",
-        "from 100 MB to 2 GB": "the corpora's sizes",
         "row groups of 50 MB": "an input's shape",
         "at most 100 MB": "datasets' setting",
         "1x and 4x corpora": "a test's inputs",
