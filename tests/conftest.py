@@ -2,6 +2,7 @@
 
 import os
 import signal
+import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -13,6 +14,11 @@ import torch
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("WANDB_MODE", "offline")
+# The commands the tests start (gpt1, wandb) are this interpreter's install's, whether or not its venv is activated
+# (`.venv/bin/python -m pytest` as much as the README's `python -m pytest`)
+os.environ["PATH"] = os.pathsep.join(
+    dict.fromkeys([str(Path(sys.executable).parent), *os.environ["PATH"].split(os.pathsep)])
+)
 # gpt1.cpu.settings.configure caches its kernel timings per machine: the tests' in a directory of the session's, not the
 # user's, made by pytest's process; its pytest-xdist workers inherit it (the kernels measured once for all)
 if not (os.environ.get("PYTEST_XDIST_WORKER") and "gpt1-tests-cache-" in os.environ.get("XDG_CACHE_HOME", "")):
