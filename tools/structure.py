@@ -3,6 +3,7 @@
     python tools/structure.py circles                                  # circles of files that import each other
     python tools/structure.py faces                                    # imports of a name from where it is not made
     python tools/structure.py walk gpt1/commands/finetune.py:main:cfg  # the files a parameter passes through
+    python tools/structure.py size                                     # the package's lines, its longest modules
 
 circles: every import counts (at a file's top, inside a function, under ``if TYPE_CHECKING``) and so does a module
 that a file loads through ``importlib.import_module`` (or ``__import__``) by a string it writes out, in the call or
@@ -15,6 +16,8 @@ module that defines it. ``gpt1.api``, the library's lazy face, is the one module
 walk: follows a parameter through the calls that pass it, or a part of it (``cfg.task``, a value computed from it,
 an object built from it and its methods), from the function it enters, in the order the code is written, each
 function once; prints the files in the order entered and counts the returns to a file already left.
+
+size: the lines of every module of the package (as ``wc -l`` counts them), in all and the five longest.
 
 Exit status: 0, or 1 when ``circles`` finds a circle or ``faces`` an import through a face.
 """
@@ -42,6 +45,12 @@ def module_files(root: Path = ROOT) -> dict[str, Path]:
         parts = path.relative_to(root).with_suffix("").parts
         modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
     return modules
+
+
+def size(root: Path = ROOT) -> dict[str, int]:
+    """Each module's file (relative to ``root``) -> its lines, the longest first."""
+    lines = {str(p.relative_to(root)): len(p.read_text().splitlines()) for p in module_files(root).values()}
+    return dict(sorted(lines.items(), key=lambda item: -item[1]))
 
 
 def _package_of(name: str, path: Path) -> str:
@@ -534,7 +543,7 @@ def returns(events: list[tuple[str, str]]) -> int:
 
 
 def main(argv: list[str]) -> int:
-    if not argv or argv[0] not in ("circles", "faces", "walk") or (argv[0] == "walk") != (len(argv) == 2):
+    if not argv or argv[0] not in ("circles", "faces", "walk", "size") or (argv[0] == "walk") != (len(argv) == 2):
         print(__doc__.split("\n\n")[1], file=sys.stderr)
         return 2
     if argv[0] == "circles":
@@ -549,6 +558,11 @@ def main(argv: list[str]) -> int:
         found = faces()
         print("\n".join([*found, f"{len(found)} import{'' if len(found) == 1 else 's'} through a face"]))
         return 1 if found else 0
+    if argv[0] == "size":
+        lines = size()
+        longest = ", ".join(f"{file} {n}" for file, n in list(lines.items())[:5])
+        print(f"{sum(lines.values())} lines in {len(lines)} modules; the longest: {longest}")
+        return 0
     events = walk(argv[1])
     trip = stays(events)
     seen: set[str] = set()
