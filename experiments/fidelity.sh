@@ -2,9 +2,10 @@
 # Issue 25's before/after table: the quickstart checkpoint fine-tuned on every sample task at sample_tasks.sh's
 # budgets by the code before issue 25 (commit 9263b2c, in a git worktree with its own venv), by this checkout, and by
 # this checkout with each of the original code's defaults reverted alone; seeds 1234 (the default), 1 and 2. Then the
-# zero-shot curve of the four heuristics over the checkpoint's steps, and its report. About 2 hours on 2 cores.
+# zero-shot curve of the four heuristics over the checkpoint's steps, and its report. About 70 minutes on 2 Zen 4
+# cores, 2 hours on 2 AVX2 ones.
 #   bash experiments/fidelity.sh                   # into outputs/fidelity; skips the runs it finds done
-#   SEEDS=1234 bash experiments/fidelity.sh        # one seed: about 40 minutes
+#   SEEDS=1234 bash experiments/fidelity.sh        # one seed: about 25 minutes (Zen 4)
 #   python experiments/fidelity_table.py outputs/fidelity     # the table
 set -euo pipefail
 repo=$(git rev-parse --show-toplevel)
