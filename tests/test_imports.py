@@ -194,6 +194,15 @@ def test_no_module_is_over_500_lines():
     assert {file: n for file, n in lines.items() if n > 500} == {}
 
 
+def test_the_size_command_prints_the_package_lines_as_the_development_page_shows_it():
+    """``python tools/structure.py size`` (docs/development.md, row package-size): the total and the longest first."""
+    lines = STRUCTURE["size"](REPO)
+    done = subprocess.run([sys.executable, "tools/structure.py", "size"], cwd=REPO, capture_output=True, text=True)
+    longest = next(iter(lines.items()))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(f"{sum(lines.values())} lines in {len(lines)} modules; the longest: {longest[0]} ")
+
+
 def test_the_checks_of_the_structure_see_a_circle_and_a_face(tmp_path):
     """The two checks above can fail: a circle through a function-level import and an importlib string, and a name
     imported through a package's face, in a package of three files."""
